@@ -1,0 +1,51 @@
+"""Pure numpy/torch core: simplex samplers, the VPO estimator and its baselines, answer format.
+
+Importable without transformers/trl/verl.
+"""
+
+from vpo.core.answers import (
+    answer_instruction,
+    dedup,
+    dedup_rows,
+    normalize_text,
+    pad_rows,
+    parse_answers,
+    stack_rows,
+)
+from vpo.core.estimators import (
+    ESTIMATORS,
+    AdvantageResult,
+    EstimatorConfig,
+    compute_advantages,
+    diagnostic_weights,
+    get_estimator,
+    group_index_from,
+    list_estimators,
+    register_estimator,
+    set_score,
+)
+from vpo.core.weights import SimplexSampler, check_simplex, dirichlet, spacings_to_simplex
+
+__all__ = [
+    "AdvantageResult",
+    "ESTIMATORS",
+    "EstimatorConfig",
+    "SimplexSampler",
+    "answer_instruction",
+    "check_simplex",
+    "compute_advantages",
+    "dedup",
+    "dedup_rows",
+    "diagnostic_weights",
+    "dirichlet",
+    "get_estimator",
+    "group_index_from",
+    "list_estimators",
+    "normalize_text",
+    "pad_rows",
+    "parse_answers",
+    "register_estimator",
+    "set_score",
+    "spacings_to_simplex",
+    "stack_rows",
+]

@@ -1,0 +1,641 @@
+"""Advantage estimators on one reward tensor: VPO and every baseline of VPO_SPEC §4.
+
+Every estimator reads the same batch (DESIGN.md "one data shape"):
+
+* ``rewards``  ``[N, m, d]`` float — N rollouts, up to m answers each, d objectives;
+* ``valid``    ``[N, m]`` bool — which answer slots hold a real (parsed, non-duplicate) answer;
+* groups: ``group_size=G`` for G consecutive rollouts per prompt (TRL's layout) or ``group_ids``
+  ``[N]`` (veRL's layout: any ints or strings, groups need not be contiguous);
+* ``target_weights`` ``[d]`` — the task's deployment scalarisation ``w*`` (uniform by default).
+
+and returns an :class:`AdvantageResult` with per-rollout ``advantages [N]`` (every response token of
+rollout n gets ``advantages[n]``), the per-rollout scalar each estimator normalises (``scores [N]``)
+and diagnostics. Everything is vectorised over groups with scatter/gather ops; there is no Python
+loop over groups or rollouts.
+
+Conventions (each estimator's docstring repeats its own):
+
+* padding never wins a max: invalid slots are masked with -inf, not zero, so negative rewards are
+  safe; a rollout with no valid answer scores ``config.invalid_score`` (paper: 0) and still counts
+  in its group's statistics;
+* non-finite rewards (NaN/inf) make that answer invalid and are counted in
+  ``diagnostics["nonfinite_answers"]``; with ``config.strict=True`` they raise instead;
+* computation is float64 on the rewards' device; cast the advantages where you use them.
+
+Simplifications: estimators return one advantage per rollout (no per-token credit), exactly as the
+paper and its baselines do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from vpo.core.weights import SimplexSampler, check_simplex, spacings_to_simplex, validate_sampler_args
+
+__all__ = [
+    "EstimatorConfig",
+    "AdvantageResult",
+    "EstimatorSpec",
+    "ESTIMATORS",
+    "register_estimator",
+    "get_estimator",
+    "list_estimators",
+    "compute_advantages",
+    "set_score",
+]
+
+
+@dataclass
+class EstimatorConfig:
+    """Options shared by the estimators; unused fields are ignored by estimators that don't need them."""
+
+    num_weightings: int = 100
+    """K, weightings per group for VPO's Monte Carlo set score (paper: 100)."""
+    alpha: float = 1.0
+    """Dirichlet concentration of the weightings (paper: 1, uniform on the simplex)."""
+    sampler: str = "iid"
+    """'iid' Dirichlet draws or 'sobol' scrambled QMC points (reference implementation option)."""
+    invalid_score: float = 0.0
+    """Scalar given to a rollout with no valid answer (paper: 0). It still counts in group stats."""
+    strict: bool = False
+    """Raise on NaN/inf rewards instead of treating that answer as invalid."""
+    eps: float = 1e-6
+    """Added to the std (or mean, for MaxRL) in the denominators; also VPO's zero-std threshold."""
+    max_at_k: int | None = None
+    """k of the Max@k objective; None = max(2, G // 2) per group (arXiv 2510.23393)."""
+
+    def __post_init__(self) -> None:
+        validate_sampler_args(self.num_weightings, self.alpha, self.sampler)
+        if not math.isfinite(self.invalid_score):
+            raise ValueError(f"invalid_score must be finite, got {self.invalid_score!r}")
+        if not (self.eps > 0):
+            raise ValueError(f"eps must be > 0, got {self.eps!r}")
+        if self.max_at_k is not None and self.max_at_k < 1:
+            raise ValueError(f"max_at_k must be >= 1 (or None for max(2, G//2)), got {self.max_at_k}")
+
+
+@dataclass
+class AdvantageResult:
+    """What an estimator returns.
+
+    ``advantages [N]`` float64, ``scores [N]`` float64 (the per-rollout scalar before normalisation:
+    the set score for VPO, ``w*^T r`` for GRPO, ...), ``group_index [N]`` int64 (0..P-1) and
+    ``diagnostics`` (python floats, plus ``objective_means`` as a list of d floats).
+    """
+
+    advantages: torch.Tensor
+    scores: torch.Tensor
+    group_index: torch.Tensor
+    diagnostics: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Batch:
+    """Validated, float64 view of the inputs shared by all estimators."""
+
+    rewards: torch.Tensor  # [N, m, d], invalid slots zeroed
+    valid: torch.Tensor  # [N, m] bool
+    index: torch.Tensor  # [N] int64 group index 0..P-1
+    counts: torch.Tensor  # [P] float64 group sizes
+    target: torch.Tensor  # [d]
+    rollout_weights: torch.Tensor | None  # [N, d] (goal-conditioned / given random weights)
+    nonfinite: int
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.rewards.shape[2])
+
+    @property
+    def m(self) -> int:
+        return int(self.rewards.shape[1])
+
+    def single_answer_scalar(self, weights: torch.Tensor, invalid_score: float) -> torch.Tensor:
+        """``w^T r`` of the single answer of each rollout; ``weights`` is [d] or [N, d]."""
+        r = self.rewards[:, 0, :]
+        s = (r * weights).sum(-1) if weights.ndim == 2 else r @ weights
+        return torch.where(self.valid[:, 0], s, torch.full_like(s, invalid_score))
+
+
+EstimatorFn = Callable[[_Batch, EstimatorConfig, SimplexSampler], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    name: str
+    fn: Callable
+    multi_answer: bool
+    """True when the estimator scores m answers per rollout; False requires m == 1."""
+    uses_sampler: bool
+    needs_rollout_weights: bool
+    paper: str
+    summary: str
+
+
+ESTIMATORS: dict[str, EstimatorSpec] = {}
+
+
+def register_estimator(
+    name: str,
+    *,
+    multi_answer: bool,
+    paper: str,
+    summary: str,
+    uses_sampler: bool = False,
+    needs_rollout_weights: bool = False,
+):
+    """Register ``fn(batch, config, sampler) -> (scores [N], advantages [N], group_std [P])``."""
+
+    def deco(fn):
+        if name in ESTIMATORS:
+            raise ValueError(f"estimator {name!r} is already registered")
+        ESTIMATORS[name] = EstimatorSpec(
+            name, fn, multi_answer, uses_sampler, needs_rollout_weights, paper, summary
+        )
+        return fn
+
+    return deco
+
+
+def get_estimator(name: str) -> EstimatorSpec:
+    try:
+        return ESTIMATORS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown estimator {name!r}; available: {', '.join(sorted(ESTIMATORS))}"
+        ) from None
+
+
+def list_estimators() -> list[str]:
+    return sorted(ESTIMATORS)
+
+
+# ---------------------------------------------------------------------------------------------
+# group statistics (scatter based, any group layout)
+# ---------------------------------------------------------------------------------------------
+
+
+def _group_sum(x: torch.Tensor, b: _Batch) -> torch.Tensor:
+    out = torch.zeros((b.num_groups,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
+    return out.index_add_(0, b.index, x)
+
+
+def _group_mean(x: torch.Tensor, b: _Batch) -> torch.Tensor:
+    counts = b.counts.view(-1, *([1] * (x.ndim - 1)))
+    return _group_sum(x, b) / counts
+
+
+def _group_std(x: torch.Tensor, b: _Batch, mean: torch.Tensor, bessel: bool) -> torch.Tensor:
+    dev = x - mean[b.index]
+    counts = b.counts.view(-1, *([1] * (x.ndim - 1)))
+    denom = counts - 1 if bessel else counts
+    return (_group_sum(dev * dev, b) / denom).sqrt()
+
+
+def _zscore(x: torch.Tensor, b: _Batch, eps: float, bessel: bool, zero_flat: bool):
+    """Group z-score of ``x`` ([N] or [N, d]); returns (z, std per group)."""
+    mean = _group_mean(x, b)
+    std = _group_std(x, b, mean, bessel)
+    z = (x - mean[b.index]) / (std[b.index] + eps)
+    if zero_flat:
+        z = torch.where(std[b.index] < eps, torch.zeros_like(z), z)
+    return z, std
+
+
+# ---------------------------------------------------------------------------------------------
+# the set score
+# ---------------------------------------------------------------------------------------------
+
+
+def _masked_best(rewards: torch.Tensor, valid: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """max over valid answers of ``w^T r``: rewards [N,m,d], valid [N,m], weights [N,K,d] -> [N,K].
+
+    Rows with no valid answer come back as -inf.
+    """
+    s = torch.bmm(rewards, weights.transpose(1, 2))  # [N, m, K]
+    s = s.masked_fill(~valid.unsqueeze(-1), float("-inf"))
+    return s.amax(dim=1)
+
+
+def set_score(
+    rewards,
+    valid=None,
+    weights=None,
+    *,
+    invalid_score: float = 0.0,
+) -> torch.Tensor:
+    """Monte Carlo set score ``(1/K) sum_k max_{valid i} w_k^T r_i`` of each rollout.
+
+    ``rewards [N, m, d]``, ``valid [N, m]`` (default all), ``weights [K, d]`` shared by all rows or
+    ``[N, K, d]`` per row. Returns ``[N]`` float64; rows without a valid answer get ``invalid_score``.
+    """
+    r = _as_f64(rewards, "rewards")
+    if r.ndim != 3:
+        raise ValueError(f"rewards must have shape [N, m, d]; got {tuple(r.shape)}")
+    v = torch.ones(r.shape[:2], dtype=torch.bool) if valid is None else torch.as_tensor(valid, dtype=torch.bool)
+    w = _as_f64(weights, "weights").to(r.device)
+    if w.ndim == 2:
+        w = w.unsqueeze(0).expand(r.shape[0], -1, -1)
+    best = _masked_best(r, v.to(r.device), w)
+    any_valid = v.any(dim=1).to(r.device)
+    return torch.where(any_valid, best.mean(-1), torch.full_like(best[:, 0], invalid_score))
+
+
+_DIAG_WEIGHTS: dict[int, torch.Tensor] = {}
+
+
+def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
+    """A fixed, deterministic ``[k, d]`` point set on the simplex (unscrambled Sobol, sorted spacings).
+
+    Used for diagnostics and metrics that must not consume the training RNG.
+    """
+    if d == 1:
+        return torch.ones(k, 1, dtype=torch.float64)
+    if d not in _DIAG_WEIGHTS:
+        eng = torch.quasirandom.SobolEngine(d - 1, scramble=False)
+        eng.fast_forward(1)  # skip the all-zero point
+        _DIAG_WEIGHTS[d] = spacings_to_simplex(eng.draw(k, dtype=torch.float64))
+    return _DIAG_WEIGHTS[d]
+
+
+# ---------------------------------------------------------------------------------------------
+# estimators
+# ---------------------------------------------------------------------------------------------
+
+
+@register_estimator(
+    "vpo",
+    multi_answer=True,
+    uses_sampler=True,
+    paper="Bahlous-Boldi et al. 2026, Vector Policy Optimization (arXiv 2605.22817)",
+    summary="E_w~Dir(alpha)[max over the rollout's answers of w^T r], K draws shared by the group",
+)
+def vpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
+    """VPO (VPO_SPEC §3). Per group: K weightings shared by its rollouts;
+    ``raw_n = mean_k max_{valid i} w_k^T r_{n,i}`` (``invalid_score`` without a valid answer);
+    ``A = (raw - mean) / (std + eps)`` with the **population** std (divide by G), and A = 0 for
+    the whole group when ``std < eps``."""
+    w = sampler.sample(b.num_groups, b.d).to(b.rewards.device)  # [P, K, d]
+    best = _masked_best(b.rewards, b.valid, w[b.index])  # [N, K]
+    raw = torch.where(b.valid.any(1), best.mean(-1), torch.full_like(best[:, 0], cfg.invalid_score))
+    adv, std = _zscore(raw, b, cfg.eps, bessel=False, zero_flat=True)
+    return raw, adv, std
+
+
+@register_estimator(
+    "grpo",
+    multi_answer=False,
+    paper="Shao et al. 2024, DeepSeekMath (GRPO)",
+    summary="w*^T r, group z-score (Bessel std)",
+)
+def grpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """GRPO: ``s = w*^T r``; ``A = (s - mean) / (std + eps)`` with the Bessel (G - 1) std, as in the
+    reference. A group with identical scores gets 0 (numerator is 0)."""
+    s = b.single_answer_scalar(b.target, cfg.invalid_score)
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    return s, adv, std
+
+
+@register_estimator(
+    "gdpo",
+    multi_answer=False,
+    paper="Liu et al. 2026, GDPO (arXiv 2601.05242)",
+    summary="z-score each objective in the group, weighted sum with w*, whiten over the batch",
+)
+def gdpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """GDPO: per objective j, ``z_j = (r_j - mean_j) / (std_j + eps)`` within the group (Bessel std,
+    as TRL's ``normalize_then_sum``); ``s = sum_j w*_j z_j``; then ``A = (s - mean_B) / (std_B + eps)``
+    over the whole batch (Bessel). A rollout without a valid answer has ``invalid_score`` on every
+    objective."""
+    r = torch.where(
+        b.valid[:, 0:1], b.rewards[:, 0, :], torch.full_like(b.rewards[:, 0, :], cfg.invalid_score)
+    )
+    z, std = _zscore(r, b, cfg.eps, bessel=True, zero_flat=False)
+    s = z @ b.target
+    adv = (s - s.mean()) / (s.std(unbiased=True) + cfg.eps) if s.numel() > 1 else torch.zeros_like(s)
+    return s, adv, std.mean(-1)
+
+
+@register_estimator(
+    "multi_rlvr",
+    multi_answer=True,
+    paper="Puri et al. 2026, Multi-RLVR (arXiv 2603.24844)",
+    summary="sum over the m (dedup'd) answers of w*^T r, group z-score (Bessel std)",
+)
+def multi_rlvr_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """Multi-RLVR: ``s = sum over valid answers of w*^T r`` (missing/duplicate slots add 0; a rollout
+    with none gets ``invalid_score``); GRPO z-score with the Bessel std."""
+    per = b.rewards @ b.target  # [N, m]
+    s = torch.where(b.valid, per, torch.zeros_like(per)).sum(1)
+    s = torch.where(b.valid.any(1), s, torch.full_like(s, cfg.invalid_score))
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    return s, adv, std
+
+
+@register_estimator(
+    "random_weight",
+    multi_answer=False,
+    uses_sampler=True,
+    paper="VPO paper baseline: random-weighting GRPO",
+    summary="w^T r with one w ~ Dir(alpha) per prompt (hidden from the model), group z-score",
+)
+def random_weight_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
+    """Random-weighting GRPO: one ``w ~ Dir(alpha)`` per group (drawn from the sampler, or taken
+    from ``rollout_weights`` when given), ``s = w^T r``, GRPO z-score (Bessel std)."""
+    if b.rollout_weights is not None:
+        w = b.rollout_weights
+    else:
+        w = sampler.sample(b.num_groups, b.d, num_weightings=1)[:, 0, :].to(b.rewards.device)[b.index]
+    s = b.single_answer_scalar(w, cfg.invalid_score)
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    return s, adv, std
+
+
+@register_estimator(
+    "goal_conditioned",
+    multi_answer=False,
+    needs_rollout_weights=True,
+    paper="VPO paper baseline: goal-conditioned GRPO",
+    summary="w^T r with the w written into the prompt (rollout_weights), group z-score",
+)
+def goal_conditioned_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """Goal-conditioned GRPO: like ``random_weight`` but ``w`` is the weighting shown to the model in
+    its prompt, passed as ``rollout_weights [N, d]``. GRPO z-score (Bessel std)."""
+    s = b.single_answer_scalar(b.rollout_weights, cfg.invalid_score)
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    return s, adv, std
+
+
+def _log_comb(n: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """log C(n, k) elementwise, -inf where the binomial is 0 (k < 0 or k > n)."""
+    ok = (k >= 0) & (k <= n)
+    n_, k_ = n.clamp(min=0), k.clamp(min=0)
+    val = torch.lgamma(n_ + 1) - torch.lgamma(k_ + 1) - torch.lgamma((n_ - k_).clamp(min=0) + 1)
+    return torch.where(ok, val, torch.full_like(val, float("-inf")))
+
+
+def max_at_k_transform(s: torch.Tensor, b: _Batch, k_fixed: int | None) -> torch.Tensor:
+    """Per-sample unbiased Max@k reward: rank i (1-based, ascending within its group of n) gets
+    ``[C(i-1, k-1) s_i + sum_{j>i} C(j-2, k-2) s_j] / C(n, k)``. Vectorised over groups of any size
+    by padding each group to the largest size (pads sort last and carry zero weight)."""
+    P = b.num_groups
+    n = b.counts  # [P]
+    gmax = int(n.max().item())
+    k = (torch.clamp(torch.floor(n / 2), min=2) if k_fixed is None else torch.full_like(n, float(k_fixed)))
+    if bool((k > n).any()):
+        raise ValueError(
+            f"max_at_k: k={int(k.max().item())} exceeds the group size {int(n.min().item())}; "
+            "use k <= G (default max(2, G // 2))"
+        )
+    # position of each rollout inside its group (stable: order of appearance)
+    order = torch.argsort(b.index, stable=True)
+    starts = torch.cumsum(n, 0) - n
+    pos = torch.empty_like(b.index)
+    pos[order] = torch.arange(b.index.numel(), device=s.device) - starts.long()[b.index[order]]
+    grid = torch.full((P, gmax), float("inf"), dtype=s.dtype, device=s.device)
+    grid[b.index, pos] = s
+    sorted_vals, perm = torch.sort(grid, dim=1, stable=True)  # ascending, pads (inf) last
+    rank = torch.arange(1, gmax + 1, dtype=s.dtype, device=s.device).expand(P, gmax)  # i
+    real = rank <= n.unsqueeze(1)
+    vals = torch.where(real, sorted_vals, torch.zeros_like(sorted_vals))
+    kk = k.unsqueeze(1)
+    log_den = _log_comb(n.unsqueeze(1), kk)
+    own = torch.exp(_log_comb(rank - 1, kk - 1) - log_den) * vals
+    above_coef = torch.exp(_log_comb(rank - 2, kk - 2) - log_den)  # coefficient of s_j as "j above i"
+    c = torch.where(real, above_coef * vals, torch.zeros_like(vals))
+    suffix = torch.flip(torch.cumsum(torch.flip(c, [1]), 1), [1])  # sum_{j>=i}
+    above = torch.cat([suffix[:, 1:], torch.zeros_like(suffix[:, :1])], dim=1)  # sum_{j>i}
+    eff_sorted = own + above
+    eff_grid = torch.empty_like(eff_sorted).scatter_(1, perm, eff_sorted)
+    return eff_grid[b.index, pos]
+
+
+@register_estimator(
+    "max_at_k",
+    multi_answer=False,
+    paper="Max@k policy gradient (arXiv 2510.23393)",
+    summary="unbiased per-sample gradient weight of E[max of a k-subset], then GRPO z-score",
+)
+def max_at_k_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """Max@k: ``s = w*^T r``; each rollout's effective reward is its share of the unbiased
+    E[max of a random k-subset of the group] (see :func:`max_at_k_transform`, k = ``max_at_k`` or
+    max(2, G // 2)); then the GRPO z-score (Bessel std) of the effective rewards."""
+    s = b.single_answer_scalar(b.target, cfg.invalid_score)
+    eff = max_at_k_transform(s, b, cfg.max_at_k)
+    adv, std = _zscore(eff, b, cfg.eps, bessel=True, zero_flat=False)
+    return s, adv, std
+
+
+@register_estimator(
+    "maxrl",
+    multi_answer=False,
+    paper="MaxRL (arXiv 2602.02710)",
+    summary="(r - mean) / (mean + eps) within the group",
+)
+def maxrl_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """MaxRL: ``s = w*^T r``; ``A = (s - mean) / (mean + eps)`` with the group mean; no std.
+    Reported "std" diagnostic is the population std of s."""
+    s = b.single_answer_scalar(b.target, cfg.invalid_score)
+    mean = _group_mean(s, b)
+    adv = (s - mean[b.index]) / (mean[b.index] + cfg.eps)
+    std = _group_std(s, b, mean, bessel=False)
+    return s, adv, std
+
+
+# ---------------------------------------------------------------------------------------------
+# input validation and the public entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_f64(x, name: str) -> torch.Tensor:
+    if x is None:
+        raise ValueError(f"{name} is required")
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(torch.float64)
+    try:
+        return torch.as_tensor(np.asarray(x, dtype=np.float64))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a numeric array or tensor: {e}") from None
+
+
+def group_index_from(
+    n: int,
+    group_size: int | None = None,
+    group_ids: Sequence | torch.Tensor | np.ndarray | None = None,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn a group layout into ``(index [N] int64 in 0..P-1, counts [P] float64)``.
+
+    Exactly one of ``group_size`` (G consecutive rollouts per group) or ``group_ids`` (one id per
+    rollout; ints or strings; groups need not be contiguous) must be given. Every group needs >= 2
+    rollouts (a z-score over one rollout is undefined).
+    """
+    if (group_size is None) == (group_ids is None):
+        raise ValueError("give exactly one of group_size (contiguous groups) or group_ids (one id per rollout)")
+    if group_size is not None:
+        if not isinstance(group_size, (int, np.integer)) or group_size < 2:
+            raise ValueError(f"group_size G must be an integer >= 2, got {group_size!r}")
+        if n % group_size != 0:
+            raise ValueError(
+                f"N={n} rollouts is not a multiple of group_size={group_size}; contiguous groups need N = P * G"
+            )
+        index = torch.arange(n, device=device) // int(group_size)
+        counts = torch.full((n // int(group_size),), float(group_size), dtype=torch.float64, device=device)
+        return index, counts
+    if isinstance(group_ids, torch.Tensor):
+        ids = group_ids.detach().reshape(-1).cpu()
+        if ids.numel() != n:
+            raise ValueError(f"group_ids has {ids.numel()} entries but there are N={n} rollouts")
+        _, index = torch.unique(ids, return_inverse=True)
+    else:
+        ids = list(group_ids)
+        if len(ids) != n:
+            raise ValueError(f"group_ids has {len(ids)} entries but there are N={n} rollouts")
+        arr = np.asarray(ids)
+        if arr.dtype.kind in "iu":
+            _, inv = np.unique(arr, return_inverse=True)
+        else:  # strings / uuids / mixed: first-appearance order
+            lookup: dict = {}
+            inv = np.fromiter((lookup.setdefault(g, len(lookup)) for g in ids), dtype=np.int64, count=n)
+        index = torch.as_tensor(inv.reshape(-1), dtype=torch.int64)
+    index = index.to(device)
+    counts = torch.bincount(index).to(torch.float64)
+    if bool((counts < 2).any()):
+        bad = int(torch.nonzero(counts < 2)[0, 0])
+        raise ValueError(
+            f"every group needs at least 2 rollouts (G >= 2); group #{bad} has {int(counts[bad])}"
+        )
+    return index, counts
+
+
+def _prepare(
+    rewards,
+    valid,
+    group_size,
+    group_ids,
+    target_weights,
+    rollout_weights,
+    strict: bool,
+) -> _Batch:
+    r = _as_f64(rewards, "rewards")
+    if r.ndim != 3:
+        hint = " (for one answer per rollout of shape [N, d] pass rewards[:, None, :])" if r.ndim == 2 else ""
+        raise ValueError(f"rewards must have shape [N, m, d]; got shape {tuple(r.shape)}{hint}")
+    N, m, d = r.shape
+    if N == 0 or m == 0 or d == 0:
+        raise ValueError(f"rewards must be non-empty in every axis; got shape {tuple(r.shape)}")
+    if valid is None:
+        v = torch.ones(N, m, dtype=torch.bool, device=r.device)
+    else:
+        v = torch.as_tensor(valid, device=r.device)
+        if v.dtype != torch.bool:
+            raise ValueError(f"valid must be a boolean mask of shape [N, m]; got dtype {v.dtype}")
+        if tuple(v.shape) != (N, m):
+            raise ValueError(f"valid must have shape [N, m] = {(N, m)}; got {tuple(v.shape)}")
+    finite = torch.isfinite(r).all(-1)
+    bad = v & ~finite
+    nonfinite = int(bad.sum())
+    if nonfinite and strict:
+        n_i, m_i = (int(x) for x in torch.nonzero(bad)[0])
+        raise ValueError(
+            f"rewards contain NaN/inf at rollout {n_i}, answer {m_i} ({nonfinite} answers in all); "
+            "fix the scorer, or use strict=False to count such answers as invalid"
+        )
+    v = v & finite
+    r = torch.where(v.unsqueeze(-1), r, torch.zeros((), dtype=r.dtype, device=r.device))
+    if target_weights is None:
+        t = torch.full((d,), 1.0 / d, dtype=torch.float64, device=r.device)
+    else:
+        t = _as_f64(target_weights, "target_weights").to(r.device).reshape(-1)
+        if t.numel() != d:
+            raise ValueError(
+                f"target_weights w* has {t.numel()} entries but the rewards have d={d} objectives"
+            )
+        check_simplex(t, "target_weights w*")
+    rw = None
+    if rollout_weights is not None:
+        rw = _as_f64(rollout_weights, "rollout_weights").to(r.device)
+        if tuple(rw.shape) != (N, d):
+            raise ValueError(f"rollout_weights must have shape [N, d] = {(N, d)}; got {tuple(rw.shape)}")
+        check_simplex(rw, "rollout_weights")
+    index, counts = group_index_from(N, group_size, group_ids, device=r.device)
+    return _Batch(r, v, index, counts, t, rw, nonfinite)
+
+
+def compute_advantages(
+    estimator: str,
+    rewards,
+    valid=None,
+    *,
+    group_size: int | None = None,
+    group_ids=None,
+    target_weights=None,
+    rollout_weights=None,
+    config: EstimatorConfig | None = None,
+    sampler: SimplexSampler | None = None,
+    seed: int = 0,
+) -> AdvantageResult:
+    """Per-rollout advantages of ``estimator`` for a batch of scored rollouts.
+
+    Args:
+        estimator: a registered name (``list_estimators()``): vpo, grpo, gdpo, multi_rlvr,
+            random_weight, goal_conditioned, max_at_k, maxrl.
+        rewards: ``[N, m, d]`` reward vectors (numpy or torch). Single-answer estimators need m = 1.
+        valid: ``[N, m]`` bool mask of real answers (default: all).
+        group_size / group_ids: the group layout (exactly one).
+        target_weights: ``[d]`` the deployment scalarisation w* on the simplex (default uniform).
+        rollout_weights: ``[N, d]`` per-rollout weightings (goal-conditioned GRPO; optional for
+            random_weight).
+        config: :class:`EstimatorConfig` (K, alpha, sampler kind, invalid score, eps, ...).
+        sampler: the :class:`SimplexSampler` to draw from (a trainer keeps one for the whole run so
+            the stream continues across steps and checkpoints); default: a fresh one seeded ``seed``.
+
+    Returns:
+        :class:`AdvantageResult` with ``advantages [N]`` float64 and diagnostics.
+    """
+    spec = get_estimator(estimator)
+    cfg = config or EstimatorConfig()
+    b = _prepare(rewards, valid, group_size, group_ids, target_weights, rollout_weights, cfg.strict)
+    if not spec.multi_answer and b.m != 1:
+        raise ValueError(
+            f"estimator {estimator!r} scores one answer per rollout but rewards have m={b.m} answers; "
+            "use m = 1 (rewards[:, :1]) or a multi-answer estimator (vpo, multi_rlvr)"
+        )
+    if spec.needs_rollout_weights and b.rollout_weights is None:
+        raise ValueError(f"estimator {estimator!r} needs rollout_weights [N, d]: the w written into each prompt")
+    if spec.uses_sampler and sampler is None:
+        sampler = SimplexSampler(cfg.num_weightings, cfg.alpha, cfg.sampler, seed=seed)
+    scores, adv, std = spec.fn(b, cfg, sampler)
+    return AdvantageResult(adv, scores, b.index, _diagnostics(b, scores, std, cfg))
+
+
+def _diagnostics(b: _Batch, scores: torch.Tensor, std: torch.Tensor, cfg: EstimatorConfig) -> dict:
+    w = diagnostic_weights(b.d).to(b.rewards.device)
+    best = _masked_best(b.rewards, b.valid, w.unsqueeze(0).expand(b.rewards.shape[0], -1, -1))  # [N, K]
+    pool = torch.full((b.num_groups, w.shape[0]), float("-inf"), dtype=best.dtype, device=best.device)
+    pool = pool.scatter_reduce(0, b.index.unsqueeze(1).expand_as(best), best, reduce="amax")
+    pool = torch.where(torch.isinf(pool), torch.full_like(pool, cfg.invalid_score), pool)
+    nvalid = b.valid.sum()
+    obj = (b.rewards * b.valid.unsqueeze(-1)).sum((0, 1)) / nvalid.clamp(min=1)
+    return {
+        "score_mean": float(scores.mean()),
+        "group_std_mean": float(std.mean()),
+        "zero_std_frac": float((std < cfg.eps).double().mean()),
+        "pool_set_score": float(pool.mean()),
+        "valid_answer_frac": float(b.valid.double().mean()),
+        "answers_per_rollout": float(b.valid.sum(1).double().mean()),
+        "nonfinite_answers": float(b.nonfinite),
+        "objective_means": [float(x) for x in obj],
+    }
+
+
+def config_dict(cfg: EstimatorConfig) -> dict:
+    return asdict(cfg)

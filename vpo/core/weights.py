@@ -1,0 +1,187 @@
+"""Simplex weight samplers for the VPO set objective.
+
+VPO scores a set of answers by ``E_{w ~ Dir(alpha)}[max_y w^T r(y)]`` and estimates the expectation
+with ``K`` weightings per prompt group (VPO_SPEC §3). This module draws those weightings.
+
+* ``iid``: independent Dirichlet(alpha) draws. alpha = 1 takes a fast path (normalised
+  exponentials, i.e. uniform on the simplex); other alphas normalise Gamma(alpha) draws.
+* ``sobol``: a scrambled Sobol point set mapped to the simplex by sorted spacings (the reference
+  implementation's map; exactly Dir(1) for a uniform input). Each group gets its own random
+  digital shift (XOR of the base-2 digits with a uniform random integer per dimension), which keeps
+  the net's stratification and makes every point marginally uniform, so the estimate stays unbiased
+  while its noise drops. Only alpha = 1 is supported with Sobol: sorted spacings are a Dir(1)
+  construction and there is no cheap exact map for other alphas.
+
+Every draw comes from an explicit, seeded ``torch.Generator`` owned by the sampler; its state is
+saved and restored with ``state_dict``/``load_state_dict`` so a resumed run continues the exact
+stream. No global RNG, no environment variables.
+
+Shapes: ``sample(num_groups, d)`` returns ``[num_groups, K, d]`` float64, rows on the simplex.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SAMPLERS = ("iid", "sobol")
+_SOBOL_BITS = 30  # torch's SobolEngine produces 30-bit integers
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """What to draw: ``num_weightings`` (K) points of Dir(``alpha``) via ``kind``."""
+
+    num_weightings: int = 100
+    alpha: float = 1.0
+    kind: str = "iid"
+
+    def __post_init__(self) -> None:
+        validate_sampler_args(self.num_weightings, self.alpha, self.kind)
+
+
+def validate_sampler_args(num_weightings: int, alpha: float, kind: str) -> None:
+    if not isinstance(num_weightings, int) or isinstance(num_weightings, bool) or num_weightings < 1:
+        raise ValueError(
+            f"num_weightings (K) must be an integer >= 1, got {num_weightings!r}; "
+            "the paper uses K = 100"
+        )
+    if not (float(alpha) > 0.0) or alpha != alpha or alpha == float("inf"):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}; the paper uses alpha = 1")
+    if kind not in SAMPLERS:
+        raise ValueError(f"unknown weight sampler {kind!r}; choose one of {', '.join(SAMPLERS)}")
+    if kind == "sobol" and float(alpha) != 1.0:
+        raise ValueError(
+            f"the sobol sampler maps points to the simplex by sorted spacings, which is Dir(1) only; "
+            f"got alpha={alpha}. Use sampler='iid' for alpha != 1"
+        )
+
+
+class SimplexSampler:
+    """Seeded sampler of ``K`` simplex weightings per group.
+
+    >>> s = SimplexSampler(num_weightings=4, seed=0)
+    >>> w = s.sample(num_groups=2, d=3)
+    >>> tuple(w.shape)
+    (2, 4, 3)
+    """
+
+    def __init__(
+        self, num_weightings: int = 100, alpha: float = 1.0, kind: str = "iid", seed: int = 0
+    ) -> None:
+        validate_sampler_args(num_weightings, alpha, kind)
+        self.num_weightings = int(num_weightings)
+        self.alpha = float(alpha)
+        self.kind = kind
+        self.seed = int(seed)
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(self.seed)
+        self._sobol_cache: dict[int, torch.Tensor] = {}
+
+    @classmethod
+    def from_spec(cls, spec: SamplerSpec, seed: int = 0) -> "SimplexSampler":
+        return cls(spec.num_weightings, spec.alpha, spec.kind, seed)
+
+    # -- reproducibility -------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "num_weightings": self.num_weightings,
+            "alpha": self.alpha,
+            "kind": self.kind,
+            "seed": self.seed,
+            "generator_state": self.generator.get_state().clone(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("num_weightings", "alpha", "kind"):
+            if state[key] != getattr(self, key):
+                raise ValueError(
+                    f"sampler state was saved with {key}={state[key]!r} but this sampler has "
+                    f"{key}={getattr(self, key)!r}; resume with the same configuration"
+                )
+        self.seed = int(state["seed"])
+        self.generator.set_state(torch.as_tensor(state["generator_state"], dtype=torch.uint8))
+
+    # -- drawing ---------------------------------------------------------------------------
+    def sample(self, num_groups: int, d: int, num_weightings: int | None = None) -> torch.Tensor:
+        """Draw ``[num_groups, K, d]`` float64 weightings, one independent set per group."""
+        k = self.num_weightings if num_weightings is None else int(num_weightings)
+        if k < 1:
+            raise ValueError(f"num_weightings must be >= 1, got {k}")
+        if d < 1:
+            raise ValueError(f"the reward dimension d must be >= 1, got {d}")
+        if num_groups < 0:
+            raise ValueError(f"num_groups must be >= 0, got {num_groups}")
+        if d == 1:
+            return torch.ones(num_groups, k, 1, dtype=torch.float64)
+        if self.kind == "iid":
+            return dirichlet(num_groups, k, d, self.alpha, self.generator)
+        return self._sobol(num_groups, k, d)
+
+    def _sobol(self, num_groups: int, k: int, d: int) -> torch.Tensor:
+        base = self._sobol_base(k, d - 1)  # [K, d-1] int64 digits
+        shifts = torch.randint(
+            0, 2**_SOBOL_BITS, (num_groups, 1, d - 1), generator=self.generator, dtype=torch.int64
+        )
+        ints = torch.bitwise_xor(base.unsqueeze(0), shifts)
+        # add a uniform offset below the last digit so points are continuous, not on a 2^-30 grid
+        jitter = torch.rand(num_groups, k, d - 1, generator=self.generator, dtype=torch.float64)
+        u = (ints.to(torch.float64) + jitter) / float(2**_SOBOL_BITS)
+        return spacings_to_simplex(u)
+
+    def _sobol_base(self, k: int, dim: int) -> torch.Tensor:
+        key = k * 10_000 + dim
+        if key not in self._sobol_cache:
+            engine = torch.quasirandom.SobolEngine(dimension=dim, scramble=False)
+            pts = engine.draw(k, dtype=torch.float64)
+            self._sobol_cache[key] = torch.round(pts * 2**_SOBOL_BITS).to(torch.int64)
+        return self._sobol_cache[key]
+
+
+def spacings_to_simplex(u: torch.Tensor) -> torch.Tensor:
+    """Map uniforms ``[..., d-1]`` to the simplex ``[..., d]`` by the spacings of their sorted values.
+
+    For iid uniform input the output is exactly Dir(1) (uniform on the simplex).
+    """
+    s, _ = torch.sort(u, dim=-1)
+    zeros = torch.zeros(*s.shape[:-1], 1, dtype=s.dtype)
+    ones = torch.ones(*s.shape[:-1], 1, dtype=s.dtype)
+    edges = torch.cat([zeros, s, ones], dim=-1)
+    return edges[..., 1:] - edges[..., :-1]
+
+
+def dirichlet(
+    num_groups: int, k: int, d: int, alpha: float, generator: torch.Generator
+) -> torch.Tensor:
+    """``[num_groups, k, d]`` iid Dir(alpha) draws from ``generator`` (float64)."""
+    shape = (num_groups, k, d)
+    if alpha == 1.0:
+        # Exp(1) = -log(U): normalised exponentials are uniform on the simplex.
+        u = torch.rand(shape, generator=generator, dtype=torch.float64)
+        g = -torch.log1p(-u)
+    else:
+        g = torch._standard_gamma(torch.full(shape, float(alpha), dtype=torch.float64), generator=generator)
+    total = g.sum(dim=-1, keepdim=True)
+    # all-zero rows are possible for tiny alpha in float64; fall back to a uniform-random vertex
+    bad = total.squeeze(-1) <= 0
+    if bool(bad.any()):
+        idx = torch.randint(0, d, (int(bad.sum()),), generator=generator)
+        g[bad] = torch.nn.functional.one_hot(idx, d).to(g.dtype)
+        total = g.sum(dim=-1, keepdim=True)
+    return g / total
+
+
+def check_simplex(w: torch.Tensor, name: str = "weights", atol: float = 1e-6) -> None:
+    """Raise ValueError unless every row of ``w`` (last axis) is on the probability simplex."""
+    if not torch.isfinite(w).all():
+        raise ValueError(f"{name} contain NaN or inf")
+    if (w < -atol).any():
+        raise ValueError(f"{name} must be non-negative (on the simplex); min entry is {w.min().item():.3g}")
+    sums = w.sum(dim=-1)
+    if not torch.allclose(sums, torch.ones_like(sums), atol=atol * max(1, w.shape[-1])):
+        worst = sums[(sums - 1).abs().argmax()].item() if sums.ndim else sums.item()
+        raise ValueError(
+            f"{name} must sum to 1 over the objectives (on the simplex); found a row summing to {worst:.6g}. "
+            "Normalise them, e.g. w / w.sum()"
+        )

@@ -1,0 +1,289 @@
+"""The Task abstraction: a vector-reward task is data + prompts + scoring, nothing else.
+
+A task declares its objective names (d of them), its deployment weights ``w*``, how to load its
+examples, how to ask a question (single- or m-answer), and ``score(example, answer) -> [d]`` in
+[0, 1]. Trainers, search and reports only ever call the generic methods here, never a task name.
+
+The one method every consumer uses is :meth:`Task.score_completions`: completions (model text) in,
+``ScoredBatch`` (``rewards [N, m, d]`` + ``valid [N, m]``, the shape of DESIGN.md) out. It parses at
+most m answers per completion, drops duplicates by the task's canonical form, scores the rest and
+pads. A scorer that raises on an answer marks that answer invalid and is counted
+(``score_errors``), never crashing a training step; ``strict=True`` re-raises instead.
+
+Define your own task in a few lines with :class:`FunctionTask` (one function per objective) and
+make it reachable by name with :func:`register_task`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from vpo.core.answers import answer_instruction, dedup, normalize_text, parse_answers
+
+Example = dict[str, Any]
+
+
+@dataclass
+class ScoredBatch:
+    """Scored completions in the shared shape.
+
+    ``rewards [N, m, d]`` float64 (invalid slots 0), ``valid [N, m]`` bool, ``answers`` the kept
+    answers per completion (slot order), ``num_parsed [N]`` answers found before dedup,
+    ``num_duplicates`` answers dropped as repeats, ``score_errors`` answers whose scorer raised.
+    """
+
+    rewards: np.ndarray
+    valid: np.ndarray
+    answers: list[list[str]]
+    num_parsed: np.ndarray
+    num_duplicates: int = 0
+    score_errors: int = 0
+
+    @property
+    def parse_failure_rate(self) -> float:
+        """Fraction of completions with no parsable answer."""
+        return float((self.num_parsed == 0).mean()) if len(self.num_parsed) else 0.0
+
+
+class Task:
+    """Base class of vector-reward tasks. Subclasses set ``name``/``objectives`` and implement
+    :meth:`load`, :meth:`question` and :meth:`score`."""
+
+    name: str = "task"
+    objectives: tuple[str, ...] = ()
+    answer_format: str = "tags"  # or "code"
+    answer_noun: str = "answer"
+    system_prompt: str | None = None
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        return len(self.objectives)
+
+    @property
+    def target_weights(self) -> np.ndarray:
+        """``w*``: the deployment scalarisation (uniform unless the task overrides it)."""
+        return np.full(self.d, 1.0 / self.d)
+
+    # -- data -------------------------------------------------------------------------------
+    def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
+        raise NotImplementedError
+
+    # -- prompting --------------------------------------------------------------------------
+    def question(self, example: Example) -> str:
+        raise NotImplementedError
+
+    def build_prompt(self, example: Example, m: int = 1, weights: Sequence[float] | None = None) -> str:
+        """The full user prompt: the question, an optional goal weighting, the answer instruction."""
+        parts = [self.question(example).rstrip()]
+        if weights is not None:
+            parts.append(self.describe_weights(weights))
+        parts.append(answer_instruction(m, self.answer_format, self.answer_noun))
+        return "\n\n".join(parts)
+
+    def describe_weights(self, weights: Sequence[float]) -> str:
+        """Text that tells the model the weighting it is scored by (goal-conditioned GRPO)."""
+        w = np.asarray(weights, dtype=float).reshape(-1)
+        if w.shape[0] != self.d:
+            raise ValueError(f"{self.name}: weights have {w.shape[0]} entries, the task has d={self.d}")
+        items = ", ".join(f"{name} {x:.2f}" for name, x in zip(self.objectives, w))
+        return f"You are scored by this weighting of the objectives: {items}."
+
+    # -- answers and scoring ----------------------------------------------------------------
+    def parse(self, completion: str, m: int) -> list[str]:
+        return parse_answers(completion, m, self.answer_format)
+
+    def canonical(self, answer: str) -> Any:
+        """Key under which two answers count as the same (dedup)."""
+        return normalize_text(answer)
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        """Reward vector ``[d]`` in [0, 1] of one answer. Must not raise on malformed answers."""
+        raise NotImplementedError
+
+    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[np.ndarray | None]]:
+        """Score ``answers[i]`` (a list) against ``examples[i]``; ``None`` marks a scorer failure.
+
+        Override for batched/parallel scoring (the code task runs programs concurrently).
+        """
+        out = []
+        for ex, ans in zip(examples, answers):
+            row = []
+            for a in ans:
+                try:
+                    row.append(np.asarray(self.score(ex, a), dtype=np.float64).reshape(-1))
+                except Exception as e:  # noqa: BLE001 - counted and reported, see score_completions
+                    row.append(e)
+            out.append(row)
+        return out
+
+    def score_completions(
+        self,
+        examples: Sequence[Example],
+        completions: Sequence[str],
+        m: int,
+        *,
+        dedup_answers: bool = True,
+        strict: bool = False,
+    ) -> ScoredBatch:
+        """Parse, dedup, score and pad ``N`` completions into ``rewards [N, m, d]``/``valid [N, m]``."""
+        if len(examples) != len(completions):
+            raise ValueError(f"{len(examples)} examples but {len(completions)} completions")
+        n, d = len(completions), self.d
+        parsed = [self.parse(c, m) for c in completions]
+        num_parsed = np.array([len(p) for p in parsed], dtype=np.int64)
+        kept = []
+        dups = 0
+        for p in parsed:
+            keep = dedup(p, self.canonical) if dedup_answers else list(range(len(p)))
+            dups += len(p) - len(keep)
+            kept.append([p[i] for i in keep])
+        scored = self.score_answers(examples, kept)
+        rewards = np.zeros((n, m, d), dtype=np.float64)
+        valid = np.zeros((n, m), dtype=bool)
+        errors = 0
+        for i, row in enumerate(scored):
+            for j, r in enumerate(row[:m]):
+                if isinstance(r, BaseException) or r is None:
+                    if strict and isinstance(r, BaseException):
+                        raise r
+                    errors += 1
+                    continue
+                if r.shape[0] != d:
+                    raise ValueError(
+                        f"task {self.name!r}: score() returned {r.shape[0]} values, expected d={d} "
+                        f"({', '.join(self.objectives)})"
+                    )
+                rewards[i, j] = r
+                valid[i, j] = True
+        if errors and not strict:
+            warnings.warn(
+                f"task {self.name!r}: the scorer raised on {errors} answer(s); they count as invalid",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return ScoredBatch(rewards, valid, kept, num_parsed, dups, errors)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, objectives={list(self.objectives)})"
+
+
+class FunctionTask(Task):
+    """A task from plain functions: one scorer per objective.
+
+    >>> task = FunctionTask(
+    ...     "lengthy",
+    ...     objectives={"short": lambda ex, a: float(len(a) <= 5), "has_x": lambda ex, a: float("x" in a)},
+    ...     examples=[{"id": 0, "question": "Say something."}],
+    ... )
+    >>> task.score(task.load()[0], "xyz").tolist()
+    [1.0, 1.0]
+    """
+
+    def __init__(
+        self,
+        name: str,
+        objectives: Mapping[str, Callable[[Example, str], float]],
+        examples: Sequence[Example] | Mapping[str, Sequence[Example]] | Callable[[str], Sequence[Example]],
+        *,
+        question: str | Callable[[Example], str] = "question",
+        target_weights: Sequence[float] | None = None,
+        answer_format: str = "tags",
+        clip: bool = True,
+    ) -> None:
+        if not objectives:
+            raise ValueError("a task needs at least one objective")
+        self.name = name
+        self.objectives = tuple(objectives)
+        self._fns = list(objectives.values())
+        self._examples = examples
+        self._question = question
+        self.answer_format = answer_format
+        self._clip = clip
+        if target_weights is not None:
+            w = np.asarray(target_weights, dtype=float)
+            if w.shape != (self.d,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
+                raise ValueError(f"target_weights must be {self.d} non-negative numbers summing to 1, got {target_weights}")
+            self._w = w
+        else:
+            self._w = None
+
+    @property
+    def target_weights(self) -> np.ndarray:
+        return self._w if self._w is not None else super().target_weights
+
+    def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
+        src = self._examples
+        if callable(src):
+            data = list(src(split))
+        elif isinstance(src, Mapping):
+            if split not in src:
+                raise ValueError(f"task {self.name!r} has no split {split!r}; it has {sorted(src)}")
+            data = list(src[split])
+        else:
+            data = list(src)
+        if n is not None:
+            rng = np.random.default_rng(seed)
+            idx = rng.permutation(len(data))[:n]
+            data = [data[i] for i in sorted(idx)]
+        return data
+
+    def question(self, example: Example) -> str:
+        q = self._question
+        return q(example) if callable(q) else str(example[q])
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        r = np.array([float(f(example, answer)) for f in self._fns], dtype=np.float64)
+        return np.clip(r, 0.0, 1.0) if self._clip else r
+
+
+# -------------------------------------------------------------------------------------------
+# registry
+# -------------------------------------------------------------------------------------------
+
+_BUILTIN: dict[str, str] = {
+    "maze": "vpo.tasks.maze:MazeTask",
+    "musique": "vpo.tasks.musique:MusiqueTask",
+    "eureqa": "vpo.tasks.eureqa:EureqaTask",
+    "toolrl": "vpo.tasks.toolrl:ToolRLTask",
+    "code": "vpo.tasks.code:CodeTask",
+}
+_REGISTRY: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str, factory: Callable[..., Task] | None = None):
+    """Make ``vpo.tasks.get(name, **options)`` build a task. Usable as a decorator."""
+
+    def deco(f):
+        _REGISTRY[name] = f
+        return f
+
+    return deco(factory) if factory is not None else deco
+
+
+def list_tasks() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_REGISTRY))
+
+
+def get(name: str, **options) -> Task:
+    """Build a registered task by name, e.g. ``get("maze", size=7)``."""
+    if name in _REGISTRY:
+        factory = _REGISTRY[name]
+    elif name in _BUILTIN:
+        mod, attr = _BUILTIN[name].split(":")
+        try:
+            factory = getattr(importlib.import_module(mod), attr)
+        except ImportError as e:
+            raise ImportError(f"task {name!r} could not be imported ({e}); is its optional dependency installed?") from e
+    else:
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
+    try:
+        return factory(**options)
+    except TypeError as e:
+        raise ValueError(f"bad options for task {name!r}: {e}") from None
+
