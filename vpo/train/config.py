@@ -1,0 +1,142 @@
+"""``VPOConfig``: TRL's ``GRPOConfig`` plus the fields VPO and its baselines need.
+
+Every field added here has help text naming what it does and where it comes from. Everything else
+(learning rate, ``beta`` for the k3 KL, ``epsilon`` clip, ``loss_type``, ``num_generations`` G,
+``use_vllm``, ``bf16``, ``report_to`` ...) is TRL's own and behaves as in TRL.
+
+Paper settings (VPO_SPEC §3) live in the shipped YAML configs (``vpo/configs/*.yaml``), not in these
+defaults, so that a config file states what it reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trl import GRPOConfig
+
+from vpo.core.estimators import ESTIMATORS, get_estimator
+from vpo.core.weights import validate_sampler_args
+
+# estimators that are TRL's own advantage code, reachable for side-by-side comparison
+TRL_NATIVE_ESTIMATORS = {
+    "trl_grpo": "sum_then_normalize",
+    "trl_gdpo": "normalize_then_sum",
+}
+
+
+@dataclass
+class VPOConfig(GRPOConfig):
+    r"""Configuration of :class:`vpo.train.VPOTrainer` (TRL ``GRPOConfig`` + the fields below)."""
+
+    estimator: str = field(
+        default="vpo",
+        metadata={
+            "help": "Advantage estimator: 'vpo' (Bahlous-Boldi et al. 2026), 'grpo', 'gdpo' (arXiv 2601.05242), "
+            "'multi_rlvr' (arXiv 2603.24844), 'random_weight', 'goal_conditioned', 'max_at_k' (arXiv 2510.23393), "
+            "'maxrl' (arXiv 2602.02710), or TRL's own 'trl_grpo' / 'trl_gdpo' (multi_objective_aggregation)."
+        },
+    )
+    num_answers: int | None = field(
+        default=None,
+        metadata={
+            "help": "m, answers per rollout (VPO paper: 3). Default: 3 for multi-answer estimators (vpo, multi_rlvr), "
+            "1 for single-answer ones. Single-answer estimators require 1."
+        },
+    )
+    num_weightings: int = field(
+        default=100,
+        metadata={"help": "K, Dirichlet weightings per prompt group for the VPO set score (VPO paper: 100)."},
+    )
+    weight_alpha: float = field(
+        default=1.0,
+        metadata={"help": "Dirichlet concentration alpha of the weightings (VPO paper: 1, uniform on the simplex)."},
+    )
+    weight_sampler: str = field(
+        default="iid",
+        metadata={
+            "help": "'iid' Dirichlet draws or 'sobol' scrambled quasi-Monte Carlo points (lower-noise option of the "
+            "VPO reference implementation; alpha = 1 only)."
+        },
+    )
+    weight_seed: int | None = field(
+        default=None,
+        metadata={"help": "Seed of the weight sampler's generator (default: `seed`). Saved in every checkpoint."},
+    )
+    invalid_answer_score: float = field(
+        default=0.0,
+        metadata={"help": "Scalar of a rollout with no valid answer (VPO paper: 0). It still counts in group stats."},
+    )
+    max_at_k: int | None = field(
+        default=None,
+        metadata={"help": "k of the Max@k estimator (arXiv 2510.23393); default max(2, G // 2)."},
+    )
+    dedup_answers: bool = field(
+        default=True,
+        metadata={"help": "Drop repeated answers within a rollout (by the task's canonical form) before scoring."},
+    )
+    strict_rewards: bool = field(
+        default=False,
+        metadata={"help": "Raise on NaN/inf rewards or scorer exceptions instead of counting the answer invalid."},
+    )
+    task: str | None = field(
+        default=None,
+        metadata={"help": "Name of a registered vpo task (maze, musique, eureqa, toolrl, code, ...) to train on."},
+    )
+    task_options: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": "Keyword options of the task constructor, as a dict or a JSON string."},
+    )
+    train_size: int | None = field(
+        default=None,
+        metadata={"help": "Number of training examples to load from the task's train split (default: all)."},
+    )
+    eval_size: int | None = field(
+        default=None,
+        metadata={"help": "Number of examples from the task's test split used as eval_dataset (default: none)."},
+    )
+    data_seed_task: int = field(
+        default=0,
+        metadata={"help": "Seed passed to task.load() for subsampling/generating the splits."},
+    )
+
+    def __post_init__(self):
+        if isinstance(self.task_options, str):
+            try:
+                self.task_options = json.loads(self.task_options) if self.task_options.strip() else None
+            except json.JSONDecodeError as e:
+                raise ValueError(f"task_options must be a JSON object, got {self.task_options!r}: {e}") from None
+        if self.estimator not in ESTIMATORS and self.estimator not in TRL_NATIVE_ESTIMATORS:
+            raise ValueError(
+                f"unknown estimator {self.estimator!r}; choose one of "
+                f"{', '.join(sorted(ESTIMATORS) + sorted(TRL_NATIVE_ESTIMATORS))}"
+            )
+        multi = self.is_multi_answer_estimator
+        if self.num_answers is None:
+            self.num_answers = 3 if multi else 1
+        if not isinstance(self.num_answers, int) or self.num_answers < 1:
+            raise ValueError(f"num_answers (m) must be an integer >= 1, got {self.num_answers!r}")
+        if not multi and self.num_answers != 1:
+            raise ValueError(
+                f"estimator {self.estimator!r} scores one answer per rollout, but num_answers={self.num_answers}; "
+                "set num_answers: 1, or use a multi-answer estimator (vpo, multi_rlvr)"
+            )
+        if self.estimator == "multi_rlvr" and self.num_answers == 1:
+            raise ValueError("multi_rlvr with num_answers=1 is plain GRPO; use estimator: grpo, or num_answers > 1")
+        validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
+        if self.max_at_k is not None and self.max_at_k < 1:
+            raise ValueError(f"max_at_k must be >= 1, got {self.max_at_k}")
+        if self.estimator in TRL_NATIVE_ESTIMATORS:
+            self.multi_objective_aggregation = TRL_NATIVE_ESTIMATORS[self.estimator]
+        if self.num_generations is not None and self.num_generations < 2:
+            raise ValueError(
+                f"num_generations (G) must be >= 2: advantages are normalised within a group; got {self.num_generations}"
+            )
+        super().__post_init__()
+
+    @property
+    def is_multi_answer_estimator(self) -> bool:
+        if self.estimator in TRL_NATIVE_ESTIMATORS:
+            return False
+        return get_estimator(self.estimator).multi_answer

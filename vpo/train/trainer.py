@@ -1,0 +1,416 @@
+"""``VPOTrainer``: TRL's ``GRPOTrainer`` with vector rewards, m answers per rollout, and vpo's estimators.
+
+How it plugs into TRL 1.16 (see DESIGN.md "Integration points"; both hooks are private, so the TRL
+minor version is pinned and ``tests/test_trl_contract.py`` fails loudly when they move):
+
+1. ``_calculate_rewards`` is replaced: each completion is parsed into at most m answers, deduped and
+   scored (by a vpo :class:`~vpo.tasks.Task`, or by ordinary TRL reward functions, one per
+   objective, called on the answers), giving ``rewards [n, m, d]`` + ``valid [n, m]`` locally; they
+   are gathered across processes (groups of G consecutive rollouts, TRL's layout) and kept for step
+   2. To TRL it returns a ``[N, d]`` matrix (per-objective mean over a rollout's valid answers, 0
+   without one) so TRL's own per-reward logs stay meaningful.
+2. ``_generate_and_score_completions`` calls TRL's, then overwrites ``output["advantages"]`` with
+   ``vpo.core.compute_advantages`` on the gathered tensors (this process's slice), and rewrites the
+   advantage entries TRL logged, so logs show the advantages that are really used.
+
+``estimator='trl_grpo'`` / ``'trl_gdpo'`` leave TRL's own advantage code in place (its
+``multi_objective_aggregation``), for side-by-side comparisons.
+
+The weight sampler is seeded (``weight_seed``) and its generator state is saved in every checkpoint
+(``vpo_state.pt``) and restored on resume. Goal-conditioned GRPO writes a weighting into each
+prompt; it is derived from (seed, generation step, example index), so every process and a resumed
+run draw the same one without extra state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from trl import GRPOTrainer
+
+from vpo.core.answers import answer_instruction, dedup, normalize_text, parse_answers
+from vpo.core.estimators import EstimatorConfig, compute_advantages
+from vpo.core.weights import SimplexSampler, dirichlet
+from vpo.tasks import Task
+from vpo.tasks import get as get_task
+from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig
+
+STATE_FILE = "vpo_state.pt"
+EXAMPLE_COLUMN = "vpo_example"
+INDEX_COLUMN = "vpo_index"
+WEIGHTS_COLUMN = "vpo_weights"
+
+
+def completion_text(completion) -> str:
+    """The assistant text of a TRL completion (a string, or a list of chat messages)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(
+            m.get("content", "") if isinstance(m.get("content"), str) else ""
+            for m in completion
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"
+        )
+    return str(completion)
+
+
+def _objective_function(name: str) -> Callable:
+    """A named placeholder reward function: GRPOTrainer needs one per objective for its logs.
+
+    It is never called: ``VPOTrainer._calculate_rewards`` scores with the task instead.
+    """
+
+    def f(*args, **kwargs):  # pragma: no cover - guarded
+        raise RuntimeError(f"objective {name!r} is scored by VPOTrainer._calculate_rewards, not called directly")
+
+    f.__name__ = name
+    return f
+
+
+def build_task_dataset(task: Task, examples: Sequence[dict], m: int, chat: bool):
+    """A ``datasets.Dataset`` with the prompt TRL reads plus the example (JSON) and its index."""
+    from datasets import Dataset
+
+    rows = []
+    for i, ex in enumerate(examples):
+        text = task.build_prompt(ex, m)
+        prompt: Any = [{"role": "user", "content": text}] if chat else text
+        if chat and task.system_prompt:
+            prompt = [{"role": "system", "content": task.system_prompt}] + prompt
+        rows.append({"prompt": prompt, EXAMPLE_COLUMN: json.dumps(ex), INDEX_COLUMN: i})
+    return Dataset.from_list(rows)
+
+
+class VPOTrainer(GRPOTrainer):
+    """GRPOTrainer with vector rewards and the vpo estimators (one switch: ``args.estimator``).
+
+    Args:
+        model: model id/path or a loaded model (as GRPOTrainer).
+        args: :class:`VPOConfig`.
+        task: a vpo Task (or set ``args.task``); builds the datasets when they are not given.
+        reward_funcs: instead of a task, ordinary TRL reward functions, one per objective, each called
+            with ``prompts``/``completions`` where every completion is one parsed answer.
+        objectives: names of the objectives for ``reward_funcs`` (default: the functions' names).
+        target_weights: w* for ``reward_funcs`` (default uniform; a task brings its own).
+        Other keyword arguments go to GRPOTrainer.
+    """
+
+    _tag_names = ["trl", "grpo", "vpo"]
+
+    def __init__(
+        self,
+        model,
+        args: VPOConfig,
+        task: Task | str | None = None,
+        reward_funcs: Sequence[Callable] | None = None,
+        objectives: Sequence[str] | None = None,
+        target_weights: Sequence[float] | None = None,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+        **kwargs,
+    ):
+        if not isinstance(args, VPOConfig):
+            raise TypeError(f"args must be a VPOConfig, got {type(args).__name__}")
+        if task is None and args.task is not None:
+            task = args.task
+        if isinstance(task, str):
+            task = get_task(task, **(args.task_options or {}))
+        if (task is None) == (reward_funcs is None):
+            raise ValueError("give exactly one of `task` (or args.task) and `reward_funcs` (one per objective)")
+        self.vpo_task: Task | None = task
+        self.vpo_m = int(args.num_answers)
+        if task is not None:
+            names = list(task.objectives)
+            w = np.asarray(task.target_weights, dtype=np.float64)
+            self._user_reward_funcs = None
+            answer_format = task.answer_format
+        else:
+            reward_funcs = list(reward_funcs)
+            names = list(objectives) if objectives is not None else [getattr(f, "__name__", f"r{i}") for i, f in enumerate(reward_funcs)]
+            if len(names) != len(reward_funcs):
+                raise ValueError(f"objectives has {len(names)} names but there are {len(reward_funcs)} reward functions (one per objective)")
+            if any(not callable(f) for f in reward_funcs):
+                raise TypeError("reward_funcs must be Python callables (one per objective); reward models are not supported here")
+            w = np.full(len(names), 1.0 / len(names)) if target_weights is None else np.asarray(target_weights, dtype=np.float64)
+            self._user_reward_funcs = reward_funcs
+            answer_format = "tags"
+        if len(names) < 1:
+            raise ValueError("the task has no objectives")
+        if w.shape != (len(names),):
+            raise ValueError(
+                f"target weights w* have {w.size} entries but there are d={len(names)} objectives ({', '.join(names)})"
+            )
+        if (w < 0).any() or not np.isclose(w.sum(), 1.0):
+            raise ValueError(f"target weights w* must be non-negative and sum to 1, got {w.tolist()}")
+        self.vpo_objectives = names
+        self.vpo_target = w
+        self.vpo_answer_format = answer_format
+
+        # TRL's reward_weights scale its logged "reward" (and its own advantages for trl_*): use w*
+        if args.reward_weights is None:
+            args.reward_weights = w.tolist()
+        elif len(args.reward_weights) != len(names):
+            raise ValueError(
+                f"reward_weights has {len(args.reward_weights)} entries but there are d={len(names)} objectives"
+            )
+
+        if processing_class is None:
+            from transformers import AutoTokenizer
+
+            name_or_path = model if isinstance(model, str) else model.config._name_or_path
+            processing_class = AutoTokenizer.from_pretrained(name_or_path)
+        chat = getattr(processing_class, "chat_template", None) is not None
+        if task is not None:
+            if train_dataset is None:
+                train_dataset = build_task_dataset(
+                    task, task.load("train", n=args.train_size, seed=args.data_seed_task), self.vpo_m, chat
+                )
+            if eval_dataset is None and args.eval_size:
+                eval_dataset = build_task_dataset(
+                    task, task.load("test", n=args.eval_size, seed=args.data_seed_task), self.vpo_m, chat
+                )
+        elif self.vpo_m > 1 and train_dataset is not None:
+            train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
+        if train_dataset is None:
+            raise ValueError("no train_dataset: pass one, or a task to build it from")
+        if args.estimator == "goal_conditioned" and (task is None or EXAMPLE_COLUMN not in train_dataset.column_names):
+            raise ValueError("goal_conditioned writes the weighting into the prompt, so it needs a vpo task dataset")
+
+        super().__init__(
+            model=model,
+            reward_funcs=[_objective_function(n) for n in names],
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            **kwargs,
+        )
+        seed = args.seed if args.weight_seed is None else args.weight_seed
+        self.vpo_estimator_config = EstimatorConfig(
+            num_weightings=args.num_weightings,
+            alpha=args.weight_alpha,
+            sampler=args.weight_sampler,
+            invalid_score=args.invalid_answer_score,
+            strict=args.strict_rewards,
+            max_at_k=args.max_at_k,
+        )
+        self.vpo_sampler = SimplexSampler(args.num_weightings, args.weight_alpha, args.weight_sampler, seed=seed)
+        self._goal_seed = seed
+        self._example_cache: dict[int, dict] = {}
+        self._pending: dict | None = None
+        self.vpo_last: dict | None = None  # the last batch's tensors, for inspection and tests
+
+    # ---------------------------------------------------------------------------------------
+    # scoring
+    # ---------------------------------------------------------------------------------------
+    def _example(self, row: dict) -> dict:
+        idx = row.get(INDEX_COLUMN)
+        if idx is not None and idx in self._example_cache:
+            return self._example_cache[idx]
+        ex = json.loads(row[EXAMPLE_COLUMN])
+        if idx is not None:
+            self._example_cache[idx] = ex
+        return ex
+
+    def _score_local(self, inputs, prompts, completions):
+        """rewards [n, m, d], valid [n, m], per-completion stats for this process's rollouts."""
+        texts = [completion_text(c) for c in completions]
+        m = self.vpo_m
+        if self.vpo_task is not None:
+            examples = [self._example(x) for x in inputs]
+            sb = self.vpo_task.score_completions(
+                examples, texts, m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
+            )
+            return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
+        return self._score_with_reward_funcs(inputs, prompts, texts)
+
+    def _score_with_reward_funcs(self, inputs, prompts, texts):
+        m, d = self.vpo_m, len(self.vpo_objectives)
+        answers, owner = [], []
+        num_parsed = np.zeros(len(texts), dtype=np.int64)
+        dups = 0
+        for i, t in enumerate(texts):
+            parsed = parse_answers(t, m, "tags") if m > 1 else [t]
+            num_parsed[i] = len(parsed)
+            keep = dedup(parsed, normalize_text) if self.args.dedup_answers else range(len(parsed))
+            dups += len(parsed) - len(keep)
+            for k in keep:
+                answers.append(parsed[k])
+                owner.append(i)
+        rewards = np.zeros((len(texts), m, d))
+        valid = np.zeros((len(texts), m), dtype=bool)
+        if answers:
+            conversational = isinstance(prompts[0], list)
+            comps = [[{"role": "assistant", "content": a}] if conversational else a for a in answers]
+            keys = [k for k in inputs[0] if k not in ("prompt", "completion", "completion_ids")]
+            kwargs = {k: [inputs[o][k] for o in owner] for k in keys}
+            cols = []
+            for f in self._user_reward_funcs:
+                out = f(prompts=[prompts[o] for o in owner], completions=comps, trainer_state=self.state, **kwargs)
+                out = np.asarray([np.nan if r is None else r for r in out], dtype=np.float64)
+                if out.shape != (len(answers),):
+                    raise ValueError(
+                        f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {len(answers)} answers"
+                    )
+                cols.append(out)
+            mat = np.stack(cols, axis=1)
+            slot = np.zeros(len(texts), dtype=np.int64)
+            for row, o in zip(mat, owner):
+                rewards[o, slot[o]] = row
+                valid[o, slot[o]] = True
+                slot[o] += 1
+        return rewards, valid, num_parsed, dups
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        from accelerate.utils import gather
+
+        device = self.accelerator.device
+        rewards, valid, num_parsed, dups = self._score_local(inputs, prompts, completions)
+        r = torch.as_tensor(rewards, dtype=torch.float32, device=device)
+        v = torch.as_tensor(valid, dtype=torch.int64, device=device)
+        stats = torch.as_tensor(
+            [float((num_parsed == 0).sum()), float(num_parsed.sum()), float(dups), float(len(num_parsed))],
+            device=device,
+        )
+        weights = None
+        if WEIGHTS_COLUMN in inputs[0]:
+            weights = torch.as_tensor(np.array([x[WEIGHTS_COLUMN] for x in inputs]), dtype=torch.float32, device=device)
+        r_all = gather(r)
+        v_all = gather(v).bool()
+        stats_all = gather(stats.unsqueeze(0)).sum(0)
+        w_all = gather(weights) if weights is not None else None
+        self._pending = {"rewards": r_all, "valid": v_all, "weights": w_all, "stats": stats_all}
+        # what TRL sees: the per-objective mean over each rollout's valid answers (0 without one)
+        rf = r_all.nan_to_num(0.0)
+        cnt = v_all.sum(1, keepdim=True).clamp(min=1)
+        return (rf * v_all.unsqueeze(-1)).sum(1) / cnt
+
+    # ---------------------------------------------------------------------------------------
+    # advantages
+    # ---------------------------------------------------------------------------------------
+    def _goal_weights(self, inputs) -> list[list[float]]:
+        d = len(self.vpo_objectives)
+        step = int(self.state.global_step)
+        out = []
+        for x in inputs:
+            g = torch.Generator().manual_seed(hash((self._goal_seed, step, int(x[INDEX_COLUMN]))) & 0x7FFFFFFF)
+            out.append(dirichlet(1, 1, d, self.args.weight_alpha, g)[0, 0].tolist())
+        return out
+
+    def _generate_and_score_completions(self, inputs):
+        if self.args.estimator == "goal_conditioned":
+            chat = isinstance(inputs[0]["prompt"], list)
+            new = []
+            for x, w in zip(inputs, self._goal_weights(inputs)):
+                text = self.vpo_task.build_prompt(self._example(x), self.vpo_m, weights=w)
+                prompt = [{"role": "user", "content": text}] if chat else text
+                new.append({**x, "prompt": prompt, WEIGHTS_COLUMN: w})
+            inputs = new
+        output = super()._generate_and_score_completions(inputs)
+        if self.args.estimator in TRL_NATIVE_ESTIMATORS:
+            self._log_vpo(None)
+            return output
+        p = self._pending
+        mode = "train" if self.model.training else "eval"
+        G = self.num_generations if mode == "train" else self.num_generations_eval
+        res = compute_advantages(
+            self.args.estimator,
+            p["rewards"],
+            p["valid"],
+            group_size=G,
+            target_weights=self.vpo_target,
+            rollout_weights=p["weights"],
+            config=self.vpo_estimator_config,
+            sampler=self.vpo_sampler,
+        )
+        adv_all = res.advantages.to(torch.float32).to(self.accelerator.device)
+        n_local = output["advantages"].shape[0]
+        start = self.accelerator.process_index * n_local
+        output["advantages"] = adv_all[start : start + n_local]
+        # TRL logged its own advantages for this batch; replace them with the ones used in the loss
+        logged = self._logs["advantages"]
+        for _ in range(min(adv_all.numel(), len(logged))):
+            logged.pop()
+        logged.extend(adv_all.tolist())
+        self.vpo_last = {
+            "rewards": p["rewards"].detach().cpu(),
+            "valid": p["valid"].detach().cpu(),
+            "weights": None if p["weights"] is None else p["weights"].detach().cpu(),
+            "advantages": adv_all.detach().cpu(),
+            "group_size": G,
+        }
+        self._log_vpo(res.diagnostics)
+        return output
+
+    def _log_vpo(self, diag: dict | None) -> None:
+        mode = "train" if self.model.training else "eval"
+        p = self._pending
+        metrics = self._metrics[mode]
+        missing, parsed, dups, n = (float(x) for x in p["stats"].tolist())
+        metrics["vpo/parse_failure_rate"].append(missing / max(n, 1))
+        metrics["vpo/answers_per_completion"].append(float(p["valid"].sum(1).float().mean()))
+        metrics["vpo/duplicate_answers"].append(dups / max(n, 1))
+        G = self.num_generations if mode == "train" else self.num_generations_eval
+        metrics["vpo/diversity"].append(group_reward_diversity(p["rewards"], p["valid"], G))
+        if diag is not None:
+            metrics["vpo/score"].append(diag["score_mean"])
+            metrics["vpo/pool_set_score"].append(diag["pool_set_score"])
+            metrics["vpo/group_std"].append(diag["group_std_mean"])
+            metrics["vpo/zero_std_frac"].append(diag["zero_std_frac"])
+            for name, val in zip(self.vpo_objectives, diag["objective_means"]):
+                metrics[f"vpo/objective/{name}"].append(val)
+
+    # ---------------------------------------------------------------------------------------
+    # checkpoints
+    # ---------------------------------------------------------------------------------------
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            torch.save({"sampler": self.vpo_sampler.state_dict()}, os.path.join(folder, STATE_FILE))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            path = os.path.join(checkpoint, STATE_FILE)
+            if not os.path.exists(path):
+                raise FileNotFoundError(
+                    f"{path} is missing: this checkpoint was not written by VPOTrainer, so the weight sampler's "
+                    "state cannot be restored and the resumed run would not match the original"
+                )
+            state = torch.load(path, weights_only=False)
+            self.vpo_sampler.load_state_dict(state["sampler"])
+
+
+def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_size: int) -> float:
+    """Mean pairwise L1 distance between the valid answers' reward vectors within each group of
+    ``group_size`` consecutive rollouts, averaged over groups with >= 2 valid answers.
+
+    ``rewards [N, m, d]``, ``valid [N, m]`` -> float in [0, d].
+    """
+    N, m, d = rewards.shape
+    r = rewards.reshape(N // group_size, group_size * m, d).double()
+    v = valid.reshape(N // group_size, group_size * m)
+    dist = torch.cdist(r, r, p=1)  # [P, Gm, Gm]
+    pair = v.unsqueeze(2) & v.unsqueeze(1)
+    pair &= ~torch.eye(group_size * m, dtype=torch.bool, device=r.device)
+    cnt = pair.sum((1, 2))
+    per_group = (dist * pair).sum((1, 2)) / cnt.clamp(min=1)
+    ok = cnt > 0
+    return float(per_group[ok].mean()) if bool(ok.any()) else 0.0
+
+
+def _append_instruction(prompt, m: int):
+    instr = answer_instruction(m, "tags")
+    if isinstance(prompt, list):
+        last = dict(prompt[-1])
+        last["content"] = f"{last['content']}\n\n{instr}"
+        return prompt[:-1] + [last]
+    return f"{prompt}\n\n{instr}"
