@@ -1,0 +1,892 @@
+"""The Maze task: synthetic "designed conflict" grid mazes with a 4-dimensional reward.
+
+The agent writes a route (a string of moves U/D/L/R) from S to the exit E. Objectives
+(VPO_SPEC §5), each in [0, 1], deployment weights ``w*`` uniform:
+
+* ``completion``  1 if the route reaches E within the step budget, else the whole vector is 0;
+* ``gold``        fraction of the gold zone's items collected (``$`` tiles stepped on);
+* ``diamond``     fraction of the diamond zone's items collected (``*`` tiles stepped on);
+* ``avoid_lava``  1 - (distinct lava tiles stepped on) / (lava tiles in the maze).
+
+Every generated instance is a *designed conflict*, checked by exact search: a lava-free route to E
+fits the budget, and no route within the budget visits both zones ("visits a zone" = collects at
+least one of its items). So no single route scores well on everything; a diverse set of routes can.
+
+Generation (one instance; all counts drawn uniformly from their inclusive ranges):
+
+1. tile grid of ``rows x cols`` (both odd): "cells" sit at even (row, col); a randomized Prim
+   spanning tree over the cells opens the wall tile between each tree edge's two cells;
+2. ``extra_openings`` wall tiles are opened in random order (a tile is opened only if it touches an
+   open tile, so every open tile stays connected); default 18-28 at 9x9, i.e. 56-88 % of the walls
+   left by the tree, the same fractions at other sizes;
+3. S and E go on the two ends of a random diagonal (random order); the gold and the diamond zones
+   sit at the two other corners (random assignment); each gets ``items_per_zone`` items on open
+   tiles within Manhattan distance ``zone_radius`` of its corner (if the zone has too few open
+   tiles, walls inside it that touch an open tile are opened first);
+4. ``lava`` tiles on open interior tiles (not on the outer ring, not on S, E or an item);
+5. ``budget = max(shortest route via gold, shortest route via diamond) + budget_slack`` where "via
+   a zone" = collecting at least one of its items; lava does not block moves, so these lengths
+   ignore it;
+6. keep the instance only if a lava-free route fits the budget and a route visiting both zones
+   does not; otherwise redraw (same random stream, so instance i of a split is deterministic).
+
+Route rules (the scorer, :func:`run_route`): moves are executed one by one from S; a move into a
+wall or off the grid is *blocked*: the agent stays put but the move **still costs a step** (the
+budget counts moves written, which is what a model controls). The route stops the first time it
+stands on E; later moves are ignored. If E is not reached within ``budget`` moves the reward is
+all zero. Items and lava count once per tile however often it is stepped on. A maze written by hand
+with no gold (diamond, lava) scores that component 1 (nothing to miss).
+
+Answers are parsed by :func:`parse_route`: letters U/D/L/R and words up/down/left/right, any case,
+separated (or not) by spaces, commas, semicolons, ``-``/``>``/``→``; one pair of surrounding quotes
+or brackets and a final period are tolerated. Anything else makes the answer unparseable, which
+scores all zero; the parser and scorer never raise on any string (or bytes).
+
+Examples are JSON-serialisable dicts that carry the rendered grid and the budget, so a saved pool
+can be rescored with no generator (:meth:`Maze.from_example`). Grid symbols: ``#`` wall, ``.``
+floor, ``S`` start, ``E`` exit, ``$`` gold, ``*`` diamond, ``~`` lava; rows top to bottom, U moves
+up one row.
+
+Simplifications / choices not fixed by the paper: tile walls (one character per tile, so a prompt
+is short); odd sizes only; blocked moves cost a step; splits are seeded with a (seed, split, index)
+triple so train and test never share a random stream; randomness uses only ``random.Random.random``
+(whose sequence Python guarantees across versions), so instances are reproducible across
+numpy/Python upgrades. Solver helpers (:func:`pareto_routes`, :func:`reference_routes`,
+:func:`random_route`) search the exact product graph (tile x items collected x lava stepped).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from vpo.tasks.base import Example, Task
+
+Cell = tuple[int, int]
+
+OBJECTIVES = ("completion", "gold", "diamond", "avoid_lava")
+WALL, FLOOR, START, EXIT, GOLD, DIAMOND, LAVA = "#", ".", "S", "E", "$", "*", "~"
+SYMBOLS = WALL + FLOOR + START + EXIT + GOLD + DIAMOND + LAVA
+MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+LEGEND = "S start, E exit, # wall, $ gold, * diamond, ~ lava"
+MAX_ROUTE_CHARS = 100_000
+"""Answers longer than this (after stripping) are unparseable: no budget needs that many moves."""
+
+SPLITS = ("train", "test")
+PAPER_SPLIT_SIZES = {"train": 1000, "test": 100}
+"""Default ``n`` of :meth:`MazeTask.load` (the paper's split sizes)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------------
+
+IntRange = int | tuple[int, int]
+
+
+def _as_range(value: IntRange, name: str, lo_min: int = 0) -> tuple[int, int]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        lo = hi = int(value)
+    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+        lo, hi = (int(v) for v in value)
+    else:
+        raise ValueError(f"maze option {name} must be an integer or a (low, high) pair, got {value!r}")
+    if lo < lo_min or hi < lo:
+        raise ValueError(f"maze option {name}={value!r}: need {lo_min} <= low <= high")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class MazeConfig:
+    """Generator options. ``None`` means "scale the paper's 9x9 value to this size" (see fields)."""
+
+    size: int | tuple[int, int] = 9
+    """Grid size in tiles: one odd int >= 5 (square) or a (rows, cols) pair of odd ints."""
+    extra_openings: IntRange | None = None
+    """Walls opened after the spanning tree (int or range); None: 56-88 % of the tree's walls (18-28 at 9x9)."""
+    items_per_zone: IntRange = (3, 5)
+    """Items in the gold zone and in the diamond zone (drawn per zone)."""
+    zone_radius: int = 2
+    """Items lie within this Manhattan distance of their zone's corner."""
+    lava: IntRange | None = None
+    """Lava tiles; None: 3-5 at 9x9, scaled by interior area elsewhere (2-3 at 7x7, 1 at 5x5)."""
+    budget_slack: int | None = None
+    """Budget = max(route via gold, route via diamond) + this; None: 7 at 9x9, floor(7 (n-1)/8) elsewhere (1 at 5x5)."""
+    max_attempts: int = 5000
+    """Redraws allowed per instance before giving up with an error (a config that cannot conflict)."""
+
+    # -- resolved values -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        s = self.size
+        if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+            rows = cols = int(s)
+        elif isinstance(s, Sequence) and not isinstance(s, str) and len(s) == 2:
+            rows, cols = int(s[0]), int(s[1])
+        else:
+            raise ValueError(f"maze size must be an odd int or a (rows, cols) pair, got {s!r}")
+        if rows < 5 or cols < 5 or rows % 2 == 0 or cols % 2 == 0:
+            raise ValueError(
+                f"maze size {s!r}: rows and cols must be odd and >= 5 (cells sit on even coordinates "
+                f"so that all four corners are cells); try {rows | 1 if rows >= 5 else 5}"
+            )
+        return rows, cols
+
+    def resolved(self) -> dict[str, Any]:
+        """All options as concrete values (ranges as pairs); validates them."""
+        rows, cols = self.shape
+        n_cells = ((rows + 1) // 2) * ((cols + 1) // 2)
+        tree_walls = rows * cols - n_cells - (n_cells - 1)
+        if self.extra_openings is None:
+            openings = (round(18 * tree_walls / 32), round(28 * tree_walls / 32))
+        else:
+            openings = _as_range(self.extra_openings, "extra_openings")
+        openings = (min(openings[0], tree_walls), min(openings[1], tree_walls))
+        r = self.zone_radius
+        if not isinstance(r, (int, np.integer)) or isinstance(r, bool) or r < 0 or r >= min(rows, cols) - 1:
+            raise ValueError(
+                f"maze option zone_radius={r!r}: need 0 <= radius < {min(rows, cols) - 1} "
+                f"so that a zone never reaches S or E"
+            )
+        zone_tiles = (r + 1) * (r + 2) // 2
+        items = _as_range(self.items_per_zone, "items_per_zone", lo_min=1)
+        if items[1] > zone_tiles:
+            raise ValueError(
+                f"maze option items_per_zone={self.items_per_zone!r}: a zone of radius {r} has only "
+                f"{zone_tiles} tiles; lower items_per_zone or raise zone_radius"
+            )
+        interior = (rows - 2) * (cols - 2)
+        if self.lava is None:
+            lo = max(1, round(3 * interior / 49))
+            lava = (lo, max(lo, round(5 * interior / 49)))
+        else:
+            lava = _as_range(self.lava, "lava")
+        if self.budget_slack is None:
+            # 5x5 is special-cased: with slack 2-3 most draws let a route visit both zones
+            slack = 1 if min(rows, cols) == 5 else (7 * (min(rows, cols) - 1)) // 8
+        else:
+            slack = self.budget_slack
+            if not isinstance(slack, (int, np.integer)) or isinstance(slack, bool) or slack < 0:
+                raise ValueError(f"maze option budget_slack must be an integer >= 0, got {slack!r}")
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError(f"maze option max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        return dict(
+            rows=rows, cols=cols, extra_openings=openings, items_per_zone=items,
+            zone_radius=int(r), lava=lava, budget_slack=int(slack), max_attempts=self.max_attempts,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# the maze
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Maze:
+    """One maze instance. ``grid``: ``rows`` strings of ``cols`` symbols (see module doc);
+    ``budget``: the most moves a route may use to reach E. Positions are (row, col)."""
+
+    grid: tuple[str, ...]
+    budget: int
+    rows: int = field(init=False)
+    cols: int = field(init=False)
+    start: Cell = field(init=False)
+    exit: Cell = field(init=False)
+    gold: tuple[Cell, ...] = field(init=False)
+    diamond: tuple[Cell, ...] = field(init=False)
+    lava: tuple[Cell, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        grid = tuple(self.grid)
+        if not grid or not all(isinstance(row, str) for row in grid):
+            raise ValueError("maze grid must be a non-empty list of strings (one per row)")
+        cols = len(grid[0])
+        if cols == 0 or any(len(row) != cols for row in grid):
+            raise ValueError(f"maze grid rows must all have the same non-zero length; got lengths {[len(r) for r in grid]}")
+        found: dict[str, list[Cell]] = {s: [] for s in SYMBOLS}
+        for r, row in enumerate(grid):
+            for c, ch in enumerate(row):
+                if ch not in found:
+                    raise ValueError(f"maze grid has unknown symbol {ch!r} at row {r}, col {c}; allowed: {SYMBOLS!r}")
+                found[ch].append((r, c))
+        for s in (START, EXIT):
+            if len(found[s]) != 1:
+                raise ValueError(f"maze grid needs exactly one {s!r}, found {len(found[s])}")
+        if isinstance(self.budget, bool) or not isinstance(self.budget, (int, np.integer)) or self.budget < 1:
+            raise ValueError(f"maze budget must be a positive integer, got {self.budget!r}")
+        object.__setattr__(self, "grid", grid)
+        object.__setattr__(self, "budget", int(self.budget))
+        object.__setattr__(self, "rows", len(grid))
+        object.__setattr__(self, "cols", cols)
+        object.__setattr__(self, "start", found[START][0])
+        object.__setattr__(self, "exit", found[EXIT][0])
+        object.__setattr__(self, "gold", tuple(found[GOLD]))
+        object.__setattr__(self, "diamond", tuple(found[DIAMOND]))
+        object.__setattr__(self, "lava", tuple(found[LAVA]))
+
+    # -- conversions ---------------------------------------------------------------------------
+    @classmethod
+    def from_example(cls, example: Mapping[str, Any]) -> "Maze":
+        """The maze of a task example (only ``grid`` and ``budget`` are read; cached)."""
+        try:
+            key = (tuple(example["grid"]), int(example["budget"]))
+            hash(key)
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("a maze example is a dict with 'grid' (list of row strings) and 'budget' (int)") from None
+        return _maze_cached(*key)
+
+    def render(self, compact: bool = False) -> str:
+        """The prompt text: the grid, the budget and (unless ``compact``) a one-line legend.
+
+        Compact is ``rows*(cols+1)`` characters plus ``"max B"``, e.g. 62 characters at 7x7.
+        """
+        body = "\n".join(self.grid)
+        if compact:
+            return f"{body}\nmax {self.budget}"
+        return (
+            f"Maze ({LEGEND}):\n{body}\n"
+            f"Go from S to E in at most {self.budget} moves (U/D/L/R, e.g. RRDD). "
+            f"Collect $ or *, avoid ~."
+        )
+
+    # -- graph helpers (flat index i = row * cols + col) ---------------------------------------
+    def index(self, cell: Cell) -> int:
+        return cell[0] * self.cols + cell[1]
+
+    @functools.cached_property
+    def _graph(self) -> "_Graph":
+        return _Graph(self)
+
+
+@functools.lru_cache(maxsize=4096)
+def _maze_cached(grid: tuple[str, ...], budget: int) -> Maze:
+    return Maze(grid, budget)
+
+
+class _Graph:
+    """Flat-index adjacency of a maze: ``step[i][k]`` = tile reached by move k from i (itself if
+    blocked); ``nbrs[i]`` = (move letter, j) for the unblocked moves."""
+
+    def __init__(self, maze: Maze) -> None:
+        R, C = maze.rows, maze.cols
+        self.n = R * C
+        self.open = [maze.grid[i // C][i % C] != WALL for i in range(self.n)]
+        self.step: list[dict[str, int]] = []
+        self.nbrs: list[list[tuple[str, int]]] = []
+        for i in range(self.n):
+            r, c = divmod(i, C)
+            st, nb = {}, []
+            for mv, (dr, dc) in MOVES.items():
+                rr, cc = r + dr, c + dc
+                j = rr * C + cc
+                if 0 <= rr < R and 0 <= cc < C and self.open[j]:
+                    st[mv] = j
+                    nb.append((mv, j))
+                else:
+                    st[mv] = i
+            self.step.append(st)
+            self.nbrs.append(nb)
+        self.start = maze.index(maze.start)
+        self.exit = maze.index(maze.exit)
+        self.gold = {maze.index(p): k for k, p in enumerate(maze.gold)}
+        self.diamond = {maze.index(p): k for k, p in enumerate(maze.diamond)}
+        self.lava = {maze.index(p): k for k, p in enumerate(maze.lava)}
+        self.dist_to_exit = _bfs(self.nbrs, self.exit)
+
+
+def _bfs(nbrs: Sequence[Sequence[tuple[str, int]]], src: int, blocked: set[int] | frozenset = frozenset()) -> list[int]:
+    """Shortest move counts from ``src`` (-1 where unreachable), never entering ``blocked``."""
+    dist = [-1] * len(nbrs)
+    dist[src] = 0
+    q = deque([src])
+    while q:
+        i = q.popleft()
+        d = dist[i] + 1
+        for _, j in nbrs[i]:
+            if dist[j] < 0 and j not in blocked:
+                dist[j] = d
+                q.append(j)
+    return dist
+
+
+# ---------------------------------------------------------------------------------------------
+# routes: parsing and scoring
+# ---------------------------------------------------------------------------------------------
+
+_ALLOWED = re.compile(r"[udlrpowniefgth\s,;>\-\u2192]*", re.IGNORECASE)
+_TOKENS = re.compile(r"(up|down|left|right|[udlr])|[\s,;>\-\u2192]+|(.)", re.IGNORECASE | re.DOTALL)
+_WORD = {"up": "U", "down": "D", "left": "L", "right": "R", "u": "U", "d": "D", "l": "L", "r": "R"}
+_PAIRS = {'"': '"', "'": "'", "`": "`", "[": "]", "(": ")", "{": "}"}
+
+
+def parse_route(answer: Any) -> str | None:
+    """Moves of an answer as a string over ``UDLR``, or ``None`` when it is not a route.
+
+    Never raises. ``bytes`` are decoded as UTF-8 (invalid bytes make the answer unparseable); any
+    other non-string, an empty answer, or one with a character outside the route syntax (module
+    doc) gives ``None``.
+    """
+    if isinstance(answer, (bytes, bytearray)):
+        answer = bytes(answer).decode("utf-8", errors="replace")
+    if not isinstance(answer, str):
+        return None
+    text = answer.strip()
+    if len(text) > MAX_ROUTE_CHARS:
+        return None
+    if text.endswith("."):
+        text = text[:-1].rstrip()
+    if len(text) >= 2 and text[0] in _PAIRS and text[-1] == _PAIRS[text[0]]:
+        text = text[1:-1].strip()
+    if not text or _ALLOWED.fullmatch(text) is None:
+        return None
+    moves = []
+    for m in _TOKENS.finditer(text):
+        if m.group(2) is not None:
+            return None
+        if m.group(1) is not None:
+            moves.append(_WORD[m.group(1).lower()])
+    return "".join(moves) or None
+
+
+@dataclass(frozen=True)
+class RouteOutcome:
+    """What a route did. ``moves``: the moves executed (cut at E or at the budget); ``path``: tiles
+    stood on after each move (``[len(moves)]``, blocked moves repeat the tile); ``reached``: E reached
+    within the budget; ``gold``/``diamond``/``lava``: distinct tiles of each kind stepped on."""
+
+    moves: str
+    path: tuple[Cell, ...]
+    reached: bool
+    gold: frozenset[Cell]
+    diamond: frozenset[Cell]
+    lava: frozenset[Cell]
+    blocked: int
+
+    @property
+    def steps(self) -> int:
+        return len(self.moves)
+
+
+def run_route(maze: Maze, moves: str) -> RouteOutcome:
+    """Execute ``moves`` (a string over UDLR, e.g. from :func:`parse_route`) in ``maze``."""
+    g = maze._graph
+    pos = g.start
+    path, gold, diamond, lava = [], set(), set(), set()
+    used = []
+    blocked = 0
+    reached = False
+    for mv in moves[: maze.budget]:
+        nxt = g.step[pos][mv]
+        blocked += nxt == pos
+        pos = nxt
+        used.append(mv)
+        path.append(pos)
+        if pos in g.gold:
+            gold.add(pos)
+        elif pos in g.diamond:
+            diamond.add(pos)
+        elif pos in g.lava:
+            lava.add(pos)
+        if pos == g.exit:
+            reached = True
+            break
+    C = maze.cols
+    cell = lambda i: divmod(i, C)  # noqa: E731
+    return RouteOutcome(
+        "".join(used), tuple(cell(i) for i in path), reached,
+        frozenset(map(cell, gold)), frozenset(map(cell, diamond)), frozenset(map(cell, lava)), blocked,
+    )
+
+
+def reward_vector(maze: Maze, outcome: RouteOutcome) -> np.ndarray:
+    """``[completion, gold, diamond, avoid_lava]`` (float64, in [0, 1]) of an executed route."""
+    if not outcome.reached:
+        return np.zeros(4)
+    frac = lambda got, total: 1.0 if not total else len(got) / len(total)  # noqa: E731
+    return np.array([1.0, frac(outcome.gold, maze.gold), frac(outcome.diamond, maze.diamond),
+                     1.0 - (len(outcome.lava) / len(maze.lava) if maze.lava else 0.0)])
+
+
+def score_route(maze: Maze, answer: Any) -> np.ndarray:
+    """Reward vector ``[4]`` of an answer text; all zero when unparseable. Never raises on the answer."""
+    moves = parse_route(answer)
+    if moves is None:
+        return np.zeros(4)
+    return reward_vector(maze, run_route(maze, moves))
+
+
+# ---------------------------------------------------------------------------------------------
+# generation
+# ---------------------------------------------------------------------------------------------
+
+
+class _Draw:
+    """Random draws built only on ``random.Random.random()`` (its sequence is guaranteed stable
+    across Python versions for an int seed), so generated mazes never change with an upgrade."""
+
+    def __init__(self, seed: int) -> None:
+        self._r = random.Random(seed).random
+
+    def below(self, n: int) -> int:
+        return min(int(self._r() * n), n - 1)
+
+    def between(self, lo_hi: tuple[int, int]) -> int:
+        lo, hi = lo_hi
+        return lo + self.below(hi - lo + 1)
+
+    def shuffle(self, xs: list) -> list:
+        for i in range(len(xs) - 1, 0, -1):
+            j = self.below(i + 1)
+            xs[i], xs[j] = xs[j], xs[i]
+        return xs
+
+
+def instance_seed(seed: int, split: str, index: int) -> int:
+    """The integer seed of instance ``index`` of ``split`` (a hash, so splits never share streams)."""
+    h = hashlib.sha256(f"vpo-maze|{int(seed)}|{split}|{int(index)}".encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def _zone_tiles(corner: Cell, radius: int, rows: int, cols: int) -> list[int]:
+    r0, c0 = corner
+    out = []
+    for r in range(rows):
+        for c in range(cols):
+            if abs(r - r0) + abs(c - c0) <= radius:
+                out.append(r * cols + c)
+    return out
+
+
+def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
+    R, C = cfg["rows"], cfg["cols"]
+    N = R * C
+    is_open = bytearray(N)
+
+    def tile_nbrs(i: int):
+        r, c = divmod(i, C)
+        if r > 0:
+            yield i - C
+        if r < R - 1:
+            yield i + C
+        if c > 0:
+            yield i - 1
+        if c < C - 1:
+            yield i + 1
+
+    # 1. randomized Prim over the cells (even coordinates); a frontier entry is (wall tile, new cell)
+    cells = [r * C + c for r in range(0, R, 2) for c in range(0, C, 2)]
+    first = cells[rnd.below(len(cells))]
+    is_open[first] = 1
+    frontier: list[tuple[int, int]] = []
+
+    def grow(cell: int) -> None:
+        r, c = divmod(cell, C)
+        for dr, dc in ((-2, 0), (2, 0), (0, -2), (0, 2)):
+            rr, cc = r + dr, c + dc
+            if 0 <= rr < R and 0 <= cc < C and not is_open[rr * C + cc]:
+                frontier.append(((r + dr // 2) * C + c + dc // 2, rr * C + cc))
+
+    grow(first)
+    while frontier:
+        k = rnd.below(len(frontier))
+        frontier[k], frontier[-1] = frontier[-1], frontier[k]
+        wall, cell = frontier.pop()
+        if is_open[cell]:
+            continue
+        is_open[wall] = is_open[cell] = 1
+        grow(cell)
+
+    # 2. extra openings: walls touching an open tile, in random order
+    target = rnd.between(cfg["extra_openings"])
+    opened = 0
+    for w in rnd.shuffle([i for i in range(N) if not is_open[i]]):
+        if opened >= target:
+            break
+        if any(is_open[j] for j in tile_nbrs(w)):
+            is_open[w] = 1
+            opened += 1
+
+    # 3. corners: S/E on a random diagonal, zones on the other two
+    corners = [(0, 0), (R - 1, C - 1), (0, C - 1), (R - 1, 0)]
+    if rnd.below(2):
+        corners = corners[2:] + corners[:2]
+    s, e, z1, z2 = corners
+    if rnd.below(2):
+        s, e = e, s
+    if rnd.below(2):
+        z1, z2 = z2, z1
+    zones = []
+    for corner in (z1, z2):
+        k = rnd.between(cfg["items_per_zone"])
+        tiles = _zone_tiles(corner, cfg["zone_radius"], R, C)
+        if sum(is_open[t] for t in tiles) < k:
+            for t in rnd.shuffle([t for t in tiles if not is_open[t]]):
+                if any(is_open[j] for j in tile_nbrs(t)):
+                    is_open[t] = 1
+                    if sum(is_open[u] for u in tiles) >= k:
+                        break
+        avail = [t for t in tiles if is_open[t]]
+        if len(avail) < k:
+            return None
+        zones.append(rnd.shuffle(avail)[:k])
+    gold, diamond = zones
+    si, ei = s[0] * C + s[1], e[0] * C + e[1]
+
+    # 4. lava on open interior tiles
+    taken = {si, ei, *gold, *diamond}
+    cand = [i for i in range(N) if is_open[i] and i not in taken and 0 < i // C < R - 1 and 0 < i % C < C - 1]
+    n_lava = rnd.between(cfg["lava"])
+    if len(cand) < n_lava:
+        return None
+    lava = rnd.shuffle(cand)[:n_lava]
+
+    grid = [[FLOOR if is_open[r * C + c] else WALL for c in range(C)] for r in range(R)]
+    for sym, tiles in ((GOLD, gold), (DIAMOND, diamond), (LAVA, lava), (START, [si]), (EXIT, [ei])):
+        for t in tiles:
+            grid[t // C][t % C] = sym
+    rows = tuple("".join(row) for row in grid)
+
+    # 5-6. budget and the designed-conflict check (exact search)
+    lengths = zone_route_lengths(Maze(rows, 1))
+    if lengths["gold"] is None or lengths["diamond"] is None:
+        return None
+    budget = max(lengths["gold"], lengths["diamond"]) + cfg["budget_slack"]
+    if lengths["safe"] is None or lengths["safe"] > budget:
+        return None
+    if lengths["both"] is not None and lengths["both"] <= budget:
+        return None
+    return Maze(rows, budget)
+
+
+def zone_route_lengths(maze: Maze) -> dict[str, int | None]:
+    """Exact shortest route lengths (moves) from S to E, under the route rules (stops at E):
+    ``shortest`` any route, ``gold``/``diamond`` collecting >= 1 item of that zone, ``both``
+    collecting >= 1 of each, ``safe`` stepping on no lava. ``None`` where no route exists.
+
+    BFS over (tile, visited-gold, visited-diamond) with E absorbing, plus a BFS that never enters
+    lava. The budget is ignored here.
+    """
+    g = maze._graph
+    n = g.n
+    # state = tile * 4 + flags (bit 0: some gold collected, bit 1: some diamond collected)
+    dist = [-1] * (n * 4)
+    s0 = g.start * 4
+    dist[s0] = 0
+    q = deque([s0])
+    while q:
+        st = q.popleft()
+        tile, flags = divmod(st, 4)
+        if tile == g.exit:
+            continue
+        d = dist[st] + 1
+        for _, j in g.nbrs[tile]:
+            f = flags | (1 if j in g.gold else 0) | (2 if j in g.diamond else 0)
+            nst = j * 4 + f
+            if dist[nst] < 0:
+                dist[nst] = d
+                q.append(nst)
+    at_exit = [dist[g.exit * 4 + f] for f in range(4)]
+
+    def best(flag_sets):
+        ds = [at_exit[f] for f in flag_sets if at_exit[f] >= 0]
+        return min(ds) if ds else None
+
+    safe = _bfs(g.nbrs, g.start, blocked=frozenset(g.lava))[g.exit]
+    return {
+        "shortest": best((0, 1, 2, 3)),
+        "gold": best((1, 3)),
+        "diamond": best((2, 3)),
+        "both": best((3,)),
+        "safe": safe if safe >= 0 else None,
+    }
+
+
+def generate_maze(seed: int, config: MazeConfig | None = None) -> Maze:
+    """One designed-conflict maze from an integer seed (deterministic)."""
+    cfg = (config or MazeConfig()).resolved()
+    rnd = _Draw(seed)
+    for _ in range(cfg["max_attempts"]):
+        maze = _try_generate(rnd, cfg)
+        if maze is not None:
+            return maze
+    raise RuntimeError(
+        f"no designed-conflict maze after {cfg['max_attempts']} attempts with {cfg}: visiting both "
+        f"zones keeps fitting the budget or no lava-free route fits. Lower budget_slack, "
+        f"zone_radius or lava, or use a larger size."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# solvers for demos and tests
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route with its reward vector ``[4]`` (completion, gold, diamond, avoid_lava)."""
+
+    moves: str
+    reward: np.ndarray
+
+    @property
+    def steps(self) -> int:
+        return len(self.moves)
+
+    @property
+    def target_score(self) -> float:
+        """``w*ᵀr`` with the task's uniform ``w*``."""
+        return float(np.mean(self.reward))
+
+
+def _exhaustive(maze: Maze) -> dict[tuple[float, ...], tuple[int, str]]:
+    """Every reward vector a route reaching E within budget can get -> (fewest moves, one such route).
+
+    Exact BFS over (tile, gold mask, diamond mask, lava mask), E absorbing, pruned by
+    ``moves + distance to E <= budget``. Blocked moves are never needed (staying costs a step).
+    """
+    g = maze._graph
+    ng, nd, nl = len(g.gold), len(g.diamond), len(g.lava)
+    gbit = {t: 1 << k for t, k in g.gold.items()}
+    dbit = {t: 1 << (ng + k) for t, k in g.diamond.items()}
+    lbit = {t: 1 << (ng + nd + k) for t, k in g.lava.items()}
+    bit = {**gbit, **dbit, **lbit}
+    width = ng + nd + nl
+    to_e = g.dist_to_exit
+    if to_e[g.start] < 0 or to_e[g.start] > maze.budget:
+        return {}
+    start = g.start << width  # S holds no item or lava (one symbol per tile)
+    seen = {start: (0, -1, "")}  # state -> (moves, parent state, move)
+    q = deque([start])
+    ends: list[int] = []
+    mask_all = (1 << width) - 1
+    while q:
+        st = q.popleft()
+        tile = st >> width
+        if tile == g.exit:
+            ends.append(st)
+            continue
+        d = seen[st][0] + 1
+        mask = st & mask_all
+        for mv, j in g.nbrs[tile]:
+            if to_e[j] < 0 or d + to_e[j] > maze.budget:
+                continue
+            nst = (j << width) | mask | bit.get(j, 0)
+            if nst not in seen:
+                seen[nst] = (d, st, mv)
+                q.append(nst)
+    gm, dm, lm = (1 << ng) - 1, ((1 << nd) - 1) << ng, ((1 << nl) - 1) << (ng + nd)
+    frac = lambda k, tot: 1.0 if not tot else k / tot  # noqa: E731
+    out: dict[tuple[float, ...], tuple[int, str]] = {}
+    for st in ends:  # BFS order: the first state giving a vector is a fewest-moves one
+        m = st & mask_all
+        vec = (1.0, frac((m & gm).bit_count(), ng), frac((m & dm).bit_count(), nd),
+               1.0 - (lm and (m & lm).bit_count() / nl))
+        if vec in out:
+            continue
+        moves = []
+        cur = st
+        while seen[cur][1] >= 0:
+            moves.append(seen[cur][2])
+            cur = seen[cur][1]
+        out[vec] = (seen[st][0], "".join(reversed(moves)))
+    return out
+
+
+def pareto_routes(maze: Maze) -> list[Route]:
+    """One fewest-moves route per Pareto-optimal reward vector (exact), best ``w*`` score first.
+
+    A vector is kept when no achievable vector is >= in every component and > in one.
+    """
+    found = _exhaustive(maze)
+    vecs = list(found)
+    keep = [v for v in vecs if not any(u != v and all(a >= b for a, b in zip(u, v)) for u in vecs)]
+    routes = [Route(found[v][1], np.array(v)) for v in keep]
+    routes.sort(key=lambda r: (-r.target_score, r.steps, r.moves))
+    return routes
+
+
+def reference_routes(maze: Maze) -> dict[str, Route]:
+    """A few diverse good routes, each the exact optimum of its criterion (ties: fewer moves):
+
+    ``best`` max ``w*ᵀr``; ``gold`` max gold, then avoid_lava; ``diamond`` max diamond, then
+    avoid_lava; ``safe`` fewest moves with no lava; ``shortest`` fewest moves. A key is absent when
+    no route qualifies (only possible for hand-written mazes).
+    """
+    found = _exhaustive(maze)
+    if not found:
+        return {}
+    items = [(v, s, mv) for v, (s, mv) in found.items()]
+    pick = lambda key: min(items, key=key)  # noqa: E731
+    out = {
+        "best": pick(lambda x: (-sum(x[0]), x[1], x[2])),
+        "gold": pick(lambda x: (-x[0][1], -x[0][3], x[1], x[2])),
+        "diamond": pick(lambda x: (-x[0][2], -x[0][3], x[1], x[2])),
+        "shortest": pick(lambda x: (x[1], x[2])),
+    }
+    safe = [x for x in items if x[0][3] == 1.0]
+    if safe:
+        out["safe"] = min(safe, key=lambda x: (x[1], x[2]))
+    return {k: Route(mv, np.array(v)) for k, (v, _, mv) in out.items()}
+
+
+def random_route(maze: Maze, rng: np.random.Generator | random.Random | int | None = None,
+                 *, waypoints: int = 2, wander: float = 0.3) -> Route:
+    """A random route that reaches E within the budget (mediocre but valid), for warm-starting.
+
+    Up to ``waypoints`` random intermediate tiles (drawn among those still reachable in budget) are
+    visited in turn, then E. Each move heads to the current target along a random shortest path, or
+    with probability ``wander`` is any unblocked move that keeps the target and E within budget.
+    The route stops at E if it passes there early. ``rng``: a numpy Generator, ``random.Random``,
+    or an int seed. Raises ``ValueError`` if E cannot be reached within the budget at all.
+    """
+    if isinstance(rng, np.random.Generator):
+        u = lambda: float(rng.random())  # noqa: E731
+    elif isinstance(rng, random.Random):
+        u = rng.random
+    else:
+        u = random.Random(rng).random
+    below = lambda n: min(int(u() * n), n - 1)  # noqa: E731
+    g = maze._graph
+    to_e = g.dist_to_exit
+    if to_e[g.start] < 0 or to_e[g.start] > maze.budget:
+        raise ValueError(f"E cannot be reached within the budget ({maze.budget}) in this maze")
+    pos, t, moves = g.start, 0, []
+    n_way = below(waypoints + 1) if waypoints > 0 else 0
+    targets: list[int | None] = [None] * n_way + [g.exit]
+    for target in targets:
+        from_pos = _bfs(g.nbrs, pos)
+        if target is None:
+            ok = [i for i in range(g.n) if i != g.exit and from_pos[i] >= 0 and to_e[i] >= 0
+                  and t + from_pos[i] + to_e[i] <= maze.budget]
+            target = ok[below(len(ok))]
+        to_t = _bfs(g.nbrs, target)
+        while pos != target:
+            if u() < wander:
+                opts = [j for _, j in g.nbrs[pos] if t + 1 + to_t[j] + to_e[target] <= maze.budget]
+                if not opts:  # cannot happen while the invariant holds; keep the shortest path
+                    opts = [j for _, j in g.nbrs[pos] if to_t[j] == to_t[pos] - 1]
+            else:
+                opts = [j for _, j in g.nbrs[pos] if to_t[j] == to_t[pos] - 1]
+            j = opts[below(len(opts))]
+            moves.append(next(mv for mv, k in g.nbrs[pos] if k == j))
+            pos, t = j, t + 1
+            if pos == g.exit:
+                break
+        if pos == g.exit:
+            break
+    s = "".join(moves)
+    return Route(s, reward_vector(maze, run_route(maze, s)))
+
+
+# ---------------------------------------------------------------------------------------------
+# the task
+# ---------------------------------------------------------------------------------------------
+
+
+class MazeTask(Task):
+    """Designed-conflict mazes (VPO_SPEC §5). Options are :class:`MazeConfig`'s fields plus:
+
+    ``seed`` train-split seed (paper: 42); ``test_seed`` test-split seed (default ``seed + 4200``,
+    4242 for the paper's pair); ``compact`` render prompts with no legend or instructions.
+    """
+
+    name = "maze"
+    objectives = OBJECTIVES
+    answer_noun = "route"
+
+    def __init__(
+        self,
+        size: int | tuple[int, int] = 9,
+        extra_openings: IntRange | None = None,
+        items_per_zone: IntRange = (3, 5),
+        zone_radius: int = 2,
+        lava: IntRange | None = None,
+        budget_slack: int | None = None,
+        seed: int = 42,
+        test_seed: int | None = None,
+        compact: bool = False,
+        max_attempts: int = 5000,
+    ) -> None:
+        self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts)
+        self.config.resolved()  # validate now, with a clear message
+        for nm, v in (("seed", seed), ("test_seed", test_seed)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise ValueError(f"maze option {nm} must be an integer, got {v!r}")
+        self.seeds = {"train": int(seed), "test": int(seed) + 4200 if test_seed is None else int(test_seed)}
+        self.compact = bool(compact)
+
+    def load(
+        self,
+        split: str = "train",
+        n: int | None = None,
+        seed: int | None = None,
+        *,
+        exclude: Iterable[Example] = (),
+    ) -> list[Example]:
+        """The first ``n`` distinct instances of ``split`` (default n: 1000 train, 100 test).
+
+        Generator index i depends only on (config, seed, split, i); a maze equal (same grid and
+        budget) to an earlier one or to one in ``exclude`` is skipped, so ``load(s, 10)`` is a
+        prefix of ``load(s, 100)``. Repeats only occur at tiny sizes: pass
+        ``exclude=task.load("train")`` to keep such a test split disjoint from train. ``seed``
+        overrides the split's seed. Example keys: id, split, seed, index, grid (row strings),
+        budget; JSON-serialisable.
+        """
+        if split not in SPLITS:
+            raise ValueError(f"maze task has splits {SPLITS}, not {split!r}")
+        n = PAPER_SPLIT_SIZES[split] if n is None else n
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        base = self.seeds[split] if seed is None else int(seed)
+        seen = {(tuple(e["grid"]), int(e["budget"])) for e in exclude}
+        from tqdm.auto import tqdm
+
+        out: list[Example] = []
+        limit = 20 * int(n) + 100
+        with tqdm(total=int(n), desc=f"maze {split}", disable=True if n < 500 else None, leave=False) as bar:
+            for i in range(limit):
+                if len(out) == n:
+                    break
+                maze = generate_maze(instance_seed(base, split, i), self.config)
+                key = (maze.grid, maze.budget)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(
+                    {"id": f"maze-{split}-{base}-{i}", "split": split, "seed": base, "index": i,
+                     "grid": list(maze.grid), "budget": maze.budget}
+                )
+                bar.update(1)
+        if len(out) < n:
+            raise RuntimeError(
+                f"only {len(out)} distinct mazes in {limit} draws for this configuration "
+                f"({self.config}); ask for fewer or use a larger size"
+            )
+        return out
+
+    def question(self, example: Example) -> str:
+        return Maze.from_example(example).render(self.compact)
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        return score_route(Maze.from_example(example), answer)
+
+    def canonical(self, answer: str) -> Any:
+        """Two answers are the same when they spell the same moves (``"U, r"`` == ``"ur"``)."""
+        moves = parse_route(answer)
+        return moves if moves is not None else ("unparsed", super().canonical(answer))
+
+
+__all__ = [
+    "OBJECTIVES", "LEGEND", "Maze", "MazeConfig", "MazeTask", "Route", "RouteOutcome",
+    "generate_maze", "instance_seed", "parse_route", "pareto_routes", "random_route",
+    "reference_routes", "reward_vector", "run_route", "score_route", "zone_route_lengths",
+]
