@@ -1,0 +1,310 @@
+"""MuSiQue (answerable): multi-hop QA over numbered paragraphs, scored per reasoning hop + answer F1.
+
+Reward vector (d = 5, VPO_SPEC §5): ``hop_1..hop_4`` — did the answer cite the gold supporting
+paragraph of reasoning step i — and ``answer_f1`` — SQuAD token F1 of the answer against the gold
+answer and its aliases (max over them). ``w* = (hop_1 + hop_2 + hop_3 + hop_4 + 3·answer_f1) / 7``.
+
+Answer format (one answer body, i.e. the text inside ``<answer_i>`` tags)::
+
+    Paragraphs: 3, 7
+    Answer: Miquette Giraudy
+
+The prompt numbers the paragraphs ``[1]..[P]`` in the dataset's order. Parsing is lenient: the
+citation label may be ``Paragraphs``/``Paragraph(s)``/``Support``/``Evidence``/``Citations``/
+``Sources``/``References`` (any case, ``:``/``=`` or directly followed by a number), numbers may be
+written ``3, 7``, ``[3] [7]``, ``#3 and #7``; the two parts may come in either order or on one line
+(``Paragraphs: 3, 7. Answer: Paris``). Without a citation label, bracketed ``[n]`` references
+anywhere in the body count as citations. Without an ``Answer:`` label, the last non-empty line left
+after removing citations is the answer; with several ``Answer:`` labels the last non-empty one wins.
+
+Choices the spec leaves open (and why):
+
+* **Questions with 2 or 3 hops** (``short_chains="stretch"``, default). The k gold steps are
+  stretched over the four hop slots: slot j (covering the quarter [(j-1)/4, j/4] of the chain) is the
+  overlap-weighted mean of the steps covering that quarter. For k = 2 that is
+  ``(h1, h1, h2, h2)``, for k = 3 ``(h1, h1/3 + 2h2/3, 2h2/3 + h3/3, h3)``, for k = 4 the identity.
+  So ``hop_1`` is always "first step cited", ``hop_4`` always "final step cited", every gold step
+  carries the same total weight 4/(7k) in ``w*`` whatever k, a perfect answer scores 1 and an
+  answer citing nothing scores 0 on every hop. The alternatives are worse: filling missing hops
+  with 0 caps a 2-hop question at ``w* = 5/7`` (mixing hop count into difficulty); filling them with
+  1 — what the authors' reference implementation does, available as ``short_chains="pass"`` to
+  reproduce its numbers — gives free reward (``w* = 2/7`` for citing nothing on a 2-hop question),
+  makes two components constant (zero variance, undefined correlation, no diversity signal) and
+  lets Dirichlet draws that weight them reward nothing.
+* **Citation flooding.** Only the first ``max_citations`` (default 4, the largest hop count) distinct
+  valid paragraph numbers count, so citing every paragraph cannot collect every hop (the reference
+  implementation truncates the same way). Numbers outside ``1..P`` are ignored.
+* **No answer text** (only citations, or nothing parsable): the whole vector is 0 (as in the
+  reference), so a cite-only policy earns nothing.
+
+Data: Hugging Face ``dgslibisey/MuSiQue`` (the answerable ``musique_ans_v1.0`` files; splits
+``train`` and ``validation``), or local files in the same JSONL schema via ``path=``. Rows with
+``answerable: false`` are dropped. ``load("validation", n=300, seed=42)`` draws a hop-stratified
+sample (100 each of 2/3/4-hop) exactly like the reference implementation's paper eval split.
+Simplification: paragraphs are shown in full, unshortened; no retrieval step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from vpo.tasks.base import Example, Task
+from vpo.tasks.text import as_text, best_f1, load_hub, load_local, normalize_answer, sample_records
+
+HUB_ID = "dgslibisey/MuSiQue"
+MAX_HOPS = 4
+SHORT_CHAIN_MODES = ("stretch", "pass")
+SPLITS = {
+    "train": ("train", ("train", "musique_ans_v1.0_train")),
+    "validation": ("validation", ("validation", "dev", "musique_ans_v1.0_dev")),
+}
+SPLITS["dev"] = SPLITS["validation"]
+
+_ANSWER_LABEL = r"(?<![A-Za-z])(?:final\s++)?answer\s*+[:=]"
+_CITE_LABEL = (
+    r"(?<![A-Za-z])(?:supporting\s+|cited\s+)?"
+    r"(?:paragraphs?|paras?|support(?:ing)?|evidence|citations?|sources?|references?|refs?)"
+    r"(?:\(s\))?\s*+(?:[:=]|(?=[\[#(]?\s*+\d))"  # possessive: linear on long whitespace runs
+)
+_LABELS = re.compile(rf"(?P<ans>{_ANSWER_LABEL})|(?P<cit>{_CITE_LABEL})", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<!\d)\d{1,4}(?!\d)")
+_ANSWER_IS = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s+is\s+", re.IGNORECASE)
+_BRACKET_REF = re.compile(r"\[\s*(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\s*\]")
+
+
+def parse_musique_answer(text: Any) -> tuple[list[int], str]:
+    """``(cited paragraph numbers in order of appearance, answer text)`` of one answer body.
+
+    Never raises; numbers are returned as written (validity is checked against the example).
+    """
+    text = as_text(text)
+    labels = list(_LABELS.finditer(text))
+    cited: list[int] = []
+    answers: list[str] = []
+    spans: list[tuple[int, int]] = []  # label + segment spans, removed when looking for a bare answer
+    for i, lab in enumerate(labels):
+        end = text.find("\n", lab.end())
+        end = len(text) if end < 0 else end
+        if i + 1 < len(labels):
+            end = min(end, labels[i + 1].start())
+        segment = text[lab.end() : end]
+        spans.append((lab.start(), end))
+        if lab.group("cit") is not None:
+            cited.extend(int(x) for x in _NUMBER.findall(segment))
+        else:
+            answers.append(_BRACKET_REF.sub(" ", segment))
+    has_cite_label = any(lab.group("cit") is not None for lab in labels)
+    if not has_cite_label:
+        for ref in _BRACKET_REF.finditer(text):
+            cited.extend(int(x) for x in _NUMBER.findall(ref.group(1)))
+    answer = next((a.strip() for a in reversed(answers) if a.strip()), "")
+    if not answer and not any(lab.group("ans") is not None for lab in labels):
+        rest, pos = [], 0
+        for a, b in spans:
+            rest.append(text[pos:a])
+            pos = b
+        rest.append(text[pos:])
+        remaining = _BRACKET_REF.sub(" ", "".join(rest))
+        answer = next((ln.strip() for ln in reversed(remaining.splitlines()) if ln.strip()), "")
+    answer = _ANSWER_IS.sub("", answer.strip(), count=1)
+    answer = answer.strip("*_`\"' ").rstrip("([{,;:-*_ ").strip()
+    return cited, answer
+
+
+def hop_slot_matrix(k: int, slots: int = MAX_HOPS) -> np.ndarray:
+    """``[slots, k]`` weights mapping k gold-step hits onto the hop slots ("stretch" mode).
+
+    Row j is the overlap of the slot's share of the chain [j/slots, (j+1)/slots] with each step's
+    share [i/k, (i+1)/k], rescaled so rows sum to 1. Columns sum to ``slots / k``: equal total
+    weight per gold step.
+    """
+    if k < 1:
+        raise ValueError(f"a MuSiQue question needs at least one reasoning step, got {k}")
+    j = np.arange(slots)[:, None]
+    i = np.arange(k)[None, :]
+    lo = np.maximum(j / slots, i / k)
+    hi = np.minimum((j + 1) / slots, (i + 1) / k)
+    return np.clip(hi - lo, 0.0, None) * slots
+
+
+class MusiqueTask(Task):
+    """MuSiQue multi-hop QA with a per-hop citation + answer-F1 reward vector.
+
+    Options (``vpo.tasks.get("musique", **options)``):
+        path: local data file or directory in the MuSiQue JSONL schema (``None``: the Hub).
+        hub_id: Hugging Face dataset id used when ``path`` is None.
+        short_chains: how 2/3-hop questions fill the four hop slots: "stretch" (default) or "pass".
+        max_citations: only the first this-many distinct valid cited paragraphs count (None: all).
+        stratify_hops: with ``n`` given, sample equally per hop count (the paper's eval split).
+    """
+
+    name = "musique"
+    objectives = ("hop_1", "hop_2", "hop_3", "hop_4", "answer_f1")
+    answer_noun = "answer"
+
+    def __init__(
+        self,
+        path: str | None = None,
+        hub_id: str = HUB_ID,
+        short_chains: str = "stretch",
+        max_citations: int | None = MAX_HOPS,
+        stratify_hops: bool = True,
+    ) -> None:
+        if short_chains not in SHORT_CHAIN_MODES:
+            raise ValueError(f"musique: short_chains must be one of {SHORT_CHAIN_MODES}, got {short_chains!r}")
+        if max_citations is not None and (
+            isinstance(max_citations, bool) or not isinstance(max_citations, int) or max_citations < 1
+        ):
+            raise ValueError(f"musique: max_citations must be a positive integer or None, got {max_citations!r}")
+        self.path = path
+        self.hub_id = hub_id
+        self.short_chains = short_chains
+        self.max_citations = max_citations
+        self.stratify_hops = bool(stratify_hops)
+        self._cache: dict[str, list[Example]] = {}
+
+    @property
+    def target_weights(self) -> np.ndarray:
+        return np.array([1.0, 1.0, 1.0, 1.0, 3.0]) / 7.0
+
+    # -- data -------------------------------------------------------------------------------
+    def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
+        """Examples of ``split`` ("train" or "validation"/"dev"); ``n`` of them drawn with ``seed``
+        (hop-stratified when ``stratify_hops``), all of them in data order when ``n`` is None."""
+        rows = self._rows(split)
+        if n is None or not self.stratify_hops:
+            return sample_records(rows, n, seed)
+        sample_records([], n, seed)  # validates n
+        buckets: dict[int, list[Example]] = {}
+        for r in rows:
+            buckets.setdefault(len(r["question_decomposition"]), []).append(r)
+        hops = sorted(buckets)
+        per, extra = divmod(n, len(hops)) if hops else (0, 0)
+        picked: list[Example] = []
+        for j, h in enumerate(hops):
+            want = per + (1 if j < extra else 0)
+            order = np.random.default_rng(seed).permutation(len(buckets[h]))[:want]
+            picked.extend(buckets[h][i] for i in order.tolist())
+        order = np.random.default_rng(seed).permutation(len(picked))
+        return [picked[i] for i in order.tolist()]
+
+    def _rows(self, split: str) -> list[Example]:
+        if split not in SPLITS:
+            raise ValueError(f"musique has no split {split!r}; choose one of {sorted(SPLITS)}")
+        hub_split, aliases = SPLITS[split]
+        if hub_split not in self._cache:
+            if self.path is not None:
+                raw = load_local(self.path, hub_split, aliases, task=self.name)
+                where = f"{self.path}"
+            else:
+                raw = load_hub(self.hub_id, hub_split, task=self.name)
+                where = f"{self.hub_id}[{hub_split}]"
+            rows = [r for r in raw if r.get("answerable", True) is not False]
+            for i, r in enumerate(rows):
+                _check_example(r, f"{where} record {i}")
+            self._cache[hub_split] = rows
+        return self._cache[hub_split]
+
+    # -- prompting --------------------------------------------------------------------------
+    def question(self, example: Example) -> str:
+        paragraphs = "\n\n".join(
+            f"[{i}] {p.get('title', '')}\n{p.get('paragraph_text', '')}".strip()
+            for i, p in enumerate(example["paragraphs"], 1)
+        )
+        return (
+            "Answer the question using the numbered paragraphs below. The question takes several "
+            "reasoning steps, and each step is supported by one of the paragraphs.\n\n"
+            f"{paragraphs}\n\n"
+            f"Question: {example['question']}\n\n"
+            "Write each answer in two lines: first 'Paragraphs:' followed by the numbers of the paragraphs "
+            f"that support your reasoning steps, in the order of the steps (at most {self.max_citations or MAX_HOPS}), "
+            "then 'Answer:' followed by a short answer (a name, date or phrase, no explanation). For example:\n"
+            "Paragraphs: 3, 7\nAnswer: Paris"
+        )
+
+    # -- scoring ----------------------------------------------------------------------------
+    def gold_paragraphs(self, example: Example) -> list[int]:
+        """Displayed numbers (1-based) of the gold supporting paragraph of each reasoning step."""
+        return _gold_numbers(example)
+
+    def reference_answer(self, example: Example) -> str:
+        """The gold answer body: every gold paragraph in step order, then the gold answer."""
+        nums = ", ".join(str(x) for x in dict.fromkeys(self.gold_paragraphs(example)))
+        return f"Paragraphs: {nums}\nAnswer: {example['answer']}"
+
+    def _counted_citations(self, cited: list[int], num_paragraphs: int | None) -> list[int]:
+        out: list[int] = []
+        for c in cited:
+            if c in out or (num_paragraphs is not None and not 1 <= c <= num_paragraphs):
+                continue
+            out.append(c)
+            if self.max_citations is not None and len(out) >= self.max_citations:
+                break
+        return out
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        cited, text = parse_musique_answer(answer)
+        if not text:
+            return np.zeros(self.d)
+        counted = set(self._counted_citations(cited, len(example["paragraphs"])))
+        gold = self.gold_paragraphs(example)
+        hits = np.array([float(g in counted) for g in gold])
+        k = len(gold)
+        if self.short_chains == "pass" and k <= MAX_HOPS:
+            hops = np.concatenate([hits, np.ones(MAX_HOPS - k)])
+        else:
+            hops = hop_slot_matrix(k) @ hits
+        golds = [example["answer"], *(example.get("answer_aliases") or [])]
+        f1 = best_f1(text, golds)
+        return np.clip(np.round(np.append(hops, f1), 12), 0.0, 1.0)
+
+    def canonical(self, answer: str) -> Any:
+        cited, text = parse_musique_answer(answer)
+        return tuple(sorted(self._counted_citations(cited, None))), normalize_answer(text)
+
+
+def _gold_numbers(example: Example) -> list[int]:
+    paragraphs = example["paragraphs"]
+    by_idx = {p["idx"]: i + 1 for i, p in enumerate(paragraphs) if isinstance(p, dict) and "idx" in p}
+    out = []
+    for step in example["question_decomposition"]:
+        idx = step["paragraph_support_idx"]
+        if by_idx:
+            if idx not in by_idx:
+                raise ValueError(
+                    f"musique example {example.get('id')!r}: paragraph_support_idx {idx} names no paragraph "
+                    f"(paragraph idx values: {sorted(by_idx)})"
+                )
+            out.append(by_idx[idx])
+        else:
+            out.append(int(idx) + 1)
+    return out
+
+
+def _check_example(row: Any, where: str) -> None:
+    if not isinstance(row, dict):
+        raise ValueError(f"musique: {where} is not a JSON object")
+    missing = [k for k in ("question", "paragraphs", "question_decomposition", "answer") if k not in row]
+    if missing:
+        raise ValueError(
+            f"musique: {where} (id {row.get('id')!r}) lacks field(s) {missing}; expected the MuSiQue schema "
+            "(id, paragraphs[idx, title, paragraph_text, is_supporting], question, "
+            "question_decomposition[paragraph_support_idx, ...], answer, answer_aliases, answerable)"
+        )
+    if not isinstance(row["paragraphs"], list) or not row["paragraphs"]:
+        raise ValueError(f"musique: {where} (id {row.get('id')!r}) has no paragraphs")
+    decomp = row["question_decomposition"]
+    if not isinstance(decomp, list) or not decomp or any(
+        not isinstance(s, dict) or "paragraph_support_idx" not in s for s in decomp
+    ):
+        raise ValueError(
+            f"musique: {where} (id {row.get('id')!r}) needs a non-empty question_decomposition whose steps "
+            "each have paragraph_support_idx"
+        )
+    try:
+        _gold_numbers(row)
+    except (TypeError, ValueError, KeyError) as e:
+        raise ValueError(f"musique: {where}: {e}") from None

@@ -1,0 +1,377 @@
+"""ToolRL (rlla_4k): function calling scored on format, tool names, argument keys and values.
+
+Each example gives a system message listing the available tools and a dialogue; the gold answer
+(``reward_model.ground_truth``) is ToolRL's ``<think>..</think>`` + ``<tool_call>`` (one JSON object
+``{"name": ..., "parameters": {...}}`` per line) and/or ``<response>..</response>``.
+
+Answer format (one answer body, the text inside ``<answer_i>`` tags)::
+
+    <tool_call>
+    {"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}
+    {"name": "get_time", "parameters": {"timezone": "Europe/Paris"}}
+    </tool_call>
+    <response>optional message to the user</response>
+
+An optional ``<think>..</think>`` may come first (in a VPO rollout the shared reasoning already
+precedes the answers, so it is not required, unlike ToolRL's single-answer format).
+
+Reward vector (d = 4, VPO_SPEC §5), each in [0, 1], ``w*`` uniform:
+
+* ``format`` — 1 iff the body is only tag blocks (whitespace between them; ``think`` first if
+  present, ``tool_call`` before ``response``; no block repeated or left open), the ``tool_call``
+  block parses completely into call objects (a JSON object per line, objects separated by
+  whitespace/commas, or one JSON array; each object has a string ``name`` and a dict
+  ``parameters`` — ``arguments`` is accepted as a synonym, also as a JSON-encoded string), and the
+  sections present match the gold answer's: a non-empty ``tool_call`` iff the gold calls tools, a
+  non-empty ``response`` iff the gold responds.
+* ``tool_name`` — multiset F1 between predicted and gold tool names (names compared exactly after
+  stripping whitespace). No calls on both sides: 1.
+* ``arg_key`` — multiset F1 over (tool name, argument key) pairs of all calls. None on both sides: 1.
+* ``arg_value`` — value match over matching keys: each gold call is paired with an unused predicted
+  call of the same name (greedy, in gold order, taking the candidate with most matching values,
+  then most shared keys); over the (call, key) pairs present in both a gold call and its partner,
+  the fraction whose values match (:func:`vpo.tasks.text.values_match`: numbers numerically,
+  strings case/whitespace-insensitively, lists as multisets, dicts recursively). With no such pair
+  it is 1 when the gold has no arguments at all and 0 otherwise. Missing or extra keys are the
+  ``arg_key`` component's business, so the two stay separate objectives.
+
+Content is scored even when the format fails: calls are read from every ``tool_call`` block, or,
+when there is none, from bare JSON in the body outside ``think``/``response`` blocks. The text of
+``<response>`` is not compared (ToolRL does not score it either).
+
+Data: ``rlla_4k`` ``train.parquet`` / ``test.parquet`` (3920 / 80 rows) as published in the ToolRL
+repository (github.com/qiancheng0/ToolRL, ``dataset/rlla_4k``): downloaded once into
+``$VPO_CACHE`` (default ``~/.cache/vpo``) from ``url``, or read from a Hugging Face mirror
+(``hub_id=``), or from local files in the same schema (``path=``: JSONL/JSON/parquet with
+``prompt`` [system, user messages], ``reward_model.ground_truth``, ``extra_info``). Rows whose gold
+answer does not parse are dropped with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vpo.tasks.base import Example, Task
+from vpo.tasks.text import (
+    as_text,
+    download_cached,
+    load_hub,
+    load_local,
+    multiset_f1,
+    read_records,
+    sample_records,
+    values_match,
+)
+
+GITHUB_URL = "https://raw.githubusercontent.com/qiancheng0/ToolRL/main/dataset/rlla_4k/{split}.parquet"
+SPLITS = ("train", "test")
+_KINDS = ("think", "tool_call", "response")
+_TAG = re.compile(r"<(/?)(think|tool_call|response)\s*>", re.IGNORECASE)
+_SECTION_MARKERS = ("**Steps for Each Turn**", "**Output Format**", "**Important Notes**")
+_DECODER = json.JSONDecoder()
+
+FORMAT_INSTRUCTIONS = (
+    "Write each answer in this format, with nothing outside the tags:\n"
+    "<tool_call>\n"
+    '{"name": "tool name", "parameters": {"parameter name": "value", "...": "..."}}\n'
+    '{"name": "another tool", "parameters": {}}\n'
+    "</tool_call>\n"
+    "<response>your message to the user</response>\n"
+    "Use <tool_call> (one JSON object per line, one line per call) when tools are needed, <response> "
+    "when you reply to the user, or both; an optional <think>...</think> may come first."
+)
+
+
+@dataclass
+class ParsedToolAnswer:
+    """One answer body split into its parts (see :func:`parse_tool_answer`)."""
+
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+    has_tool_block: bool = False  # a tool_call block with at least one parsed call
+    has_response: bool = False  # a non-empty response block
+    response: str = ""  # text of the first response block, stripped
+    calls_clean: bool = True  # every tool_call block parsed completely into call objects
+    well_formed: bool = False  # blocks only, in order, each once, and every call parsed cleanly
+
+
+def _parse_calls(text: str) -> tuple[list[tuple[str, dict]], bool]:
+    """Calls in a tool_call body and whether all of it parsed (never raises)."""
+    s = text.strip()
+    if not s:
+        return [], True
+    objs: list[Any] = []
+    clean = True
+    if s[0] == "[":
+        try:
+            arr = json.loads(s)
+            return _calls_from(arr if isinstance(arr, list) else [arr], clean=True)
+        except (ValueError, RecursionError):
+            clean = False  # not one JSON array: read what the object stream gives, format fails
+    i, n = 0, len(s)
+    while i < n:
+        while i < n and s[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            break
+        try:
+            obj, i = _DECODER.raw_decode(s, i)
+        except (ValueError, RecursionError):
+            clean = False
+            break
+        if isinstance(obj, list):
+            objs.extend(obj)
+        else:
+            objs.append(obj)
+    return _calls_from(objs, clean)
+
+
+def _calls_from(objs: list[Any], clean: bool) -> tuple[list[tuple[str, dict]], bool]:
+    calls = []
+    for obj in objs:
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
+            clean = False
+            continue
+        params = obj.get("parameters", obj.get("arguments", {}))
+        if isinstance(params, str):
+            try:
+                params = json.loads(params) if params.strip() else {}
+            except (ValueError, RecursionError):
+                params = None
+        if params is None and "parameters" not in obj and "arguments" not in obj:
+            params = {}
+        if not isinstance(params, dict):
+            clean = False
+            params = {}
+        calls.append((obj["name"].strip(), params))
+    return calls, clean
+
+
+def parse_tool_answer(text: Any) -> ParsedToolAnswer:
+    """Parse one answer body: its tool calls, whether it responds, whether its format is clean."""
+    text = as_text(text)
+    out = ParsedToolAnswer()
+    blocks: list[tuple[str, int, int]] = []  # (kind, body start, body end), in order
+    structure_ok = True
+    open_kind: str | None = None
+    open_at = 0
+    outside: list[str] = []
+    pos = 0
+    for tok in _TAG.finditer(text):
+        closing, kind = bool(tok.group(1)), tok.group(2).lower()
+        if open_kind is None:
+            if closing:
+                structure_ok = False
+                continue
+            outside.append(text[pos : tok.start()])
+            open_kind, open_at = kind, tok.end()
+        elif closing and kind == open_kind:
+            blocks.append((kind, open_at, tok.start()))
+            open_kind = None
+            pos = tok.end()
+        else:
+            structure_ok = False  # nested or mismatched tag
+    if open_kind is not None:
+        structure_ok = False
+        outside.append(text[open_at:])  # an unclosed block's text is unstructured
+    else:
+        outside.append(text[pos:])
+    stray = "".join(outside)
+    kinds = [b[0] for b in blocks]
+    if stray.strip() or len(set(kinds)) != len(kinds) or kinds != sorted(kinds, key=_KINDS.index):
+        structure_ok = False
+    calls_clean = True
+    tool_bodies = [text[a:b] for k, a, b in blocks if k == "tool_call"]
+    for body in tool_bodies:
+        calls, clean = _parse_calls(body)
+        out.calls.extend(calls)
+        calls_clean &= clean
+    if not tool_bodies and stray.strip():
+        out.calls, _ = _parse_calls(_strip_prose(stray))
+    out.has_tool_block = bool(tool_bodies) and bool(out.calls)
+    out.response = next((text[a:b].strip() for k, a, b in blocks if k == "response"), "")
+    out.has_response = bool(out.response)
+    out.calls_clean = calls_clean
+    out.well_formed = structure_ok and calls_clean
+    return out
+
+
+def _strip_prose(text: str) -> str:
+    """From bare text, the part from the first ``{`` or ``[`` on (a call written without tags)."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    return text[min(starts) :] if starts else ""
+
+
+def _align(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> list[tuple[dict, dict]]:
+    """Greedy one-to-one pairing of gold calls with same-name predicted calls (see module doc)."""
+    used = [False] * len(pred)
+    pairs = []
+    for gname, gparams in gold:
+        best, best_key = -1, (-1, -1)
+        for j, (pname, pparams) in enumerate(pred):
+            if used[j] or pname != gname:
+                continue
+            shared = [k for k in gparams if k in pparams]
+            key = (sum(values_match(pparams[k], gparams[k]) for k in shared), len(shared))
+            if key > best_key:
+                best, best_key = j, key
+        if best >= 0:
+            used[best] = True
+            pairs.append((gparams, pred[best][1]))
+    return pairs
+
+
+def score_tool_answer(parsed: ParsedToolAnswer, gold_calls: list[tuple[str, dict]], gold_responds: bool) -> np.ndarray:
+    """``[format, tool_name, arg_key, arg_value]`` of a parsed answer against the gold answer."""
+    pred = parsed.calls
+    fmt = float(parsed.well_formed and parsed.has_tool_block == bool(gold_calls) and parsed.has_response == gold_responds)
+    names = multiset_f1([n for n, _ in pred], [n for n, _ in gold_calls])
+    keys = multiset_f1([(n, k) for n, p in pred for k in p], [(n, k) for n, p in gold_calls for k in p])
+    matched = total = 0
+    for gparams, pparams in _align(pred, gold_calls):
+        for k in gparams:
+            if k in pparams:
+                total += 1
+                matched += values_match(pparams[k], gparams[k])
+    if total:
+        value = matched / total
+    else:
+        value = float(not any(p for _, p in gold_calls))
+    return np.array([fmt, names, keys, value], dtype=np.float64)
+
+
+class ToolRLTask(Task):
+    """ToolRL rlla_4k function calling with a (format, tool name, argument key, argument value) vector.
+
+    Options (``vpo.tasks.get("toolrl", **options)``):
+        path: local data file or directory in the rlla_4k schema (takes precedence over the rest).
+        hub_id: a Hugging Face dataset id holding rlla_4k with splits train/test (optional mirror).
+        url: download URL template of the parquet files, ``{split}`` filled in (default: ToolRL's repo).
+    """
+
+    name = "toolrl"
+    objectives = ("format", "tool_name", "arg_key", "arg_value")
+    answer_noun = "answer"
+
+    def __init__(self, path: str | None = None, hub_id: str | None = None, url: str = GITHUB_URL) -> None:
+        if "{split}" not in url:
+            raise ValueError(f"toolrl: url must contain '{{split}}' (filled with train/test), got {url!r}")
+        self.path = path
+        self.hub_id = hub_id
+        self.url = url
+        self._cache: dict[str, list[Example]] = {}
+
+    # -- data -------------------------------------------------------------------------------
+    def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
+        """Examples of ``split`` ("train" or "test"); ``n`` of them drawn with ``seed`` (kept in
+        data order), all of them when ``n`` is None."""
+        if split not in SPLITS:
+            raise ValueError(f"toolrl has no split {split!r}; choose one of {list(SPLITS)}")
+        if split not in self._cache:
+            if self.path is not None:
+                rows, where = load_local(self.path, split, (split,), task=self.name), str(self.path)
+            elif self.hub_id is not None:
+                rows, where = load_hub(self.hub_id, split, task=self.name), f"{self.hub_id}[{split}]"
+            else:
+                url = self.url.format(split=split)
+                rows, where = read_records(download_cached(url, f"toolrl/rlla_4k/{split}.parquet", task=self.name)), url
+            kept, dropped = [], []
+            for i, r in enumerate(rows):
+                _check_example(r, f"{where} record {i}")
+                try:
+                    _gold(r)
+                except ValueError:
+                    dropped.append(i)
+                    continue
+                kept.append(r)
+            if dropped:
+                warnings.warn(
+                    f"toolrl: dropped {len(dropped)} row(s) of {where} whose gold answer does not parse "
+                    f"(first: record {dropped[0]})",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            self._cache[split] = kept
+        return sample_records(self._cache[split], n, seed)
+
+    # -- prompting --------------------------------------------------------------------------
+    def question(self, example: Example) -> str:
+        system, dialogue = _messages(example)
+        cut = min((i for i in (system.find(m) for m in _SECTION_MARKERS) if i >= 0), default=len(system))
+        tools = system[:cut].strip()
+        parts = [p for p in (tools, dialogue.strip(), FORMAT_INSTRUCTIONS) if p]
+        return "\n\n".join(parts)
+
+    # -- scoring ----------------------------------------------------------------------------
+    def gold(self, example: Example) -> tuple[list[tuple[str, dict]], str]:
+        """``(gold calls as (name, parameters), gold response text)`` of an example."""
+        return _gold(example)
+
+    def reference_answer(self, example: Example) -> str:
+        """The gold answer body in the answer format (calls one per line, then the response)."""
+        calls, response = _gold(example)
+        parts = []
+        if calls:
+            lines = "\n".join(json.dumps({"name": n, "parameters": p}, ensure_ascii=False) for n, p in calls)
+            parts.append(f"<tool_call>\n{lines}\n</tool_call>")
+        if response:
+            parts.append(f"<response>{response}</response>")
+        return "\n".join(parts)
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        calls, response = _gold(example)
+        return score_tool_answer(parse_tool_answer(answer), calls, bool(response))
+
+    def canonical(self, answer: str) -> Any:
+        p = parse_tool_answer(answer)
+        calls = tuple(sorted((n, json.dumps(a, sort_keys=True, default=str)) for n, a in p.calls))
+        return p.well_formed, p.has_response, calls
+
+
+def _messages(example: Example) -> tuple[str, str]:
+    prompt = example["prompt"]
+    if isinstance(prompt, str):
+        try:
+            prompt = json.loads(prompt)
+        except ValueError:
+            return "", prompt
+    system, rest = "", []
+    for msg in prompt:
+        if isinstance(msg, dict):
+            if msg.get("role") == "system" and not system:
+                system = str(msg.get("content", ""))
+            else:
+                rest.append(str(msg.get("content", "")))
+    return system, "\n\n".join(rest)
+
+
+def _gold(example: Example) -> tuple[list[tuple[str, dict]], str]:
+    parsed = parse_tool_answer(example["reward_model"]["ground_truth"])
+    if not parsed.calls_clean:
+        raise ValueError(f"toolrl: the gold tool call of example {_where(example)} is not valid JSON calls")
+    if not parsed.calls and not parsed.response:
+        raise ValueError(f"toolrl: the gold answer of example {_where(example)} has neither tool calls nor a response")
+    return parsed.calls, parsed.response
+
+
+def _where(example: Example) -> str:
+    info = example.get("extra_info") or {}
+    return repr(info.get("index", "?")) if isinstance(info, dict) else "?"
+
+
+def _check_example(row: Any, where: str) -> None:
+    schema = (
+        "expected the rlla_4k schema (prompt: [system message, user message], "
+        "reward_model: {ground_truth: '<think>..</think><tool_call>..</tool_call>' or '<response>..</response>'})"
+    )
+    if not isinstance(row, dict):
+        raise ValueError(f"toolrl: {where} is not a JSON object; {schema}")
+    if "prompt" not in row or not isinstance(row.get("reward_model"), dict) or "ground_truth" not in row["reward_model"]:
+        raise ValueError(f"toolrl: {where} lacks prompt or reward_model.ground_truth; {schema}")
+    if not isinstance(row["reward_model"]["ground_truth"], str):
+        raise ValueError(f"toolrl: {where}: reward_model.ground_truth must be a string; {schema}")
