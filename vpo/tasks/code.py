@@ -1,0 +1,586 @@
+"""The code task: per-test pass/fail of model-written Python programs (LiveCodeBench / DeepCoder).
+
+A problem is a statement plus test cases of one of two kinds (VPO_SPEC §5):
+
+* **stdin/stdout**: the program reads the test's ``input`` from stdin and must print ``output``;
+* **call-based**: the program defines a function ``fn_name`` (or a ``Solution`` class with that
+  method, LeetCode style); it is called with the test's positional ``args`` and must return
+  ``expected``.
+
+The reward of one program is a vector with one component per test: 1 if the test passes, 0 if not
+(wrong answer, crash, timeout, memory, ...). Every program runs in :mod:`vpo.tasks.sandbox` (one
+sandboxed interpreter per program, one fork per test, many programs in parallel); expected outputs
+never enter the sandbox, the comparison happens here.
+
+**Fixed dimension.** A task instance needs a fixed d, but problems have different numbers of tests.
+The task keeps the ``max_tests`` (D, default 16) *smallest* tests of each problem (paper: "the ≤16
+smallest tests"; size = characters of input + expected output; ties keep dataset order; selected
+tests keep their dataset order) and defines objectives ``test_1..test_D``. A problem with n < D
+tests fills slots n+1..D with the **mean pass rate over its n real tests**. Why this choice:
+
+* ``w*`` stays exact: with the uniform ``w* = 1/D``, ``w*ᵀr = (Σ_real r_i + (D−n)·mean)/D = mean``,
+  the pass rate over the problem's real tests, i.e. exactly "uniform over that problem's tests";
+* the vector stays in [0, 1]; it is all ones iff every real test passes (so pass@k's "all
+  components 1" means "all tests pass") and all zeros iff none passes;
+* what it changes: a Dirichlet weighting ``w`` acts on the real tests as
+  ``w_i + (Σ_{j>n} w_j)/n`` — a valid weighting, but pulled toward uniform, so problems with few
+  tests exert less diversity pressure than Dir(1) over their n tests would; and reward-space L1
+  diversity counts a pass-rate difference (D−n) extra times. (Zero padding would make w* wrong and
+  "all pass" impossible; one padding cannot give exactly Dir(1) over n < D tests.) If every problem
+  has the same number n of tests, set ``max_tests=n`` and nothing is filled.
+  :meth:`CodeTask.num_tests` gives n, so consumers can slice ``r[:n]`` for exact per-problem figures.
+
+**Answers** are fenced code blocks (``answer_format = "code"``); duplicates are detected by AST
+(:meth:`CodeTask.canonical`: names normalised, docstrings and formatting ignored).
+
+**Data.** JSONL files in the schema below, or Hugging Face rows in the DeepCoder / LiveCodeBench /
+TACO layouts (``hf_dataset=...``, needs ``datasets``; runs on users' machines — tests use small
+fixtures in the same layouts). JSONL schema, one problem per line::
+
+    {"id": "p1", "question": "...statement...", "starter_code": "" ,
+     "fn_name": null,                                  # or "twoSum" for call-based problems
+     "tests": [{"input": "1 2\\n", "output": "3\\n"},   # stdin/stdout test
+               {"args": [[2, 7, 11], 9], "expected": [0, 1]}]}   # call-based test
+
+Output comparison (simplifications, documented): stdout matches when, after dropping trailing
+whitespace on each line and trailing blank lines, the lines are equal, or each line has the same
+whitespace-separated tokens where tokens that both parse as numbers may differ by ``float_tol``
+(absolute or relative). Return values match by JSON structure (tuples are lists) with floats within
+``float_tol``; TACO-style call tests also accept the expected value wrapped in a one-element list.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import math
+import os
+import pickle
+import warnings
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from vpo.tasks.base import Example, Task
+from vpo.tasks.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
+
+DEFAULT_PRELUDE = (
+    "from typing import *\n"
+    "import sys, math, heapq, bisect, itertools, functools, collections, string, re\n"
+    "from collections import Counter, defaultdict, deque, OrderedDict\n"
+    "from functools import lru_cache, cache, reduce\n"
+    "from itertools import accumulate, combinations, permutations, product\n"
+    "from heapq import heappush, heappop, heapify\n"
+    "from bisect import bisect_left, bisect_right, insort\n"
+)
+"""Run before every program: the implicit imports LeetCode-style solutions assume (``List``,
+``Optional``, ``Counter``, ``heappush``...). Shadows no builtin (no ``from math import *``)."""
+
+HF_DEEPCODER = "agentica-org/DeepCoder-Preview-Dataset"
+HF_DEEPCODER_TRAIN_SUBSETS = ("primeintellect", "taco", "lcbv5")
+
+
+# -------------------------------------------------------------------------------------------
+# loading and normalising problems
+# -------------------------------------------------------------------------------------------
+
+
+def _maybe_json(x: Any) -> Any:
+    if isinstance(x, str):
+        try:
+            return json.loads(x)
+        except ValueError:
+            return x
+    return x
+
+
+def _decode_lcb_private(text: str) -> Any:
+    """LiveCodeBench stores private tests as base64(zlib(pickle(json string))). Unpickle with no
+    class lookups allowed, so a malicious dataset row cannot execute code on the host."""
+    import base64
+    import io
+
+    class _StringsOnly(pickle.Unpickler):
+        def find_class(self, module, name):  # noqa: D401 - the only hook that could import code
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a dataset row")
+
+    raw = zlib.decompress(base64.b64decode(text.encode("ascii")))
+    return json.loads(_StringsOnly(io.BytesIO(raw)).load())
+
+
+def _lines_to_args(text: str) -> list:
+    """LiveCodeBench functional input: one JSON value per line, the positional arguments."""
+    return [json.loads(line) for line in str(text).split("\n") if line.strip()]
+
+
+def _as_text(x: Any) -> str:
+    if isinstance(x, list):
+        return "\n".join(str(v) for v in x)
+    return "" if x is None else str(x)
+
+
+def _tests_from_items(items: list, fn_name: str | None) -> tuple[list[dict], str | None]:
+    tests = []
+    for t in items:
+        if not isinstance(t, Mapping):
+            raise ValueError(f"a test must be an object, got {type(t).__name__}")
+        meta = _maybe_json(t.get("metadata")) or {}
+        name = t.get("fn_name") or (meta.get("func_name") if isinstance(meta, Mapping) else None)
+        kind = t.get("testtype") or t.get("type")
+        if "args" in t:  # vpo schema, call-based
+            args = t["args"]
+            tests.append({"args": list(args) if isinstance(args, (list, tuple)) else [args],
+                          "expected": t.get("expected"), "wrapped": bool(t.get("wrapped", False))})
+        elif kind in ("functional", "function_call") or name or (fn_name and not kind):
+            fn_name = fn_name or name
+            inp, out = t.get("input"), t.get("output")
+            if isinstance(inp, str):  # LiveCodeBench: JSON lines
+                tests.append({"args": _lines_to_args(inp), "expected": _maybe_json(out), "wrapped": False})
+            else:  # PrimeIntellect/TACO: already a list of args, output maybe wrapped in a list
+                args = inp if isinstance(inp, list) else [inp]
+                tests.append({"args": args, "expected": out, "wrapped": isinstance(out, list)})
+        else:
+            tests.append({"input": _as_text(t.get("input")), "output": _as_text(t.get("output"))})
+    return tests, fn_name
+
+
+def normalize_problem(row: Mapping[str, Any], index: int = 0) -> Example:
+    """One problem in the task's schema from a row in the vpo JSONL, DeepCoder (primeintellect /
+    taco / lcbv5 / codeforces), LiveCodeBench ``code_generation_lite`` or TACO/APPS layout.
+
+    Raises ``ValueError`` naming the problem when its tests cannot be read.
+    """
+    if not isinstance(row, Mapping):
+        raise ValueError(f"problem #{index}: expected an object, got {type(row).__name__}")
+    pid = str(row.get("id", row.get("question_id", row.get("task_id", row.get("problem_id", index)))))
+    question = row.get("question") or row.get("problem") or row.get("prompt") or row.get("question_content") or ""
+    if row.get("question_title") and row.get("question_content"):
+        question = f"{row['question_title']}\n\n{row['question_content']}"
+    meta = _maybe_json(row.get("metadata")) or {}
+    fn_name = row.get("fn_name") or (meta.get("func_name") if isinstance(meta, Mapping) else None)
+    try:
+        if "tests" in row or "ground_truth" in row:
+            raw = _maybe_json(row.get("tests", row.get("ground_truth")))
+        elif "public_test_cases" in row or "private_test_cases" in row:  # LiveCodeBench lite
+            raw = list(_maybe_json(row.get("public_test_cases")) or [])
+            priv = row.get("private_test_cases")
+            if priv:
+                decoded = _maybe_json(priv)
+                raw += list(decoded if isinstance(decoded, list) else _decode_lcb_private(priv))
+        elif "input_output" in row:  # APPS
+            raw = _maybe_json(row["input_output"])
+        else:
+            raise ValueError("no 'tests' field")
+        if isinstance(raw, Mapping) and ("inputs" in raw or "outputs" in raw):  # TACO / APPS
+            fn_name = fn_name or raw.get("fn_name")
+            ins, outs = list(raw.get("inputs", [])), list(raw.get("outputs", []))
+            if len(ins) != len(outs):
+                raise ValueError(f"{len(ins)} inputs but {len(outs)} outputs")
+            items = [{"input": i, "output": o, "testtype": "functional" if fn_name else "stdin"} for i, o in zip(ins, outs)]
+            tests, fn_name = _tests_from_items(items, fn_name)
+        elif isinstance(raw, list):
+            tests, fn_name = _tests_from_items(raw, fn_name)
+        else:
+            raise ValueError(f"tests must be a list or an inputs/outputs object, got {type(raw).__name__}")
+    except (ValueError, TypeError, KeyError, pickle.UnpicklingError, zlib.error) as e:
+        raise ValueError(f"problem {pid!r}: cannot read its tests ({e})") from None
+    if any("args" in t for t in tests) and not fn_name:
+        raise ValueError(f"problem {pid!r} has call-based tests but no fn_name (function to call)")
+    return {
+        "id": pid,
+        "question": str(question),
+        "starter_code": str(row.get("starter_code") or ""),
+        "fn_name": fn_name,
+        "tests": tests,
+    }
+
+
+def _test_size(t: dict) -> int:
+    if "args" in t:
+        return len(json.dumps(t["args"])) + len(json.dumps(t.get("expected")))
+    return len(t["input"]) + len(t["output"])
+
+
+def select_tests(tests: Sequence[dict], max_tests: int) -> list[dict]:
+    """The ``max_tests`` smallest tests (input + expected output size), in their original order."""
+    if len(tests) <= max_tests:
+        return list(tests)
+    order = sorted(range(len(tests)), key=lambda i: (_test_size(tests[i]), i))[:max_tests]
+    return [tests[i] for i in sorted(order)]
+
+
+# -------------------------------------------------------------------------------------------
+# comparing outputs
+# -------------------------------------------------------------------------------------------
+
+
+def _num(tok: str) -> float | None:
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+def _close(a: float, b: float, tol: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b or abs(a - b) <= tol or abs(a - b) <= tol * max(abs(a), abs(b))
+
+
+def stdout_matches(actual: str, expected: str, float_tol: float = 1e-6) -> bool:
+    """Does a program's stdout match the expected output? (rules in the module docstring)"""
+    a = [ln.rstrip() for ln in actual.split("\n")]
+    e = [ln.rstrip() for ln in expected.split("\n")]
+    while a and not a[-1]:
+        a.pop()
+    while e and not e[-1]:
+        e.pop()
+    if a == e:
+        return True
+    if len(a) != len(e):
+        return False
+    for la, le in zip(a, e):
+        ta, te = la.split(), le.split()
+        if len(ta) != len(te):
+            return False
+        for x, y in zip(ta, te):
+            if x == y:
+                continue
+            fx, fy = _num(x), _num(y)
+            if fx is None or fy is None or not _close(fx, fy, float_tol):
+                return False
+    return True
+
+
+def values_match(actual: Any, expected: Any, float_tol: float = 1e-6) -> bool:
+    """Structural equality of JSON values; floats (and int vs float) within ``float_tol``; booleans
+    equal only booleans."""
+    if isinstance(expected, bool) or isinstance(actual, bool):  # JSON true is not 1
+        return isinstance(expected, bool) and isinstance(actual, bool) and actual == expected
+    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
+        if isinstance(expected, int) and isinstance(actual, int):
+            return actual == expected
+        return _close(float(actual), float(expected), float_tol)
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        return len(actual) == len(expected) and all(values_match(x, y, float_tol) for x, y in zip(actual, expected))
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return actual.keys() == expected.keys() and all(values_match(actual[k], expected[k], float_tol) for k in expected)
+    return type(actual) is type(expected) and actual == expected
+
+
+def outcome_passes(test: dict, outcome, float_tol: float = 1e-6) -> bool:
+    """Did one sandbox :class:`~vpo.tasks.sandbox.TestOutcome` pass ``test``?"""
+    if not outcome.ok:
+        return False
+    if "args" not in test:
+        return stdout_matches(outcome.stdout, test["output"], float_tol)
+    if outcome.value_json is None:
+        return False
+    try:
+        value = json.loads(outcome.value_json)
+    except (ValueError, RecursionError):
+        return False
+    exp = test.get("expected")
+    if values_match(value, exp, float_tol):
+        return True
+    return bool(test.get("wrapped")) and isinstance(exp, list) and len(exp) == 1 and values_match(value, exp[0], float_tol)
+
+
+# -------------------------------------------------------------------------------------------
+# duplicate detection
+# -------------------------------------------------------------------------------------------
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+class _NameNormaliser(ast.NodeTransformer):
+    """Renames variables, arguments and import aliases to v0, v1, ... in order of first appearance;
+    keeps builtins, attribute names, keyword-argument names and def/class names (the entry point
+    ``fn_name`` must not be renamed away). Drops bare string statements (docstrings)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def _rename(self, name: str) -> str:
+        if name in _BUILTIN_NAMES:
+            return name
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._rename(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._rename(node.arg)
+        self.generic_visit(node)
+        return node
+
+    def visit_alias(self, node: ast.alias) -> ast.AST:
+        if node.asname:
+            node.asname = self._rename(node.asname)
+        return node
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        node.names = [self._rename(n) for n in node.names]
+        return node
+
+    visit_Nonlocal = visit_Global
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            kept = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                            and isinstance(s.value.value, str))]
+            node.body = kept or [ast.Pass()]
+        return node
+
+
+def canonical_program(source: str) -> str:
+    """Key under which two programs count as duplicates: the AST with names normalised (renamed
+    variables, reformatting, comments and docstrings do not matter); normalised text when the
+    source does not parse. Never raises."""
+    try:
+        tree = ast.parse(source)
+        tree = _NameNormaliser().visit(tree)
+        return "ast:" + ast.dump(tree, annotate_fields=False)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
+        return "text:" + " ".join(str(source).split())
+
+
+# -------------------------------------------------------------------------------------------
+# the task
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CodeEvaluation:
+    """One program scored on one problem: ``rewards [D]`` (the task's vector), ``passed [n]`` (per
+    real test), and the raw sandbox result (statuses, stdout, timings)."""
+
+    rewards: np.ndarray
+    passed: list[bool]
+    result: ProgramResult
+
+    @property
+    def statuses(self) -> list[str]:
+        return [o.status for o in self.result.outcomes]
+
+
+class CodeTask(Task):
+    """Per-test pass/fail of Python programs; ``d = max_tests``.
+
+    Args:
+        data: problems: a JSONL path (serves every split), a directory holding ``<split>.jsonl``,
+            a list of problem rows (every split), or ``{split: path-or-rows}``. Rows may be in any
+            layout :func:`normalize_problem` reads.
+        max_tests: D, the number of objectives (``test_1..test_D``); problems keep their D
+            smallest tests (paper: 16).
+        hf_dataset: a Hugging Face dataset to load instead of ``data`` (e.g. ``HF_DEEPCODER``, or
+            ``"json"`` with ``hf_data_files``); needs ``datasets``.
+        hf_subsets: its configs to concatenate (DeepCoder: primeintellect, taco, lcbv5, codeforces).
+        hf_data_files: passed to ``datasets.load_dataset`` (local or ``hf://`` files).
+        timeout_s / memory_mb / concurrency / isolation: shortcuts for the :class:`SandboxConfig`.
+        sandbox: a full :class:`SandboxConfig` (overrides the shortcuts).
+        float_tol: tolerance of numeric comparisons of outputs.
+        progress: show a progress bar while scoring.
+    """
+
+    name = "code"
+    answer_format = "code"
+    answer_noun = "program"
+
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        max_tests: int = 16,
+        hf_dataset: str | None = None,
+        hf_subsets: Sequence[str] | str | None = None,
+        hf_data_files: Any = None,
+        timeout_s: float = 6.0,
+        memory_mb: int = 1024,
+        concurrency: int | None = None,
+        isolation: str = "auto",
+        sandbox: SandboxConfig | None = None,
+        float_tol: float = 1e-6,
+        progress: bool = False,
+    ) -> None:
+        if not isinstance(max_tests, int) or isinstance(max_tests, bool) or max_tests < 1:
+            raise ValueError(f"max_tests must be an integer >= 1, got {max_tests!r} (the paper uses 16)")
+        if data is not None and hf_dataset is not None:
+            raise ValueError("give either data= (files/rows) or hf_dataset=, not both")
+        self.max_tests = max_tests
+        self.objectives = tuple(f"test_{i + 1}" for i in range(max_tests))
+        self.data = data
+        self.hf_dataset = hf_dataset
+        self.hf_subsets = [hf_subsets] if isinstance(hf_subsets, str) else (list(hf_subsets) if hf_subsets else None)
+        self.hf_data_files = hf_data_files
+        self.float_tol = float(float_tol)
+        self.progress = progress
+        if sandbox is None:
+            sandbox = SandboxConfig(timeout_s=timeout_s, memory_mb=memory_mb, concurrency=concurrency,
+                                    isolation=isolation, prelude=DEFAULT_PRELUDE)
+        self.sandbox_config = sandbox
+        self._sandbox: Sandbox | None = None
+        self._cache: dict[str, list[Example]] = {}
+
+    # -- data -------------------------------------------------------------------------------
+    def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
+        if split not in self._cache:
+            rows = self._rows(split)
+            problems, skipped = [], 0
+            for i, row in enumerate(rows):
+                p = normalize_problem(row, i)
+                if not p["tests"]:
+                    skipped += 1
+                    continue
+                p["tests"] = select_tests(p["tests"], self.max_tests)
+                problems.append(p)
+            if skipped:
+                warnings.warn(f"code task: skipped {skipped} problem(s) without tests", RuntimeWarning, stacklevel=2)
+            self._cache[split] = problems
+        data = self._cache[split]
+        if n is not None:
+            idx = np.random.default_rng(seed).permutation(len(data))[:n]
+            data = [data[i] for i in sorted(idx)]
+        return list(data)
+
+    def _rows(self, split: str) -> list:
+        if self.hf_dataset is not None:
+            return self._hf_rows(split)
+        src = self.data
+        if src is None:
+            raise ValueError(
+                "CodeTask has no data: pass data='problems.jsonl' (schema in vpo/tasks/code.py), a list of "
+                f"problem rows, or hf_dataset={HF_DEEPCODER!r} with hf_subsets=[...]"
+            )
+        if isinstance(src, Mapping):
+            if split not in src:
+                raise ValueError(f"code task has no split {split!r}; it has {sorted(src)}")
+            src = src[split]
+        if isinstance(src, (str, os.PathLike)):
+            path = os.fspath(src)
+            if os.path.isdir(path):
+                path = os.path.join(path, f"{split}.jsonl")
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"code task: no problem file {path!r} (split {split!r})")
+            return _read_jsonl(path)
+        return list(src)
+
+    def _hf_rows(self, split: str) -> list:
+        try:
+            import datasets
+        except ImportError as e:
+            raise ImportError(f"hf_dataset={self.hf_dataset!r} needs the `datasets` package: pip install 'vpo[data]' ({e})") from None
+        rows: list = []
+        for subset in self.hf_subsets or [None]:
+            kwargs = {"split": split}
+            if self.hf_data_files is not None:
+                kwargs["data_files"] = self.hf_data_files
+            ds = datasets.load_dataset(self.hf_dataset, subset, **kwargs)
+            rows.extend(dict(r) for r in ds)
+        return rows
+
+    def num_tests(self, example: Example) -> int:
+        """n: the number of real tests this problem is scored on (≤ D)."""
+        return len(select_tests(example["tests"], self.max_tests))
+
+    # -- prompting --------------------------------------------------------------------------
+    def question(self, example: Example) -> str:
+        parts = [str(example.get("question", "")).strip()]
+        fn = example.get("fn_name")
+        starter = str(example.get("starter_code") or "").strip()
+        if fn:
+            parts.append(
+                f"Write Python code that defines `{fn}` (a function, or a method of a class `Solution`). "
+                f"It is called with each test's arguments and must return the answer."
+            )
+            if starter:
+                parts.append(f"Starter code:\n```python\n{starter}\n```")
+        else:
+            parts.append("Write a Python program that reads the input from standard input and prints the answer "
+                         "to standard output.")
+        return "\n\n".join(p for p in parts if p)
+
+    # -- answers and scoring ----------------------------------------------------------------
+    def canonical(self, answer: str) -> str:
+        return canonical_program(answer)
+
+    def _get_sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = Sandbox(self.sandbox_config)
+        return self._sandbox
+
+    def _inputs(self, example: Example) -> tuple[list[dict], list[TestInput]]:
+        tests = select_tests(example.get("tests") or [], self.max_tests)
+        if not tests:
+            raise ValueError(f"code problem {example.get('id')!r} has no tests to score against")
+        fn = example.get("fn_name")
+        inputs = []
+        for t in tests:
+            if "args" in t:
+                if not fn:
+                    raise ValueError(f"code problem {example.get('id')!r} has call-based tests but no fn_name")
+                inputs.append(TestInput(call=fn, args=tuple(t["args"])))
+            else:
+                inputs.append(TestInput(stdin=t["input"]))
+        return tests, inputs
+
+    def reward_vector(self, passed: Sequence[bool]) -> np.ndarray:
+        """``[D]`` from the pass/fail of the n real tests: slots beyond n hold the mean pass rate."""
+        n = len(passed)
+        if not 1 <= n <= self.max_tests:
+            raise ValueError(f"{n} test results for a task with max_tests={self.max_tests}")
+        r = np.empty(self.max_tests, dtype=np.float64)
+        r[:n] = np.asarray(passed, dtype=np.float64)
+        r[n:] = r[:n].mean()
+        return r
+
+    def evaluate(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[CodeEvaluation | Exception]]:
+        """Run every ``answers[i][j]`` on ``examples[i]``'s tests (all in parallel); detailed results."""
+        jobs, where, prepared = [], [], []
+        out: list[list[Any]] = []
+        for i, (ex, ans) in enumerate(zip(examples, answers)):
+            try:
+                prepared.append(self._inputs(ex))
+            except (ValueError, TypeError, KeyError) as e:
+                prepared.append(None)
+                out.append([e for _ in ans])
+                continue
+            out.append([None] * len(ans))
+            for j, a in enumerate(ans):
+                jobs.append((a if isinstance(a, str) else str(a), prepared[i][1]))
+                where.append((i, j))
+        results = self._get_sandbox().run_many(jobs, progress=self.progress, desc="scoring programs")
+        for (i, j), res in zip(where, results):
+            tests = prepared[i][0]
+            passed = [outcome_passes(t, o, self.float_tol) for t, o in zip(tests, res.outcomes)]
+            out[i][j] = CodeEvaluation(self.reward_vector(passed), passed, res)
+        return out
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        r = self.evaluate([example], [[answer]])[0][0]
+        if isinstance(r, Exception):
+            raise r
+        return r.rewards
+
+    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
+        return [[r.rewards if isinstance(r, CodeEvaluation) else r for r in row]
+                for row in self.evaluate(examples, answers)]
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as e:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({e})") from None
+    return rows
