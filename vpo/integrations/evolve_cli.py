@@ -1,0 +1,158 @@
+"""``vpo evolve``: OpenEvolve search with one or more models side by side (m programs per call).
+
+Problems come from OpenEvolve folders (``--problem DIR``: ``initial_program.py`` + ``evaluator.py``
++ optional ``problem.yaml``) or from a vpo task (``--task code --task-options '{"path": ...}'``, one
+problem per example). Models are ``--model`` specs of comma-separated ``key=value`` pairs::
+
+    --model name=grpo,api_base=http://127.0.0.1:8000/v1,model=ckpt-grpo
+    --model name=vpo,answers=3,api_base=http://127.0.0.1:8001/v1,model=ckpt-vpo
+    --model name=tiny,answers=3,client=vpo.integrations.evolve:LocalHFClient,path=runs/tiny
+
+Keys: name, answers (m), api_base, model, api_key, client, temperature, max_tokens, timeout,
+retries; any other key is passed to the ``client`` factory (values parsed as JSON when they can
+be). A ``--config FILE.yaml`` may hold ``models:`` (list of such mappings), ``problems:`` (list of
+``{dir: ...}`` or ``{task: ..., task_options: ..., split: ..., n: ...}``) and ``settings:``
+(fields of :class:`vpo.integrations.evolve.EvolveSettings`); flags add to / override it.
+
+Writes ``OUT/report.json``, ``OUT/evolve_progress.png`` and per run ``OUT/<model>/<problem>/``
+(history, OpenEvolve checkpoints, best program). Module import is light; the work happens in
+:mod:`vpo.integrations.evolve`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+_MODEL_KEYS = {"name", "answers", "api_base", "model", "api_key", "client", "temperature", "max_tokens", "timeout", "retries"}
+_SETTINGS_FLAGS = {
+    "budget": "budget",
+    "budget_unit": "budget_unit",
+    "eval_timeout": "eval_timeout",
+    "islands": "num_islands",
+    "checkpoint_interval": "checkpoint_interval",
+    "seed": "seed",
+    "max_llm_failures": "max_llm_failures",
+    "stop_when_solved": "stop_when_solved",
+}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "evolve",
+        help="OpenEvolve search with several models side by side (m candidate programs per LLM call)",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    p.add_argument("--config", help="YAML with models / problems / settings")
+    p.add_argument("--problem", action="append", default=[], metavar="DIR", help="OpenEvolve problem folder (repeatable)")
+    p.add_argument("--task", help="vpo task whose examples are the problems (e.g. code)")
+    p.add_argument("--task-options", default="{}", help="JSON options for --task")
+    p.add_argument("--split", default="test", help="split of --task (default: test)")
+    p.add_argument("--n", type=int, default=None, help="number of --task examples (default: all)")
+    p.add_argument("--model", action="append", default=[], metavar="SPEC", help="model spec key=value,... (repeatable)")
+    p.add_argument("--budget", type=int, help="budget per (model, problem) run (default 40)")
+    p.add_argument("--budget-unit", choices=["candidates", "calls"], help="what the budget counts (default: candidates)")
+    p.add_argument("--eval-timeout", type=float, help="seconds per evaluation before the evaluator is killed (default 30)")
+    p.add_argument("--islands", type=int, help="OpenEvolve islands (default 2)")
+    p.add_argument("--checkpoint-interval", type=int, help="calls between checkpoints (default 10)")
+    p.add_argument("--max-llm-failures", type=int, help="consecutive failed LLM calls that stop a run (default 3)")
+    p.add_argument("--seed", type=int, help="seed (default 0)")
+    p.add_argument("--stop-when-solved", action="store_const", const=True, help="end a run at its first solving program")
+    p.add_argument("--out", default="runs/evolve", help="output folder (default: runs/evolve)")
+    p.add_argument("--resume", action="store_true", help="continue each run from its latest checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def _value(v: str):
+    try:
+        return json.loads(v)
+    except json.JSONDecodeError:
+        return v
+
+
+def parse_model_spec(spec: str | dict) -> dict:
+    """``"name=a,answers=3,api_base=..."`` (or a mapping) -> EvolveModel keyword arguments."""
+    from vpo.cli import UserError
+
+    if isinstance(spec, dict):
+        items = dict(spec)
+    else:
+        items = {}
+        for part in [s for s in spec.split(",") if s.strip()]:
+            if "=" not in part:
+                raise UserError(f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,answers=3,api_base=http://...)")
+            k, v = part.split("=", 1)
+            items[k.strip()] = v.strip()
+    if "m" in items and "answers" not in items:
+        items["answers"] = items.pop("m")
+    kwargs = {"client_options": dict(items.pop("client_options", {}) or {})}
+    for k, v in items.items():
+        if k in _MODEL_KEYS:
+            kwargs[k] = _value(v) if k in {"answers", "temperature", "max_tokens", "timeout", "retries"} and isinstance(v, str) else v
+        else:
+            kwargs["client_options"][k] = _value(v) if isinstance(v, str) else v
+    if "name" not in kwargs:
+        raise UserError(f"--model {spec!r}: name= is required")
+    if kwargs.get("model") is not None:
+        kwargs["model"] = str(kwargs["model"])
+    if kwargs["client_options"] and "client" not in kwargs:
+        raise UserError(f"--model {spec!r}: unknown keys {sorted(kwargs['client_options'])} (they only go with client=...)")
+    return kwargs
+
+
+def run(args) -> int:
+    from vpo.cli import UserError
+    from vpo.integrations import evolve as ev
+
+    cfg = {}
+    if args.config:
+        import yaml
+
+        try:
+            cfg = yaml.safe_load(Path(args.config).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise UserError(f"cannot read --config {args.config}: {e}") from None
+        if not isinstance(cfg, dict) or set(cfg) - {"models", "problems", "settings"}:
+            raise UserError(f"--config {args.config}: expected a mapping with models / problems / settings")
+    try:
+        settings_kw = dict(cfg.get("settings") or {})
+        for flag, field in _SETTINGS_FLAGS.items():
+            if getattr(args, flag) is not None:
+                settings_kw[field] = getattr(args, flag)
+        settings = ev.EvolveSettings(**settings_kw)
+        models = [ev.EvolveModel(**parse_model_spec(s)) for s in list(cfg.get("models") or []) + args.model]
+        problems = []
+        for entry in list(cfg.get("problems") or []):
+            if "dir" in entry:
+                problems.append(ev.problem_from_dir(entry["dir"]))
+            elif "task" in entry:
+                problems += ev.problems_from_task(entry["task"], entry.get("task_options"), entry.get("split", "test"),
+                                                  entry.get("n"), settings.seed)
+            else:
+                raise UserError(f"--config problems entry {entry!r}: needs dir: or task:")
+        problems += [ev.problem_from_dir(d) for d in args.problem]
+        if args.task:
+            problems += ev.problems_from_task(args.task, json.loads(args.task_options), args.split, args.n, settings.seed)
+    except UserError:
+        raise
+    except (TypeError, ValueError, ImportError) as e:
+        raise UserError(str(e)) from None
+    if not models:
+        raise UserError("no model: give --model name=...,api_base=... (or client=...) at least once")
+    if not problems:
+        raise UserError("no problem: give --problem DIR or --task NAME")
+    try:
+        report = ev.run_comparison(problems, models, settings, args.out, resume=args.resume, progress=not args.no_progress)
+    except ev.EvolveError as e:
+        raise UserError(str(e)) from None
+    out = Path(args.out)
+    print(f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'calls':>6s} {'cands':>6s}")
+    for name, r in report["models"].items():
+        print(f"{name:16s} {r['answers_per_call']:2d} {r['problems_solved']:4d}/{len(problems):<3d} "
+              f"{r['mean_best_score']:10.3f} {r['llm_calls']:6d} {r['candidates']:6d}")
+    print(f"report: {out / 'report.json'}\nplot:   {out / 'evolve_progress.png'}")
+    return 0

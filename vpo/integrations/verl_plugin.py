@@ -1,0 +1,140 @@
+"""veRL plugin: registers vpo's advantage estimators with veRL (``verl==0.9.1``).
+
+vpo's ``pyproject.toml`` declares the entry point ``verl.plugins: vpo = vpo.integrations.verl_plugin:register``.
+veRL's ``__init__`` *imports* every entry point of that group (``VERL_USE_EXTERNAL_PLUGINS``,
+default ``auto``) but does not call it, and swallows import errors at debug level; so this module
+registers on import, and :func:`register` is idempotent for explicit use
+(``from vpo.integrations.verl_plugin import register; register()``).
+
+Registered names (``algorithm.adv_estimator=...``) and the vpo.core estimator each runs:
+``vpo`` (VPO), ``vpo_grpo``, ``vpo_multi_rlvr``, ``vpo_max_at_k``, ``vpo_maxrl``, ``vpo_random_weight``.
+
+Each estimator is the veRL signature around :func:`vpo.core.compute_advantages`:
+
+* in: ``token_level_rewards [bs, T]`` (the score function's per-rollout scalar at the last response
+  token; see :mod:`vpo.integrations.verl_reward` for why the scalar, not the reward matrix, is what
+  reaches an estimator in veRL 0.9.1), ``response_mask [bs, T]``, ``index [bs]`` (group uids,
+  any order), ``config`` (``algorithm``: reads ``vpo_eps`` and ``vpo_max_at_k`` when present);
+* the per-rollout scalar is ``token_level_rewards.sum(-1)`` (as veRL's own GRPO); vpo.core then
+  applies the method's group statistics with ``group_ids=index`` (VPO: population std, zero
+  advantage for a flat group; GRPO family: Bessel std; Max@k transform; MaxRL mean scaling);
+* out: ``(advantages, returns)``, both ``[bs, T]`` = per-rollout advantage x ``response_mask``, in
+  the dtype/device of ``token_level_rewards``.
+
+Simplification: one advantage per rollout, broadcast over every response token (the paper's
+credit assignment).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from vpo.core.estimators import EstimatorConfig, compute_advantages
+from vpo.integrations.verl_reward import VERL_METHODS
+
+__all__ = ["register", "make_estimator", "REGISTERED"]
+
+REGISTERED: dict[str, Any] = {}
+"""veRL name -> the estimator function registered for it (filled by :func:`register`)."""
+
+
+def _cfg_get(config: Any, key: str, default: Any = None) -> Any:
+    if config is None:
+        return default
+    getter = getattr(config, "get", None)
+    if callable(getter):
+        try:
+            value = getter(key, default)
+        except Exception:  # noqa: BLE001 - struct configs raise on unknown keys
+            value = default
+        return default if value is None else value
+    return getattr(config, key, default)
+
+
+def make_estimator(verl_name: str):
+    """The veRL-signature estimator for ``verl_name`` (a key of ``VERL_METHODS``)."""
+    if verl_name not in VERL_METHODS:
+        raise ValueError(f"unknown vpo veRL estimator {verl_name!r}; choose one of {', '.join(VERL_METHODS)}")
+    core_name = VERL_METHODS[verl_name]
+
+    def estimator(
+        token_level_rewards: torch.Tensor,
+        response_mask: torch.Tensor,
+        index: np.ndarray | None = None,
+        config: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if index is None:
+            raise ValueError(
+                f"veRL estimator {verl_name!r} needs the group ids (non_tensor_batch['uid']); "
+                "veRL passes them as `index` for group-based estimators"
+            )
+        if bool(_cfg_get(config, "use_kl_in_reward", False)):
+            raise ValueError(
+                f"veRL estimator {verl_name!r}: algorithm.use_kl_in_reward=True mixes the KL penalty into "
+                "token_level_rewards, so their sum is no longer the rollout's score. VPO uses the KL loss "
+                "instead: algorithm.use_kl_in_reward=False actor_rollout_ref.actor.use_kl_loss=True "
+                "actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl"
+            )
+        with torch.no_grad():
+            scores = token_level_rewards.detach().to(torch.float64).sum(dim=-1)  # [bs]
+            n = scores.shape[0]
+            cfg = EstimatorConfig(
+                num_weightings=1,  # d = 1 here: the set score was taken by the score function
+                eps=float(_cfg_get(config, "vpo_eps", 1e-6)),
+                max_at_k=_cfg_get(config, "vpo_max_at_k", None),
+            )
+            ids = [str(i) for i in np.asarray(index, dtype=object).reshape(-1).tolist()]
+            try:
+                res = compute_advantages(
+                    core_name,
+                    scores.cpu().view(n, 1, 1),
+                    None,
+                    group_ids=ids,
+                    config=cfg,
+                )
+            except ValueError as e:
+                raise ValueError(
+                    f"veRL estimator {verl_name!r}: {e} (group sizes come from actor_rollout_ref.rollout.n, "
+                    "which must be >= 2)"
+                ) from None
+            adv = res.advantages.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
+            advantages = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+        return advantages, advantages
+
+    estimator.__name__ = f"compute_{verl_name}_advantage"
+    estimator.__qualname__ = estimator.__name__
+    estimator.__doc__ = (
+        f"vpo estimator {verl_name!r} (vpo.core {core_name!r}) for veRL: token_level_rewards [bs, T], "
+        "response_mask [bs, T], index [bs] -> (advantages, returns) [bs, T]."
+    )
+    estimator._vpo_name = verl_name  # type: ignore[attr-defined]
+    return estimator
+
+
+def register() -> list[str]:
+    """Register every vpo estimator with veRL's ``register_adv_est``; returns the names.
+
+    Idempotent: a name already holding a vpo estimator is left as is; a name held by something
+    else raises veRL's own error.
+    """
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
+
+    for name in VERL_METHODS:
+        existing = ADV_ESTIMATOR_REGISTRY.get(name)
+        if existing is not None and getattr(existing, "_vpo_name", None) == name:
+            REGISTERED[name] = existing
+            continue
+        fn = REGISTERED.get(name) or make_estimator(name)
+        register_adv_est(name)(fn)
+        REGISTERED[name] = fn
+    return list(VERL_METHODS)
+
+
+try:  # veRL imports (never calls) entry points: register on import
+    register()
+except ImportError:  # imported without verl installed: nothing to register into
+    pass
