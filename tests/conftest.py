@@ -11,6 +11,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import torch  # noqa: E402
+
+# One intra-op thread: the tests' tensors are tiny, and on a shared 2-core machine a second thread
+# makes them many times slower (measured: a test module went from 78 s to 8 s).
+torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):

@@ -32,11 +32,21 @@ _TAG = re.compile(r"<(/?)answer(?:_(\d{1,4}))?\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def answer_instruction(m: int, fmt: str = "tags", what: str = "answer") -> str:
-    """The instruction appended to a prompt asking for ``m`` genuinely different answers."""
+def answer_instruction(m: int, fmt: str = "tags", what: str = "answer", style: str = "full") -> str:
+    """The instruction appended to a prompt asking for ``m`` genuinely different answers.
+
+    ``style="short"`` gives a one-line form for tiny character-level models, where every prompt
+    character costs a token.
+    """
     _check_m(m)
     if fmt not in FORMATS:
         raise ValueError(f"unknown answer format {fmt!r}; choose one of {FORMATS}")
+    if style not in ("full", "short"):
+        raise ValueError(f"unknown instruction style {style!r}; choose 'full' or 'short'")
+    if style == "short":
+        if fmt == "code":
+            return f"{m} different {what}s as ```python blocks split by ---." if m > 1 else f"One {what} as a ```python block."
+        return f"{m} different {what}s in <answer_1>..<answer_{m}>." if m > 1 else f"{what.capitalize()} in <answer>."
     if fmt == "code":
         if m == 1:
             return f"Write your {what} as one fenced code block (```python ... ```)."
@@ -50,7 +60,7 @@ def answer_instruction(m: int, fmt: str = "tags", what: str = "answer") -> str:
     tags = " ".join(f"<answer_{i}>...</answer_{i}>" for i in range(1, m + 1))
     return (
         f"Give {m} genuinely different {what}s, each in its own numbered tags: {tags}. "
-        f"Make them differ so that together they cover different trade-offs; do not repeat an {what}."
+        f"Make them differ so that together they cover different trade-offs; do not repeat one."
     )
 
 

@@ -215,14 +215,44 @@ def _zscore(x: torch.Tensor, b: _Batch, eps: float, bessel: bool, zero_flat: boo
 # ---------------------------------------------------------------------------------------------
 
 
-def _masked_best(rewards: torch.Tensor, valid: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """max over valid answers of ``w^T r``: rewards [N,m,d], valid [N,m], weights [N,K,d] -> [N,K].
+def _fill_invalid(rewards: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Copy of ``rewards [N, m, d]`` whose invalid slots hold the rollout's first valid answer.
 
-    Rows with no valid answer come back as -inf.
-    """
-    s = torch.bmm(rewards, weights.transpose(1, 2))  # [N, m, K]
-    s = s.masked_fill(~valid.unsqueeze(-1), float("-inf"))
-    return s.amax(dim=1)
+    A max over all m slots of the result equals the max over the valid answers, for any weights,
+    so callers need no -inf mask on the large ``[N, m, K]`` score tensor. Rollouts without a valid
+    answer come back unchanged; callers must overwrite their result."""
+    first = valid.to(torch.uint8).argmax(dim=1)  # [N], 0 when there is none
+    donor = rewards[torch.arange(rewards.shape[0], device=rewards.device), first]  # [N, d]
+    return torch.where(valid.unsqueeze(-1), rewards, donor.unsqueeze(1))
+
+
+def _within_group_position(index: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Position (0..G_p-1, order of appearance) of each rollout inside its group."""
+    order = torch.argsort(index, stable=True)
+    starts = (torch.cumsum(counts, 0) - counts).long()
+    pos = torch.empty_like(index)
+    pos[order] = torch.arange(index.numel(), device=index.device) - starts[index[order]]
+    return pos
+
+
+def _group_set_score(b: "_Batch", w: torch.Tensor, invalid_score: float) -> torch.Tensor:
+    """``raw [N]``: mean over a group's K weightings ``w [P, K, d]`` of the max over each rollout's
+    valid answers. Rollouts are laid out as ``[P, G_max * m, d]`` so one batched matmul per group
+    scores all its answers (no per-rollout copy of the weights); very uneven group sizes, where that
+    padding would cost more than the rows themselves, use a per-rollout gather instead."""
+    n, m, d = b.rewards.shape
+    p, k = w.shape[0], w.shape[1]
+    gmax = int(b.counts.max().item())
+    filled = _fill_invalid(b.rewards, b.valid)
+    if p * gmax <= 2 * n:
+        pos = _within_group_position(b.index, b.counts)
+        grid = torch.zeros(p, gmax, m, d, dtype=filled.dtype, device=filled.device)
+        grid[b.index, pos] = filled
+        s = torch.bmm(grid.view(p, gmax * m, d), w.transpose(1, 2)).view(p, gmax, m, k)
+        raw = s.amax(dim=2).mean(dim=-1)[b.index, pos]  # [N]
+    else:
+        raw = torch.bmm(filled, w[b.index].transpose(1, 2)).amax(dim=1).mean(dim=-1)
+    return torch.where(b.valid.any(1), raw, torch.full_like(raw, invalid_score))
 
 
 def set_score(
@@ -240,16 +270,23 @@ def set_score(
     r = _as_f64(rewards, "rewards")
     if r.ndim != 3:
         raise ValueError(f"rewards must have shape [N, m, d]; got {tuple(r.shape)}")
+    n, m, d = r.shape
     v = torch.ones(r.shape[:2], dtype=torch.bool) if valid is None else torch.as_tensor(valid, dtype=torch.bool)
+    v = v.to(r.device)
+    if tuple(v.shape) != (n, m):
+        raise ValueError(f"valid must have shape [N, m] = {(n, m)}; got {tuple(v.shape)}")
     w = _as_f64(weights, "weights").to(r.device)
-    if w.ndim == 2:
-        w = w.unsqueeze(0).expand(r.shape[0], -1, -1)
-    best = _masked_best(r, v.to(r.device), w)
-    any_valid = v.any(dim=1).to(r.device)
-    return torch.where(any_valid, best.mean(-1), torch.full_like(best[:, 0], invalid_score))
+    if w.ndim not in (2, 3) or w.shape[-1] != d or (w.ndim == 3 and w.shape[0] != n):
+        raise ValueError(f"weights must have shape [K, d] or [N, K, d] with N={n}, d={d}; got {tuple(w.shape)}")
+    filled = _fill_invalid(r, v)  # padding (even NaN) never reaches a max
+    if w.ndim == 2:  # shared weights: one [N*m, d] x [d, K] matmul, no per-row copy
+        best = (filled.reshape(n * m, d) @ w.T).view(n, m, -1).amax(dim=1)
+    else:
+        best = torch.bmm(filled, w.transpose(1, 2)).amax(dim=1)  # [N, K]
+    return torch.where(v.any(dim=1), best.mean(-1), torch.full_like(best[:, 0], invalid_score))
 
 
-_DIAG_WEIGHTS: dict[int, torch.Tensor] = {}
+_DIAG_WEIGHTS: dict[tuple[int, int], torch.Tensor] = {}
 
 
 def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
@@ -259,11 +296,11 @@ def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
     """
     if d == 1:
         return torch.ones(k, 1, dtype=torch.float64)
-    if d not in _DIAG_WEIGHTS:
+    if (d, k) not in _DIAG_WEIGHTS:
         eng = torch.quasirandom.SobolEngine(d - 1, scramble=False)
         eng.fast_forward(1)  # skip the all-zero point
-        _DIAG_WEIGHTS[d] = spacings_to_simplex(eng.draw(k, dtype=torch.float64))
-    return _DIAG_WEIGHTS[d]
+        _DIAG_WEIGHTS[(d, k)] = spacings_to_simplex(eng.draw(k, dtype=torch.float64))
+    return _DIAG_WEIGHTS[(d, k)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,8 +321,7 @@ def vpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
     ``A = (raw - mean) / (std + eps)`` with the **population** std (divide by G), and A = 0 for
     the whole group when ``std < eps``."""
     w = sampler.sample(b.num_groups, b.d).to(b.rewards.device)  # [P, K, d]
-    best = _masked_best(b.rewards, b.valid, w[b.index])  # [N, K]
-    raw = torch.where(b.valid.any(1), best.mean(-1), torch.full_like(best[:, 0], cfg.invalid_score))
+    raw = _group_set_score(b, w, cfg.invalid_score)  # [N]
     adv, std = _zscore(raw, b, cfg.eps, bessel=False, zero_flat=True)
     return raw, adv, std
 
@@ -477,6 +513,11 @@ def group_index_from(
     Exactly one of ``group_size`` (G consecutive rollouts per group) or ``group_ids`` (one id per
     rollout; ints or strings; groups need not be contiguous) must be given. Every group needs >= 2
     rollouts (a z-score over one rollout is undefined).
+
+    Groups are numbered in order of first appearance, whatever the id type, so group p of the
+    contiguous layout and the p-th group to appear under ``group_ids`` get the same index, hence
+    the same weight draws (samplers draw one set per index). This makes runs reproducible with
+    random ids (veRL's uuid4 uids) as long as the row order is.
     """
     if (group_size is None) == (group_ids is None):
         raise ValueError("give exactly one of group_size (contiguous groups) or group_ids (one id per rollout)")
@@ -494,18 +535,23 @@ def group_index_from(
         ids = group_ids.detach().reshape(-1).cpu()
         if ids.numel() != n:
             raise ValueError(f"group_ids has {ids.numel()} entries but there are N={n} rollouts")
-        _, index = torch.unique(ids, return_inverse=True)
+        arr = ids.numpy()
     else:
         ids = list(group_ids)
         if len(ids) != n:
             raise ValueError(f"group_ids has {len(ids)} entries but there are N={n} rollouts")
         arr = np.asarray(ids)
-        if arr.dtype.kind in "iu":
-            _, inv = np.unique(arr, return_inverse=True)
-        else:  # strings / uuids / mixed: first-appearance order
-            lookup: dict = {}
-            inv = np.fromiter((lookup.setdefault(g, len(lookup)) for g in ids), dtype=np.int64, count=n)
-        index = torch.as_tensor(inv.reshape(-1), dtype=torch.int64)
+    if arr.ndim == 1 and arr.dtype.kind in "iu":
+        # vectorised first-appearance numbering: rank the sorted unique ids by their first row
+        _, first, inv = np.unique(arr, return_index=True, return_inverse=True)
+        rank = np.empty(first.shape[0], dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0])
+        inv = rank[inv.reshape(-1)]
+    else:  # strings / uuids / mixed: first-appearance order
+        lookup: dict = {}
+        seq = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        inv = np.fromiter((lookup.setdefault(g, len(lookup)) for g in seq), dtype=np.int64, count=n)
+    index = torch.as_tensor(inv.reshape(-1), dtype=torch.int64)
     index = index.to(device)
     counts = torch.bincount(index).to(torch.float64)
     if bool((counts < 2).any()):
@@ -619,7 +665,10 @@ def compute_advantages(
 
 def _diagnostics(b: _Batch, scores: torch.Tensor, std: torch.Tensor, cfg: EstimatorConfig) -> dict:
     w = diagnostic_weights(b.d).to(b.rewards.device)
-    best = _masked_best(b.rewards, b.valid, w.unsqueeze(0).expand(b.rewards.shape[0], -1, -1))  # [N, K]
+    n, m, d = b.rewards.shape
+    # the weights are shared by every row: one [N*m, d] x [d, K] matmul
+    best = (_fill_invalid(b.rewards, b.valid).reshape(n * m, d) @ w.T).view(n, m, -1).amax(dim=1)  # [N, K]
+    best = best.masked_fill(~b.valid.any(1, keepdim=True), float("-inf"))
     pool = torch.full((b.num_groups, w.shape[0]), float("-inf"), dtype=best.dtype, device=best.device)
     pool = pool.scatter_reduce(0, b.index.unsqueeze(1).expand_as(best), best, reduce="amax")
     pool = torch.where(torch.isinf(pool), torch.full_like(pool, cfg.invalid_score), pool)

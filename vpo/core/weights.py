@@ -5,12 +5,16 @@ with ``K`` weightings per prompt group (VPO_SPEC §3). This module draws those w
 
 * ``iid``: independent Dirichlet(alpha) draws. alpha = 1 takes a fast path (normalised
   exponentials, i.e. uniform on the simplex); other alphas normalise Gamma(alpha) draws.
-* ``sobol``: a scrambled Sobol point set mapped to the simplex by sorted spacings (the reference
-  implementation's map; exactly Dir(1) for a uniform input). Each group gets its own random
-  digital shift (XOR of the base-2 digits with a uniform random integer per dimension), which keeps
-  the net's stratification and makes every point marginally uniform, so the estimate stays unbiased
-  while its noise drops. Only alpha = 1 is supported with Sobol: sorted spacings are a Dir(1)
-  construction and there is no cheap exact map for other alphas.
+* ``sobol``: a randomised Sobol point set in ``d`` dimensions mapped to the simplex by normalised
+  exponentials ``w_j = E_j / sum E``, ``E_j = -log(1 - u_j)`` (exactly Dir(1) for a uniform input).
+  Each group gets its own random digital shift (XOR of the base-2 digits with a uniform random
+  integer per dimension) plus a uniform jitter below the last digit, which keeps the net's
+  stratification and makes every point marginally uniform on [0, 1)^d, so the estimate stays
+  unbiased while its noise drops. The reference implementation maps ``d - 1`` uniforms by sorted
+  spacings instead; that map mixes all coordinates through the sort and loses most of the QMC gain
+  at larger d (measured in ``benchmarks/estimators.py``: noise vs iid 0.38 at d = 4 but 0.91 at
+  d = 16, against 0.26 and 0.39 with the exponential map). Only alpha = 1 is supported with Sobol:
+  the map is a Dir(1) construction and there is no cheap exact inverse-CDF map for other alphas.
 
 Every draw comes from an explicit, seeded ``torch.Generator`` owned by the sampler; its state is
 saved and restored with ``state_dict``/``load_state_dict`` so a resumed run continues the exact
@@ -120,15 +124,21 @@ class SimplexSampler:
         return self._sobol(num_groups, k, d)
 
     def _sobol(self, num_groups: int, k: int, d: int) -> torch.Tensor:
-        base = self._sobol_base(k, d - 1)  # [K, d-1] int64 digits
+        base = self._sobol_base(k, d)  # [K, d] int64 digits
         shifts = torch.randint(
-            0, 2**_SOBOL_BITS, (num_groups, 1, d - 1), generator=self.generator, dtype=torch.int64
+            0, 2**_SOBOL_BITS, (num_groups, 1, d), generator=self.generator, dtype=torch.int64
         )
         ints = torch.bitwise_xor(base.unsqueeze(0), shifts)
         # add a uniform offset below the last digit so points are continuous, not on a 2^-30 grid
-        jitter = torch.rand(num_groups, k, d - 1, generator=self.generator, dtype=torch.float64)
-        u = (ints.to(torch.float64) + jitter) / float(2**_SOBOL_BITS)
-        return spacings_to_simplex(u)
+        jitter = torch.rand(num_groups, k, d, generator=self.generator, dtype=torch.float64)
+        # 1 - u = (2^30 - ints - jitter) / 2^30 lies in (0, 1]: computing it this way (not 1 - u
+        # after rounding u) keeps every exponential finite.
+        one_minus_u = ((2**_SOBOL_BITS - ints).to(torch.float64) - jitter) / float(2**_SOBOL_BITS)
+        e = -torch.log(one_minus_u)
+        total = e.sum(dim=-1, keepdim=True)
+        # total == 0 needs every coordinate exactly 0 (probability ~2^-53 per coordinate): uniform row
+        e = torch.where(total > 0, e, torch.ones_like(e))
+        return e / e.sum(dim=-1, keepdim=True)
 
     def _sobol_base(self, k: int, dim: int) -> torch.Tensor:
         key = k * 10_000 + dim
@@ -157,9 +167,11 @@ def dirichlet(
     """``[num_groups, k, d]`` iid Dir(alpha) draws from ``generator`` (float64)."""
     shape = (num_groups, k, d)
     if alpha == 1.0:
-        # Exp(1) = -log(U): normalised exponentials are uniform on the simplex.
-        u = torch.rand(shape, generator=generator, dtype=torch.float64)
-        g = -torch.log1p(-u)
+        # Exp(1) = -log(1 - U): normalised exponentials are uniform on the simplex. torch.rand's
+        # float64 draws are multiples of 2^-53, so 1 - U is exact and log (3x faster than log1p
+        # on CPU) loses nothing.
+        g = torch.rand(shape, generator=generator, dtype=torch.float64)
+        g.neg_().add_(1.0).log_().neg_()  # in place: these tensors are large, allocations cost
     else:
         g = torch._standard_gamma(torch.full(shape, float(alpha), dtype=torch.float64), generator=generator)
     total = g.sum(dim=-1, keepdim=True)
@@ -169,7 +181,7 @@ def dirichlet(
         idx = torch.randint(0, d, (int(bad.sum()),), generator=generator)
         g[bad] = torch.nn.functional.one_hot(idx, d).to(g.dtype)
         total = g.sum(dim=-1, keepdim=True)
-    return g / total
+    return g.div_(total)
 
 
 def check_simplex(w: torch.Tensor, name: str = "weights", atol: float = 1e-6) -> None:
