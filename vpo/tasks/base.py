@@ -59,6 +59,7 @@ class Task:
     answer_format: str = "tags"  # or "code"
     answer_noun: str = "answer"
     system_prompt: str | None = None
+    instruction_style: str = "full"  # "short": one-line answer instruction (tiny char-level models)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -83,7 +84,7 @@ class Task:
         parts = [self.question(example).rstrip()]
         if weights is not None:
             parts.append(self.describe_weights(weights))
-        parts.append(answer_instruction(m, self.answer_format, self.answer_noun))
+        parts.append(answer_instruction(m, self.answer_format, self.answer_noun, self.instruction_style))
         return "\n\n".join(parts)
 
     def describe_weights(self, weights: Sequence[float]) -> str:

@@ -794,7 +794,8 @@ class MazeTask(Task):
     """Designed-conflict mazes (VPO_SPEC §5). Options are :class:`MazeConfig`'s fields plus:
 
     ``seed`` train-split seed (paper: 42); ``test_seed`` test-split seed (default ``seed + 4200``,
-    4242 for the paper's pair); ``compact`` render prompts with no legend or instructions.
+    4242 for the paper's pair); ``compact`` render prompts with no legend or instructions and a
+    one-line answer instruction (for tiny character-level models).
     """
 
     name = "maze"
@@ -821,6 +822,8 @@ class MazeTask(Task):
                 raise ValueError(f"maze option {nm} must be an integer, got {v!r}")
         self.seeds = {"train": int(seed), "test": int(seed) + 4200 if test_seed is None else int(test_seed)}
         self.compact = bool(compact)
+        if self.compact:
+            self.instruction_style = "short"
 
     def load(
         self,
