@@ -96,9 +96,9 @@ class VPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Number of examples from the task's test split used as eval_dataset (default: none)."},
     )
-    data_seed_task: int = field(
-        default=0,
-        metadata={"help": "Seed passed to task.load() for subsampling/generating the splits."},
+    data_seed_task: int | None = field(
+        default=None,
+        metadata={"help": "Seed passed to task.load() for subsampling/generating the splits (default: the task's own)."},
     )
 
     def __post_init__(self):

@@ -167,13 +167,9 @@ class VPOTrainer(GRPOTrainer):
         chat = getattr(processing_class, "chat_template", None) is not None
         if task is not None:
             if train_dataset is None:
-                train_dataset = build_task_dataset(
-                    task, task.load("train", n=args.train_size, seed=args.data_seed_task), self.vpo_m, chat
-                )
+                train_dataset = build_task_dataset(task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat)
             if eval_dataset is None and args.eval_size:
-                eval_dataset = build_task_dataset(
-                    task, task.load("test", n=args.eval_size, seed=args.data_seed_task), self.vpo_m, chat
-                )
+                eval_dataset = build_task_dataset(task, _load(task, "test", args.eval_size, args.data_seed_task), self.vpo_m, chat)
         elif self.vpo_m > 1 and train_dataset is not None:
             train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
         if train_dataset is None:
@@ -405,6 +401,10 @@ def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_siz
     per_group = (dist * pair).sum((1, 2)) / cnt.clamp(min=1)
     ok = cnt > 0
     return float(per_group[ok].mean()) if bool(ok.any()) else 0.0
+
+
+def _load(task: Task, split: str, n: int | None, seed: int | None) -> list[dict]:
+    return task.load(split, n=n) if seed is None else task.load(split, n=n, seed=seed)
 
 
 def _append_instruction(prompt, m: int):
