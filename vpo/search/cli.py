@@ -1,0 +1,275 @@
+"""``vpo eval`` and ``vpo compare``: generate a candidate pool, compute search metrics, write reports.
+
+``vpo eval --model PATH --task maze --m 3 --rollouts 10 --num-prompts 100 --out runs/eval/vpo``
+writes ``OUT/pool/`` (resumable: rerun the same command after an interruption), ``OUT/report.json``,
+``OUT/report.md`` and ``OUT/best_at_k.png``/``diversity.png``/``summary.png``. ``--endpoint URL``
+samples from an OpenAI-compatible server instead of loading the model; ``--pool DIR`` only
+recomputes metrics from a saved pool.
+
+``vpo compare RUN_A RUN_B ... --out DIR`` puts several eval runs in one table and one figure.
+A RUN is a ``vpo eval`` output directory (its ``report.json`` is used as is, unless ``--recompute``)
+or a pool directory (evaluated with the given ``--ks``/``--eval-seeds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vpo.search.pools import META_FILE
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ks takes comma-separated integers like 1,3,5,10,30; got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"--ks values must be integers >= 1; got {text!r}")
+    return ks
+
+
+def _task_option(text: str) -> tuple[str, object]:
+    import yaml
+
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--task-option takes KEY=VALUE, got {text!r}")
+    key, val = text.split("=", 1)
+    return key.strip(), yaml.safe_load(val)
+
+
+def _add_metric_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("metrics")
+    g.add_argument("--ks", type=_ks, default=None, help="answer budgets k, e.g. 1,3,5,10,30 (default: those the pool allows, plus its size)")
+    g.add_argument("--eval-seeds", type=int, default=5, help="eval seeds for the matched-budget draw of rollouts (default 5)")
+    g.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts for CIs (default 1000; 0 = none)")
+    g.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    g.add_argument("--pass-threshold", type=float, default=1.0, help="an answer passes when every component is >= this (default 1)")
+    g.add_argument("--num-weightings", type=int, default=64, help="fixed Dir(alpha) weightings for E_w[best@k] (default 64)")
+    g.add_argument("--alpha", type=float, default=1.0, help="Dirichlet concentration of those weightings (default 1)")
+    g.add_argument("--embed-diversity", action="store_true", help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')")
+    g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
+
+
+def add_parser(subparsers) -> None:
+    e = subparsers.add_parser(
+        "eval",
+        help="sample a candidate pool and report best@k, pass@k, diversity (test-time search metrics)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = e.add_argument_group("what to evaluate (one of)")
+    src.add_argument("--model", help="saved model directory (save_pretrained) or hub id")
+    src.add_argument("--endpoint", help="OpenAI-compatible server base URL, e.g. http://localhost:8000/v1")
+    src.add_argument("--pool", help="an existing pool directory: recompute metrics only, no generation")
+    t = e.add_argument_group("task")
+    t.add_argument("--task", help="task name (`vpo tasks` lists them)")
+    t.add_argument("--task-option", action="append", type=_task_option, default=[], metavar="KEY=VALUE", help="task option, repeatable (e.g. size=7)")
+    t.add_argument("--split", default="test", help="split to evaluate on (default test)")
+    t.add_argument("--num-prompts", type=int, default=None, help="first N examples of the split (default: the whole split)")
+    g = e.add_argument_group("generation")
+    g.add_argument("--m", type=int, default=1, help="answers per rollout (default 1; VPO models: their training m, e.g. 3)")
+    g.add_argument("--rollouts", type=int, default=8, help="rollouts per prompt (default 8); the pool has rollouts*m answer slots")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0; 0 = greedy)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0 = off)")
+    g.add_argument("--top-k", type=int, default=0, help="top-k sampling (default 0 = off)")
+    g.add_argument("--max-new-tokens", type=int, default=256, help="completion length limit per rollout (default 256)")
+    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    g.add_argument("--backend", default="auto", choices=["auto", "transformers", "vllm", "openai"], help="generation backend (default auto)")
+    g.add_argument("--device", default=None, help="transformers device (default: cuda when available, else cpu)")
+    g.add_argument("--threads", type=int, default=None, help="transformers on CPU: torch threads while generating (default: 1 for models under 50 M parameters, else torch's default)")
+    g.add_argument("--batch-rows", type=int, default=64, help="transformers: max sequences per generate call (default 64)")
+    g.add_argument("--api", default="chat", choices=["chat", "completions"], help="endpoint API (default chat)")
+    g.add_argument("--served-model", default=None, help="endpoint model name (default: the first one /models lists)")
+    g.add_argument("--api-key", default=None, help="endpoint bearer token (default $OPENAI_API_KEY)")
+    g.add_argument("--concurrency", type=int, default=4, help="endpoint requests in flight (default 4)")
+    g.add_argument("--no-resume", action="store_true", help="start the pool over instead of resuming it")
+    _add_metric_args(e)
+    o = e.add_argument_group("output")
+    o.add_argument("--out", help="run directory: pool/ and the reports go here (required unless --pool)")
+    o.add_argument("--name", help="method name in the reports (default: the model directory's name)")
+    o.add_argument("--title", help="report title")
+    o.add_argument("--quiet", action="store_true", help="no progress bars")
+    e.set_defaults(func=run_eval)
+
+    c = subparsers.add_parser(
+        "compare",
+        help="put several `vpo eval` runs side by side: one table, one figure",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("runs", nargs="+", help="`vpo eval` output directories (or pool directories)")
+    c.add_argument("--out", required=True, help="directory for the comparison report")
+    c.add_argument("--names", default=None, help="comma-separated method names, one per run (default: names in the reports)")
+    c.add_argument("--recompute", action="store_true", help="recompute metrics from the runs' pools with the metric options below")
+    c.add_argument("--title", help="report title")
+    _add_metric_args(c)
+    c.set_defaults(func=run_compare)
+
+
+def _metric_kwargs(args) -> dict:
+    return dict(
+        ks=args.ks,
+        seeds=tuple(range(args.eval_seeds)),
+        bootstrap=args.bootstrap,
+        ci_level=args.ci_level,
+        pass_threshold=args.pass_threshold,
+        num_weightings=args.num_weightings,
+        alpha=args.alpha,
+        embed_diversity=args.embed_diversity,
+    )
+
+
+def _user_errors():
+    """The exception types whose message is the whole story (printed without a traceback)."""
+    from vpo.search.embed import EmbeddingUnavailable
+    from vpo.search.generate import EndpointError, ModelLoadError
+    from vpo.search.metrics import MetricsError
+    from vpo.search.pools import PoolError
+    from vpo.search.report import ReportError
+
+    return (EmbeddingUnavailable, EndpointError, ModelLoadError, MetricsError, PoolError, ReportError)
+
+
+def _evaluate(pool, args):
+    from vpo.cli import UserError
+    from vpo.search.pools import evaluate_pool
+
+    kw = _metric_kwargs(args)
+    try:
+        return evaluate_pool(pool, **kw)
+    except _user_errors() as err:
+        raise UserError(str(err)) from None
+    except ValueError as err:  # EvalConfig validation
+        raise UserError(str(err)) from None
+
+
+def run_eval(args) -> int:
+    from vpo.cli import UserError
+    from vpo.search.pools import load_pool
+    from vpo.search.report import write_report
+
+    sources = [x for x in ("model", "endpoint", "pool") if getattr(args, x)]
+    if args.pool and (args.model or args.endpoint):
+        raise UserError("give --pool (recompute metrics) or --model/--endpoint (generate), not both")
+    if not sources:
+        raise UserError("nothing to evaluate: give --model PATH, --endpoint URL or --pool DIR")
+    if args.pool:
+        try:
+            pool = load_pool(args.pool)
+        except _user_errors() as err:
+            raise UserError(str(err)) from None
+        pool_dir = Path(args.pool)
+        out = Path(args.out) if args.out else (pool_dir.parent if pool_dir.name == "pool" else pool_dir)
+        name = args.name or (pool_dir.parent.name if pool_dir.name == "pool" else pool_dir.name)
+    else:
+        if not args.task:
+            raise UserError("--task is required when generating (`vpo tasks` lists them)")
+        if not args.out:
+            raise UserError("--out is required: the run directory for the pool and the reports")
+        out = Path(args.out)
+        name = args.name or (Path(args.model).name if args.model else (args.served_model or "endpoint"))
+        pool = _generate(args, out, name)
+    results = {name: _evaluate(pool, args)}
+    try:
+        paths = write_report(results, out, title=args.title, plots=not args.no_plots)
+    except _user_errors() as err:
+        raise UserError(str(err)) from None
+    _print_summary(results, paths)
+    return 0
+
+
+def _generate(args, out: Path, name: str):
+    from vpo.cli import UserError
+    from vpo.search.generate import PoolConfig, generate_pool
+    from vpo.tasks import get as get_task
+
+    try:
+        task = get_task(args.task, **dict(args.task_option))
+    except (ValueError, ImportError) as err:
+        raise UserError(str(err)) from None
+    try:
+        cfg = PoolConfig(
+            m=args.m, n_rollouts=args.rollouts, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens, seed=args.seed, backend=args.backend, device=args.device,
+            num_threads=args.threads, max_batch_rows=args.batch_rows, endpoint=args.endpoint, api=args.api,
+            served_model=args.served_model, api_key=args.api_key, concurrency=args.concurrency,
+        )
+        examples = task.load(args.split, n=args.num_prompts)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    pool_dir = out / "pool"
+    done = {"n": 0}
+
+    def count(pid, n_done, total):
+        done["n"], done["total"] = n_done, total
+
+    try:
+        return generate_pool(
+            args.model, task, examples, config=cfg, out_dir=pool_dir, resume=not args.no_resume,
+            progress=not args.quiet, on_prompt_done=count, split=args.split,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"\nvpo eval: interrupted; {done['n']} of {len(examples)} prompts are saved in {pool_dir}. "
+            "Rerun the same command to resume.",
+            file=sys.stderr,
+        )
+        raise
+    except _user_errors() as err:
+        raise UserError(str(err)) from None
+
+
+def _print_summary(results: dict, paths: dict) -> None:
+    for name, r in results.items():
+        b = r["metrics"]["best_at_k"]
+        curve = ", ".join(f"best@{k} {m:.3f}" for k, m in zip(b["k"], b["mean"]) if m is not None)
+        div = r["metrics"]["diversity"]["mean"]
+        p1 = r["metrics"]["pass_at_1"]["mean"]
+        print(f"{name}: {curve}; pass@1 {p1:.3f}; diversity {'n/a' if div is None else f'{div:.3f}'}")
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+
+
+def _is_pool_dir(p: Path) -> bool:
+    return (p / META_FILE).exists() or (p / "pool" / META_FILE).exists()
+
+
+def run_compare(args) -> int:
+    from vpo.cli import UserError
+    from vpo.search.pools import load_pool
+    from vpo.search.report import load_report, write_report
+
+    names = [n.strip() for n in args.names.split(",")] if args.names else None
+    if names is not None and len(names) != len(args.runs):
+        raise UserError(f"--names has {len(names)} names for {len(args.runs)} runs")
+    merged: dict[str, dict] = {}
+    for i, run in enumerate(args.runs):
+        p = Path(run)
+        if not p.exists():
+            raise UserError(f"run {run!r} does not exist")
+        try:
+            if (p / "report.json").exists() and not args.recompute:
+                found = load_report(p)
+            elif _is_pool_dir(p):
+                pool = load_pool(p, texts=args.embed_diversity)
+                label = p.parent.name if p.name == "pool" else p.name
+                found = {label: _evaluate(pool, args)}
+            else:
+                raise UserError(f"{run!r} holds neither a report.json nor a pool (run `vpo eval --out {run}` first)")
+        except _user_errors() as err:
+            raise UserError(f"{run}: {err}") from None
+        for j, (label, res) in enumerate(found.items()):
+            if names is not None:
+                label = names[i] if len(found) == 1 else f"{names[i]}/{label}"
+            key, n = label, 2
+            while key in merged:
+                key = f"{label} ({p.name})" if n == 2 else f"{label} #{n}"
+                n += 1
+            merged[key] = res
+    try:
+        paths = write_report(merged, args.out, title=args.title or "Comparison", plots=not args.no_plots)
+    except _user_errors() as err:
+        raise UserError(str(err)) from None
+    _print_summary(merged, paths)
+    return 0

@@ -1,0 +1,716 @@
+"""Test-time search metrics on the shared reward shape (VPO_SPEC §6), vectorised numpy.
+
+Input: ``rewards [N, m, d]`` (N rollouts, up to m answer slots each, d objectives), ``valid [N, m]``
+and ``prompt_index [N]`` (which prompt each rollout answers). The rollouts of one prompt form that
+prompt's *pool*. :func:`group_by_prompt` turns the flat batch into ``[P, R, m, d]`` (P prompts, up to
+R rollouts each, a ``present [P, R]`` mask for prompts with fewer rollouts) and every metric works on
+that layout at once, with no Python loop over prompts.
+
+Budget convention (the one choice the paper leaves open). k counts **answer slots**: a multi-answer
+policy asked for m answers per rollout pays for m slots per rollout whether or not it filled them.
+Matched-budget best@k draws ceil(k/m) rollouts of a prompt without replacement (uniformly at random,
+one draw per eval seed), lays out their slots in order (rollout 1 slots 1..m, rollout 2 slots 1..m,
+...) and keeps the first k — exactly the paper's "draw ceil(k/m) rollouts, keep the first k answers".
+A missing, unparsable, duplicate or unscorable answer is a slot scored ``invalid_score`` (paper: 0,
+its all-zero row): it counts against the budget and never wins a max unless nothing valid is there.
+The same slots are the candidates of the answer-level estimators (unbiased best@k, pass@k), so a
+pool of R rollouts has n = R*m candidates. Valid answers sit in the first slots of a rollout
+(``Task.score_completions`` compacts them), so "first k answers" keeps real answers first.
+
+Metrics (``ks`` chosen by the user; "per prompt" values are averaged over prompts):
+
+* ``best_at_k``: matched-budget best@k on ``w*``, averaged over eval seeds (the draw depends on the
+  seed); ``best_at_k_exact`` is its exact expectation over all draws (closed form, no seed), which
+  is what the seed average estimates.
+* ``best_at_k_unbiased``: unbiased E[max of k slots drawn without replacement from the pool's n],
+  ``sum_{i=k..n} C(i-1,k-1)/C(n,k) r_(i)`` over ascending-sorted slot scores. Equals
+  ``best_at_k_exact`` when m = 1; for m > 1 it ignores which rollout a slot came from.
+* ``pass_at_k``: the unbiased Codex estimator ``1 - C(n-c,k)/C(n,k)`` over the n slots; a slot passes
+  when it is valid and every component is >= ``pass_threshold`` (default 1: all tests pass).
+* ``pass_at_1`` / ``reward_at_1``: the first answer of a rollout (what one sample of the model gives
+  a user), exact mean over the pool's rollouts.
+* ``ew_best_at_k``: E_w[best@k] at the matched budget over K fixed Dir(alpha) weightings (seeded,
+  identical for every method evaluated with the same config); ``ew_best_pool`` uses the whole pool.
+* ``diversity``: mean pairwise L1 distance between the pool's valid reward vectors, range [0, d]
+  (0 = collapsed even when the texts differ); undefined (NaN, skipped in averages) with < 2 valid.
+* ``collinearity``: mean off-diagonal Pearson correlation of the reward components over the pool's
+  valid vectors, ignoring constant components (NaN when fewer than 2 vary);
+  ``collinearity_pooled``: the same over all prompts' valid vectors together.
+* ``pareto_front_size``: number of distinct non-dominated valid reward vectors in the pool.
+* compute: ``tokens_per_rollout``, ``tokens_per_answer`` (= per rollout / m, the cost of one slot)
+  and ``tokens_at_k`` (ceil(k/m) rollouts).
+
+Confidence intervals: percentile bootstrap over prompts (the per-prompt values are resampled with
+replacement; seeds are averaged inside each prompt first). Simplification: prompts are the only
+resampled unit; the variance from the finite pool itself is not added.
+
+Shapes in the docstrings: P prompts, R rollouts per prompt (max), m slots, d objectives, n = R*m.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "EvalConfig",
+    "Grouped",
+    "group_by_prompt",
+    "scalarize",
+    "log_comb",
+    "best_at_k_unbiased",
+    "pass_at_k",
+    "matched_best_at_k",
+    "matched_best_at_k_exact",
+    "reward_space_diversity",
+    "collinearity",
+    "collinearity_pooled",
+    "pareto_front_size",
+    "bootstrap_ci",
+    "fixed_weights",
+    "evaluate",
+    "MetricsError",
+]
+
+
+class MetricsError(ValueError):
+    """Bad input to a metric (shape, empty pool, k too large): the message says what to change."""
+
+
+@dataclass
+class EvalConfig:
+    """What :func:`evaluate` computes and how."""
+
+    ks: tuple[int, ...] | None = None
+    """Answer budgets k; None = (1, 3, 5, 10, 30) cut to what the smallest pool allows, plus its full size."""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Eval seeds: one random draw of ceil(k/m) rollouts per prompt per seed for matched best@k."""
+    invalid_score: float = 0.0
+    """Score of an empty/invalid answer slot (paper: 0, an all-zero reward row)."""
+    pass_threshold: float = 1.0
+    """A valid answer passes when every reward component is >= this (1.0 = all tests pass)."""
+    num_weightings: int = 64
+    """K, the fixed Dir(alpha) weightings of E_w[best@k]."""
+    alpha: float = 1.0
+    """Dirichlet concentration of those weightings (paper: 1)."""
+    weights_seed: int = 1234
+    """Seed of the fixed weightings; keep it equal across methods so they see the same w."""
+    bootstrap: int = 1000
+    """Bootstrap resamples of the prompts for confidence intervals (0 = no intervals)."""
+    ci_level: float = 0.95
+    """Two-sided level of the bootstrap percentile intervals."""
+    bootstrap_seed: int = 0
+    """Seed of the bootstrap resampling."""
+    per_prompt: bool = True
+    """Include every per-prompt value in the result (the JSON report keeps them)."""
+
+    def __post_init__(self) -> None:
+        if self.ks is not None:
+            ks = tuple(int(k) for k in self.ks)
+            if not ks or any(k < 1 for k in ks):
+                raise MetricsError(f"ks must be integers >= 1, got {self.ks!r}")
+            self.ks = tuple(sorted(set(ks)))
+        self.seeds = tuple(int(s) for s in self.seeds)
+        if not self.seeds:
+            raise MetricsError("give at least one eval seed")
+        if not (0.0 < self.ci_level < 1.0):
+            raise MetricsError(f"ci_level must be in (0, 1), got {self.ci_level}")
+        if self.bootstrap < 0:
+            raise MetricsError(f"bootstrap must be >= 0, got {self.bootstrap}")
+        if self.num_weightings < 1:
+            raise MetricsError(f"num_weightings must be >= 1, got {self.num_weightings}")
+        if not math.isfinite(self.invalid_score):
+            raise MetricsError(f"invalid_score must be finite, got {self.invalid_score}")
+
+
+DEFAULT_KS = (1, 3, 5, 10, 30)
+
+
+# ---------------------------------------------------------------------------------------------
+# layout
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Grouped:
+    """Rollouts grouped by prompt.
+
+    ``rewards [P, R, m, d]`` float64 (invalid slots and absent rollouts are 0), ``valid [P, R, m]``
+    bool (False for absent rollouts), ``present [P, R]`` bool, ``num_rollouts [P]`` int64,
+    ``num_tokens [P, R]`` float64 (NaN where unknown or absent).
+    """
+
+    rewards: np.ndarray
+    valid: np.ndarray
+    present: np.ndarray
+    num_rollouts: np.ndarray
+    num_tokens: np.ndarray
+    nonfinite: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return tuple(self.rewards.shape)  # type: ignore[return-value]
+
+    @property
+    def num_slots(self) -> np.ndarray:
+        """``[P]`` answer slots per prompt (rollouts x m): the candidates of the answer-level metrics."""
+        return self.num_rollouts * self.rewards.shape[2]
+
+
+def group_by_prompt(rewards, valid=None, prompt_index=None, num_tokens=None, num_prompts: int | None = None) -> Grouped:
+    """Group ``rewards [N, m, d]``, ``valid [N, m]``, ``prompt_index [N]`` (ints 0..P-1) into
+    :class:`Grouped`. Rollouts keep their order within a prompt. Non-finite rewards make that slot
+    invalid. ``prompt_index=None`` puts every rollout in one prompt."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 3:
+        hint = " (one answer per rollout: pass rewards[:, None, :])" if r.ndim == 2 else ""
+        raise MetricsError(f"rewards must have shape [N, m, d]; got {r.shape}{hint}")
+    N, m, d = r.shape
+    if N == 0:
+        raise MetricsError("the pool is empty: no rollouts to evaluate (did generation run? is the pool file empty?)")
+    if m == 0 or d == 0:
+        raise MetricsError(f"rewards must have m >= 1 answer slots and d >= 1 objectives; got shape {r.shape}")
+    if valid is None:
+        v = np.ones((N, m), dtype=bool)
+    else:
+        v = np.asarray(valid)
+        if v.shape != (N, m):
+            raise MetricsError(f"valid must have shape [N, m] = {(N, m)}; got {v.shape}")
+        v = v.astype(bool)
+    finite = np.isfinite(r).all(-1)
+    nonfinite = int((v & ~finite).sum())
+    v = v & finite
+    r = np.where(v[..., None], r, 0.0)
+    if prompt_index is None:
+        idx = np.zeros(N, dtype=np.int64)
+    else:
+        idx = np.asarray(prompt_index)
+        if idx.shape != (N,):
+            raise MetricsError(f"prompt_index must have shape [N] = ({N},); got {idx.shape}")
+        if idx.dtype.kind not in "iu":
+            raise MetricsError(f"prompt_index must hold integers 0..P-1; got dtype {idx.dtype}")
+        idx = idx.astype(np.int64)
+        if idx.min() < 0:
+            raise MetricsError("prompt_index must be >= 0")
+    P = int(idx.max()) + 1 if num_prompts is None else int(num_prompts)
+    if idx.max() >= P:
+        raise MetricsError(f"prompt_index has values up to {idx.max()} but there are only {P} prompts")
+    counts = np.bincount(idx, minlength=P)
+    if (counts == 0).any():
+        empty = np.flatnonzero(counts == 0)
+        raise MetricsError(
+            f"{len(empty)} prompt(s) have no rollouts (first: prompt #{int(empty[0])}); every prompt's pool "
+            "needs at least one rollout"
+        )
+    R = int(counts.max())
+    order = np.argsort(idx, kind="stable")
+    starts = np.cumsum(counts) - counts
+    pos = np.empty(N, dtype=np.int64)
+    pos[order] = np.arange(N) - starts[idx[order]]
+    G_r = np.zeros((P, R, m, d), dtype=np.float64)
+    G_v = np.zeros((P, R, m), dtype=bool)
+    G_p = np.zeros((P, R), dtype=bool)
+    G_t = np.full((P, R), np.nan)
+    G_r[idx, pos] = r
+    G_v[idx, pos] = v
+    G_p[idx, pos] = True
+    if num_tokens is not None:
+        t = np.asarray(num_tokens, dtype=np.float64).reshape(-1)
+        if t.shape != (N,):
+            raise MetricsError(f"num_tokens must have shape [N] = ({N},); got {t.shape}")
+        G_t[idx, pos] = t
+    return Grouped(G_r, G_v, G_p, counts.astype(np.int64), G_t, nonfinite)
+
+
+def scalarize(rewards: np.ndarray, valid: np.ndarray, weights: np.ndarray, invalid_score: float = 0.0) -> np.ndarray:
+    """``w^T r`` per slot: ``rewards [..., d]``, ``valid [...]``, ``weights [d]`` -> ``[...]``;
+    ``weights [K, d]`` -> ``[..., K]``. Invalid slots get ``invalid_score``."""
+    w = np.asarray(weights, dtype=np.float64)
+    d = rewards.shape[-1]
+    if w.shape[-1] != d:
+        raise MetricsError(f"weights have {w.shape[-1]} entries but the rewards have d={d} objectives")
+    if w.ndim == 1:
+        s = rewards @ w
+        return np.where(valid, s, invalid_score)
+    s = rewards @ w.T
+    return np.where(valid[..., None], s, invalid_score)
+
+
+_LOGFACT = np.zeros(1)
+
+
+def log_comb(n, k) -> np.ndarray:
+    """``log C(n, k)`` elementwise for integer arrays; ``-inf`` where k < 0 or k > n."""
+    global _LOGFACT
+    n = np.asarray(n, dtype=np.int64)
+    k = np.asarray(k, dtype=np.int64)
+    top = int(max(n.max(initial=0), k.max(initial=0))) + 1
+    if _LOGFACT.shape[0] < top + 1:
+        _LOGFACT = np.array([math.lgamma(i + 1.0) for i in range(max(top + 1, 2 * _LOGFACT.shape[0]))])
+    ok = (k >= 0) & (k <= n)
+    nn, kk = np.clip(n, 0, None), np.clip(k, 0, None)
+    val = _LOGFACT[nn] - _LOGFACT[kk] - _LOGFACT[np.clip(nn - kk, 0, None)]
+    return np.where(ok, val, -np.inf)
+
+
+def _check_ks(ks: Sequence[int], limit: np.ndarray, what: str, ids: Sequence[str] | None = None) -> np.ndarray:
+    ks_arr = np.asarray(list(ks), dtype=np.int64)
+    if ks_arr.size == 0 or (ks_arr < 1).any():
+        raise MetricsError(f"ks must be integers >= 1, got {list(ks)}")
+    small = int(np.argmin(limit))
+    if ks_arr.max() > limit[small]:
+        who = f"prompt {ids[small]!r}" if ids is not None else f"prompt #{small}"
+        raise MetricsError(
+            f"k={int(ks_arr.max())} is larger than the pool: {who} has only {int(limit[small])} {what}. "
+            f"Use k <= {int(limit[small])} or generate more rollouts per prompt"
+        )
+    return ks_arr
+
+
+# ---------------------------------------------------------------------------------------------
+# answer-level estimators over a pool
+# ---------------------------------------------------------------------------------------------
+
+
+def best_at_k_unbiased(scores, ks: Sequence[int], count=None) -> np.ndarray:
+    """Unbiased E[max of k candidates drawn without replacement] per pool.
+
+    ``scores [P, n]`` (candidate scalars; row p uses its first ``count[p]`` entries, default all n)
+    -> ``[P, len(ks)]``: ``sum_{i=k..n_p} C(i-1, k-1) / C(n_p, k) * s_(i)`` over ascending order.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2:
+        raise MetricsError(f"scores must have shape [P, n]; got {s.shape}")
+    P, n = s.shape
+    cnt = np.full(P, n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
+    ks_arr = _check_ks(ks, cnt, "candidates")
+    pos = np.arange(n)
+    vals = np.where(pos[None, :] < cnt[:, None], s, -np.inf)
+    vals = np.sort(vals, axis=1)  # padding (-inf) first
+    rank = pos[None, :] - (n - cnt[:, None]) + 1  # 1-based ascending rank among real entries
+    real = rank >= 1
+    v0 = np.where(real, vals, 0.0)
+    out = np.empty((P, ks_arr.size))
+    for j, k in enumerate(ks_arr):  # a handful of ks; each step is vectorised over [P, n]
+        coef = np.exp(log_comb(rank - 1, k - 1) - log_comb(cnt, k)[:, None])
+        out[:, j] = (np.where(real, coef, 0.0) * v0).sum(1)
+    return out
+
+
+def pass_at_k(num_samples, num_correct, ks: Sequence[int]) -> np.ndarray:
+    """Unbiased pass@k (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
+
+    ``num_samples [P]`` (n), ``num_correct [P]`` (c) -> ``[P, len(ks)]``.
+    """
+    n = np.asarray(num_samples, dtype=np.int64).reshape(-1)
+    c = np.asarray(num_correct, dtype=np.int64).reshape(-1)
+    if n.shape != c.shape:
+        raise MetricsError(f"num_samples and num_correct differ in length: {n.shape} vs {c.shape}")
+    if ((c < 0) | (c > n)).any():
+        raise MetricsError("num_correct must be between 0 and num_samples")
+    ks_arr = _check_ks(ks, n, "samples")
+    k = ks_arr[None, :]
+    fail = np.exp(log_comb((n - c)[:, None], k) - log_comb(n[:, None], k))
+    return np.where((n - c)[:, None] < k, 1.0, 1.0 - fail)
+
+
+# ---------------------------------------------------------------------------------------------
+# matched answer budget: ceil(k/m) rollouts, first k slots
+# ---------------------------------------------------------------------------------------------
+
+
+def _rollout_order(present: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    keys = rng.random(present.shape)
+    keys[~present] = np.inf  # absent rollouts are never drawn
+    return np.argsort(keys, axis=1)
+
+
+def matched_best_at_k(scores, present, ks: Sequence[int], rng: np.random.Generator | int = 0, order=None) -> np.ndarray:
+    """One random draw of the matched-budget best@k.
+
+    ``scores [P, R, m, *T]`` slot scalars (``T`` e.g. K weightings), ``present [P, R]`` ->
+    ``[P, len(ks), *T]``: for each prompt, ceil(k/m) rollouts drawn without replacement, their slots
+    laid out in order, max over the first k. ``order [P, R]`` fixes the rollout order instead.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    P, R, m = s.shape[:3]
+    present = np.asarray(present, dtype=bool)
+    ks_arr = _check_ks(ks, present.sum(1) * m, "answer slots")
+    if order is None:
+        rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+        order = _rollout_order(present, rng)
+    perm = s[np.arange(P)[:, None], order]  # rollouts in draw order (fancy indexing beats take_along_axis here)
+    flat = perm.reshape(P, R * m, *s.shape[3:])
+    # max over each segment between consecutive ks, then a running max over the few segments
+    uniq, inv = np.unique(ks_arr, return_inverse=True)
+    seg = np.maximum.reduceat(flat[:, : uniq[-1]], np.concatenate([[0], uniq[:-1]]), axis=1)
+    run = np.maximum.accumulate(seg, axis=1)
+    return run[:, inv]
+
+
+def matched_best_at_k_exact(scores, present, ks: Sequence[int]) -> np.ndarray:
+    """Exact expectation over all rollout draws of :func:`matched_best_at_k` (what seeds average to).
+
+    ``scores [P, R, m]``, ``present [P, R]`` -> ``[P, len(ks)]``. With q = ceil(k/m) rollouts and
+    t = k - (q-1)m slots used of the last one: E = mean over the last rollout j of
+    E_{S: q-1 others}[max(max_{i in S} full_i, part_j)], where full_i is rollout i's max over its m
+    slots and part_j the max over j's first t slots; the subset maximum is an order statistic with
+    weights C(i-1, q-2) / C(n-1, q-1). O(P R^2) memory.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 3:
+        raise MetricsError(f"scores must have shape [P, R, m]; got {s.shape}")
+    P, R, m = s.shape
+    present = np.asarray(present, dtype=bool)
+    n = present.sum(1).astype(np.int64)  # rollouts per prompt
+    ks_arr = _check_ks(ks, n * m, "answer slots")
+    full = np.where(present, s.max(2), -np.inf)  # [P, R]
+    prefix = np.maximum.accumulate(s, axis=2)  # [P, R, m] max over the first t slots
+    # others[p, j, :] = full of every rollout but j, ascending; -inf (self, absent) first
+    others = np.broadcast_to(full[:, None, :], (P, R, R)).copy()
+    others[:, np.arange(R), np.arange(R)] = -np.inf
+    others = np.sort(others, axis=2)
+    n_others = (n - 1)[:, None, None]
+    rank = np.arange(R)[None, None, :] - (R - n_others) + 1  # 1-based among real others
+    real = rank >= 1
+    out = np.empty((P, ks_arr.size))
+    for jk, k in enumerate(ks_arr):
+        q = -(-int(k) // m)
+        t = int(k) - (q - 1) * m
+        part = prefix[:, :, t - 1]  # [P, R]
+        if q == 1:
+            e_j = part
+        else:
+            coef = np.exp(log_comb(rank - 1, q - 2) - log_comb(n_others, q - 1))
+            coef = np.where(real, coef, 0.0)
+            vals = np.maximum(np.where(real, others, 0.0), part[:, :, None])
+            e_j = (coef * vals).sum(2)
+        out[:, jk] = np.where(present, e_j, 0.0).sum(1) / n
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# pool geometry: diversity, collinearity, Pareto front
+# ---------------------------------------------------------------------------------------------
+
+
+def _points(points, mask) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim != 3:
+        raise MetricsError(f"points must have shape [P, n, d]; got {x.shape}")
+    mk = np.ones(x.shape[:2], dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if mk.shape != x.shape[:2]:
+        raise MetricsError(f"mask must have shape [P, n] = {x.shape[:2]}; got {mk.shape}")
+    return x, mk & np.isfinite(x).all(-1)
+
+
+def reward_space_diversity(points, mask=None) -> np.ndarray:
+    """Mean pairwise L1 distance between each pool's valid vectors.
+
+    ``points [P, n, d]``, ``mask [P, n]`` -> ``[P]`` in [0, d] for rewards in [0, 1]; NaN for a pool
+    with fewer than 2 valid vectors. O(P n d log n): per component, the sum of pairwise absolute
+    differences of sorted values v_(1..c) is ``sum_j (2j - c - 1) v_(j)``.
+    """
+    x, mk = _points(points, mask)
+    xs = np.sort(np.where(mk[..., None], x, np.nan), axis=1)  # NaN (masked) last
+    c = mk.sum(1)  # [P]
+    j = np.arange(1, x.shape[1] + 1)[None, :]
+    wgt = np.where(j <= c[:, None], 2 * j - c[:, None] - 1, 0).astype(np.float64)  # [P, n]
+    total = (np.nan_to_num(xs) * wgt[..., None]).sum((1, 2))
+    pairs = c * (c - 1) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c >= 2, total / np.maximum(pairs, 1), np.nan)
+
+
+def collinearity(points, mask=None, tol: float = 1e-12) -> np.ndarray:
+    """Mean off-diagonal Pearson correlation of the components over each pool's valid vectors.
+
+    ``points [P, n, d]``, ``mask [P, n]`` -> ``[P]`` in [-1, 1]; components that are constant over
+    the pool are ignored; NaN when fewer than 2 components vary (or fewer than 2 valid vectors).
+    """
+    x, mk = _points(points, mask)
+    c = mk.sum(1).astype(np.float64)  # [P]
+    w = mk[..., None].astype(np.float64)
+    safe = np.maximum(c, 1.0)[:, None]
+    mean = (x * w).sum(1) / safe  # [P, d]
+    xc = (x - mean[:, None, :]) * w
+    cov = np.einsum("pnd,pne->pde", xc, xc) / safe[..., None]
+    sd = np.sqrt(np.clip(np.einsum("pdd->pd", cov), 0.0, None))  # [P, d]
+    varying = sd > tol
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = cov / (sd[:, :, None] * sd[:, None, :])
+    d = x.shape[2]
+    pair = varying[:, :, None] & varying[:, None, :] & ~np.eye(d, dtype=bool)[None]
+    npair = pair.sum((1, 2))
+    tot = np.where(pair, corr, 0.0).sum((1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(npair > 0, tot / np.maximum(npair, 1), np.nan)
+
+
+def collinearity_pooled(points, mask=None) -> float:
+    """:func:`collinearity` over every valid vector of every pool together (one number)."""
+    x, mk = _points(points, mask)
+    flat = x[mk]  # [M, d]
+    return float(collinearity(flat[None], None)[0]) if flat.shape[0] else float("nan")
+
+
+def pareto_front_size(points, mask=None) -> np.ndarray:
+    """Number of distinct non-dominated valid vectors in each pool (higher is better on every axis).
+
+    ``points [P, n, d]``, ``mask [P, n]`` -> ``[P]`` int64 (0 for a pool with no valid vector).
+    """
+    x, mk = _points(points, mask)
+    n = x.shape[1]
+    xi = x[:, :, None, :]  # candidate i
+    xj = x[:, None, :, :]  # challenger j
+    ge = (xj >= xi).all(-1)  # [P, i, j]: j at least as good everywhere
+    eq = ge & ge.transpose(0, 2, 1)  # ... and i at least as good as j: equal vectors
+    dominated = (ge & ~eq & mk[:, None, :]).any(2)
+    first = ~(eq & mk[:, None, :] & np.tril(np.ones((n, n), dtype=bool), -1)[None]).any(2)  # no earlier valid duplicate
+    return (mk & ~dominated & first).sum(1).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# bootstrap and fixed weightings
+# ---------------------------------------------------------------------------------------------
+
+
+def bootstrap_ci(values, num_resamples: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of the mean over prompts, NaN-aware.
+
+    ``values [M, P]`` (M statistics, P prompts; NaN = undefined for that prompt) ->
+    ``(low [M], high [M])``. All statistics share the same resamples.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim == 1:
+        v = v[None]
+    M, P = v.shape
+    if num_resamples <= 0 or P == 0:
+        nan = np.full(M, np.nan)
+        return nan, nan.copy()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, P, size=(num_resamples, P))
+    counts = np.bincount((idx + np.arange(num_resamples)[:, None] * P).ravel(), minlength=num_resamples * P)
+    counts = counts.reshape(num_resamples, P).astype(np.float64)
+    ok = np.isfinite(v)
+    num = counts @ np.where(ok, v, 0.0).T  # [B, M]
+    den = counts @ ok.T.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = num / den
+    a = (1.0 - level) / 2.0
+    low = np.full(M, np.nan)
+    high = np.full(M, np.nan)
+    for i in range(M):  # a few dozen statistics
+        col = means[:, i]
+        col = col[np.isfinite(col)]
+        if col.size:
+            low[i], high[i] = np.quantile(col, [a, 1.0 - a])
+    return low, high
+
+
+def fixed_weights(d: int, num: int = 64, alpha: float = 1.0, seed: int = 1234) -> np.ndarray:
+    """``[num, d]`` Dir(alpha) weightings from a dedicated seed (same draws for every method)."""
+    import torch
+
+    from vpo.core.weights import dirichlet
+
+    if d == 1:
+        return np.ones((num, 1))
+    g = torch.Generator().manual_seed(int(seed))
+    return dirichlet(1, int(num), int(d), float(alpha), g)[0].numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# everything at once
+# ---------------------------------------------------------------------------------------------
+
+
+def default_ks(max_budget: int) -> tuple[int, ...]:
+    """(1, 3, 5, 10, 30) cut to ``max_budget`` (answer slots of the smallest pool), plus it."""
+    ks = [k for k in DEFAULT_KS if k <= max_budget]
+    if max_budget not in ks:
+        ks.append(int(max_budget))
+    return tuple(ks)
+
+
+def _summary(per_prompt: np.ndarray, low: float, high: float) -> dict:
+    vals = per_prompt[np.isfinite(per_prompt)]
+    return {
+        "mean": float(vals.mean()) if vals.size else float("nan"),
+        "ci_low": float(low),
+        "ci_high": float(high),
+        "num_prompts": int(vals.size),
+    }
+
+
+def evaluate(
+    rewards,
+    valid=None,
+    prompt_index=None,
+    *,
+    target_weights=None,
+    num_tokens=None,
+    prompt_ids: Sequence[str] | None = None,
+    config: EvalConfig | None = None,
+    **overrides,
+) -> dict:
+    """Every metric of this module for one pool set; JSON-serialisable result.
+
+    ``rewards [N, m, d]``, ``valid [N, m]``, ``prompt_index [N]`` (0..P-1), ``target_weights [d]``
+    (w*, default uniform), ``num_tokens [N]`` (completion tokens per rollout, optional).
+    ``config`` (an :class:`EvalConfig`) or its fields as keyword overrides.
+
+    Returns ``{"config", "shape", "metrics", "per_prompt"}``; curve metrics (indexed by ``ks``) hold
+    ``{"k", "mean", "ci_low", "ci_high"}`` lists, scalar metrics ``{"mean", "ci_low", "ci_high",
+    "num_prompts"}``.
+    """
+    cfg = config or EvalConfig()
+    if overrides:
+        cfg = EvalConfig(**{**asdict(cfg), **overrides})
+    g = group_by_prompt(rewards, valid, prompt_index, num_tokens)
+    P, R, m, d = g.shape
+    ids = list(prompt_ids) if prompt_ids is not None else [str(i) for i in range(P)]
+    if len(ids) != P:
+        raise MetricsError(f"{len(ids)} prompt ids for {P} prompts")
+    w_star = np.full(d, 1.0 / d) if target_weights is None else np.asarray(target_weights, dtype=np.float64).reshape(-1)
+    if w_star.shape != (d,):
+        raise MetricsError(
+            f"target weights w* have {w_star.shape[0]} entries but the rewards have d={d} objectives; "
+            "the pool and the task disagree on the objectives"
+        )
+    slots = g.num_slots
+    ks = cfg.ks if cfg.ks is not None else default_ks(int(slots.min()))
+    ks_arr = _check_ks(ks, slots, "answer slots (rollouts x m)", ids)
+
+    s = scalarize(g.rewards, g.valid, w_star, cfg.invalid_score)  # [P, R, m]
+    s = np.where(g.present[..., None], s, -np.inf)
+    W = fixed_weights(d, cfg.num_weightings, cfg.alpha, cfg.weights_seed)  # [K, d]
+    sw = scalarize(g.rewards, g.valid, W, cfg.invalid_score)  # [P, R, m, K]
+
+    # matched budget, one draw per seed
+    per_seed = np.empty((len(cfg.seeds), P, ks_arr.size))
+    per_seed_ew = np.empty((len(cfg.seeds), P, ks_arr.size))
+    for i, seed in enumerate(cfg.seeds):
+        order = _rollout_order(g.present, np.random.default_rng(seed))
+        per_seed[i] = matched_best_at_k(s, g.present, ks_arr, order=order)
+        per_seed_ew[i] = matched_best_at_k(sw, g.present, ks_arr, order=order).mean(-1)
+    best = per_seed.mean(0)  # [P, K]
+    ew_best = per_seed_ew.mean(0)
+    exact = matched_best_at_k_exact(np.where(g.present[..., None], s, cfg.invalid_score), g.present, ks_arr)
+
+    # answer level over the n = R*m slots
+    flat_s = _compact(s, g.present)  # [P, R*m], present rollouts first
+    unbiased = best_at_k_unbiased(flat_s, ks_arr, slots)
+    passes = g.valid & (g.rewards >= cfg.pass_threshold).all(-1)  # [P, R, m]
+    n_pass = passes.sum((1, 2))
+    pak = pass_at_k(slots, n_pass, ks_arr)
+
+    first_valid = g.valid[:, :, 0]
+    pass1 = (passes[:, :, 0] & g.present).sum(1) / g.num_rollouts
+    reward1 = np.where(g.present, np.where(first_valid, s[:, :, 0], cfg.invalid_score), 0.0).sum(1) / g.num_rollouts
+    ew_pool = np.where(np.isfinite(sw), sw, -np.inf).reshape(P, R * m, -1)
+    ew_pool = np.where(g.present.repeat(m, 1)[..., None], ew_pool, -np.inf).max(1).mean(-1)
+
+    pts = g.rewards.reshape(P, R * m, d)
+    mk = g.valid.reshape(P, R * m)
+    div = reward_space_diversity(pts, mk)
+    rho = collinearity(pts, mk)
+    rho_pooled = collinearity_pooled(pts, mk)
+    front = pareto_front_size(pts, mk).astype(np.float64)
+
+    tok_known = g.present & np.isfinite(g.num_tokens)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tok_roll = np.where(tok_known, g.num_tokens, 0.0).sum(1) / tok_known.sum(1)  # NaN if unknown
+    valid_frac = g.valid.sum((1, 2)) / slots
+    answers_per_rollout = g.valid.sum((1, 2)) / g.num_rollouts
+    obj_means = (g.rewards * g.valid[..., None]).sum((0, 1, 2)) / max(int(g.valid.sum()), 1)
+
+    curves = {
+        "best_at_k": best,
+        "best_at_k_exact": exact,
+        "best_at_k_unbiased": unbiased,
+        "pass_at_k": pak,
+        "ew_best_at_k": ew_best,
+    }
+    scalars = {
+        "pass_at_1": pass1,
+        "reward_at_1": reward1,
+        "ew_best_pool": ew_pool,
+        "diversity": div,
+        "collinearity": rho,
+        "pareto_front_size": front,
+        "tokens_per_rollout": tok_roll,
+        "tokens_per_answer": tok_roll / m,
+        "valid_answer_frac": valid_frac,
+        "answers_per_rollout": answers_per_rollout,
+    }
+    rows = [c[:, j] for c in curves.values() for j in range(ks_arr.size)] + list(scalars.values())
+    low, high = bootstrap_ci(np.stack(rows), cfg.bootstrap, cfg.ci_level, cfg.bootstrap_seed)
+    metrics: dict = {}
+    r_i = 0
+    for name, c in curves.items():
+        lo, hi = low[r_i : r_i + ks_arr.size], high[r_i : r_i + ks_arr.size]
+        r_i += ks_arr.size
+        metrics[name] = {
+            "k": ks_arr.tolist(),
+            "mean": c.mean(0).tolist(),
+            "ci_low": lo.tolist(),
+            "ci_high": hi.tolist(),
+        }
+    metrics["best_at_k"]["seed_means"] = per_seed.mean(1).tolist()  # [seeds][ks]
+    metrics["best_at_k"]["seed_std"] = per_seed.mean(1).std(0).tolist()
+    for name, v in scalars.items():
+        metrics[name] = _summary(v, low[r_i], high[r_i])
+        r_i += 1
+    q = -(-ks_arr // m)
+    metrics["tokens_at_k"] = {"k": ks_arr.tolist(), "mean": (q * metrics["tokens_per_rollout"]["mean"]).tolist()}
+    metrics["collinearity_pooled"] = rho_pooled
+    metrics["objective_means"] = obj_means.tolist()
+    out = {
+        "config": {**asdict(cfg), "ks": ks_arr.tolist(), "seeds": list(cfg.seeds)},
+        "shape": {
+            "num_prompts": P,
+            "max_rollouts_per_prompt": R,
+            "min_rollouts_per_prompt": int(g.num_rollouts.min()),
+            "m": m,
+            "d": d,
+            "num_rollouts": int(g.num_rollouts.sum()),
+            "nonfinite_answers": g.nonfinite,
+        },
+        "target_weights": w_star.tolist(),
+        "metrics": metrics,
+    }
+    out = _jsonable(out)
+    if cfg.per_prompt:
+        pp: dict = {"prompt_ids": ids}
+        for name, arr in {**curves, **scalars}.items():
+            pp[name] = _jsonable(arr)  # arrays convert in C, not element by element
+        out["per_prompt"] = pp
+    return out
+
+
+def _compact(s: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """``[P, R, m]`` slot scores -> ``[P, R*m]`` with the present rollouts' slots first."""
+    P, R, m = s.shape
+    order = np.argsort(~present, axis=1, kind="stable")
+    return np.take_along_axis(s, order[..., None], axis=1).reshape(P, R * m)
+
+
+def _jsonable(x):
+    """NaN/inf -> None so the result is strict JSON; numpy arrays become (nested) lists."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            return np.where(np.isfinite(x), x, None).tolist()
+        return x.tolist()
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x

@@ -1,0 +1,137 @@
+"""PNG plots of search metrics (matplotlib's object API with the Agg canvas: no pyplot, no global
+backend change, safe in scripts and notebooks alike).
+
+* :func:`plot_best_at_k`: best@k on w* vs k (answers), one line per method, bootstrap CI band;
+  log-scaled x when the ks span a factor of 8 or more.
+* :func:`plot_diversity`: reward-space diversity per method (bars, CI whiskers), with the text
+  (embedding) diversity beside it when it was computed.
+* :func:`plot_summary`: one figure for side-by-side comparison: best@k, pass@k, diversity and
+  pass@1, one panel each.
+
+Input: ``results = {method: evaluate_pool(...) output}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+__all__ = ["plot_best_at_k", "plot_diversity", "plot_summary"]
+
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def _figure(w: float, h: float, ncols: int = 1):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, axes
+
+
+def _nan(x):
+    return float("nan") if x is None else float(x)
+
+
+def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str) -> None:
+    all_ks = sorted({k for r in results.values() for k in r["metrics"][metric]["k"]})
+    for i, (name, r) in enumerate(results.items()):
+        e = r["metrics"][metric]
+        c = _COLORS[i % len(_COLORS)]
+        ks = e["k"]
+        mean = [_nan(x) for x in e["mean"]]
+        label = f"{name} (m={r['shape']['m']})"
+        ax.plot(ks, mean, marker="o", ms=4, color=c, label=label)
+        lo, hi = e.get("ci_low"), e.get("ci_high")
+        if lo and hi and all(v is not None for v in lo + hi):
+            ax.fill_between(ks, lo, hi, color=c, alpha=0.18, linewidth=0)
+    vals = [float(v) for r in results.values() for v in r["metrics"][metric]["mean"] if v is not None]
+    if vals and min(vals) >= 0 and max(vals) - min(vals) < 1e-9:  # flat (e.g. all zero): show the [0, 1] scale
+        ax.set_ylim(-0.02, max(1.02, max(vals) + 0.05))
+    if all_ks and all_ks[-1] >= 8 * all_ks[0]:
+        ax.set_xscale("log")
+    ax.set_xticks(all_ks)
+    ax.set_xticklabels([str(k) for k in all_ks])
+    ax.minorticks_off()
+    ax.set_xlabel("k (answers, matched budget)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+
+
+def _bars(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str) -> None:
+    names = list(results)
+    for i, name in enumerate(names):
+        e = results[name]["metrics"].get(metric)
+        if not e:
+            continue
+        mean = _nan(e["mean"])
+        lo, hi = _nan(e.get("ci_low")), _nan(e.get("ci_high"))
+        err = None
+        if lo == lo and hi == hi and mean == mean:
+            err = [[max(mean - lo, 0.0)], [max(hi - mean, 0.0)]]
+        ax.bar(i, 0.0 if mean != mean else mean, color=_COLORS[i % len(_COLORS)], yerr=err, capsize=4, width=0.65)
+        top = 0.0 if mean != mean else (max(mean, hi) if hi == hi else mean)
+        ax.annotate(
+            "n/a" if mean != mean else f"{mean:.3g}", (i, top),
+            textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8,
+        )
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.margins(y=0.12)
+    means = [_nan(results[n]["metrics"][metric]["mean"]) for n in names if results[n]["metrics"].get(metric)]
+    finite = [x for x in means if x == x]
+    if not finite or min(finite) >= 0:  # rates and distances: start at 0, never show a negative axis
+        highs = [_nan(results[n]["metrics"][metric].get("ci_high")) for n in names if results[n]["metrics"].get(metric)]
+        top = max([0.0] + finite + [h for h in highs if h == h])
+        ax.set_ylim(0.0, top * 1.15 if top > 0 else 1.0)
+
+
+def _suptitle(fig, title: str | None, results: Mapping[str, dict]) -> None:
+    first = next(iter(results.values()))
+    task = (first.get("pool") or {}).get("task")
+    level = int(round(100 * first["config"]["ci_level"]))
+    sub = f"{first['shape']['num_prompts']} prompts, {level}% bootstrap CI over prompts"
+    head = title or (f"Test-time search on {task}" if task else "Test-time search")
+    fig.suptitle(f"{head}\n{sub}", fontsize=10)
+
+
+def plot_best_at_k(results: Mapping[str, dict], path, title: str | None = None) -> Path:
+    """best@k on w* vs k per method with CI bands -> ``path`` (PNG)."""
+    fig, (ax,) = _figure(6.0, 4.2)
+    _curve(ax, results, "best_at_k", "best@k on w*", "best@k (higher is better)")
+    _suptitle(fig, title, results)
+    fig.savefig(path)
+    return Path(path)
+
+
+def plot_diversity(results: Mapping[str, dict], path, title: str | None = None) -> Path:
+    """Reward-space diversity per method (and text diversity when computed) -> ``path`` (PNG)."""
+    has_embed = any("embedding_diversity" in r["metrics"] for r in results.values())
+    d = next(iter(results.values()))["shape"]["d"]
+    fig, axes = _figure(5.0 + 0.4 * len(results) + (4.0 if has_embed else 0.0), 4.0, 2 if has_embed else 1)
+    _bars(axes[0], results, "diversity", f"mean pairwise L1 of reward vectors (0..{d})", "reward-space diversity")
+    if has_embed:
+        _bars(axes[1], results, "embedding_diversity", "mean pairwise 1 - cosine", "answer-text diversity (MiniLM)")
+    _suptitle(fig, title, results)
+    fig.savefig(path)
+    return Path(path)
+
+
+def plot_summary(results: Mapping[str, dict], path, title: str | None = None) -> Path:
+    """One comparison figure: best@k, pass@k, diversity, pass@1 -> ``path`` (PNG)."""
+    d = next(iter(results.values()))["shape"]["d"]
+    fig, axes = _figure(17.0, 4.4, 4)
+    _curve(axes[0], results, "best_at_k", "best@k on w*", "best@k on w* (matched budget)")
+    _curve(axes[1], results, "pass_at_k", "pass@k", "pass@k (all components pass)")
+    _bars(axes[2], results, "diversity", f"mean pairwise L1 (0..{d})", "reward-space diversity")
+    _bars(axes[3], results, "pass_at_1", "pass@1 (first answer)", "pass@1")
+    _suptitle(fig, title, results)
+    fig.savefig(path)
+    return Path(path)

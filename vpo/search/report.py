@@ -1,0 +1,194 @@
+"""Reports of test-time search metrics: one JSON file with every number, a markdown table, plots.
+
+``results`` is ``{method name: evaluate_pool(...) output}``; one entry for ``vpo eval``, several
+for ``vpo compare``. :func:`write_report` writes, into ``out_dir``:
+
+* ``report.json``  ``{"title", "methods", "results"}``: every number, per-prompt values included;
+* ``report.md``    markdown tables: best@k on w* at the matched answer budget (mean and bootstrap
+  CI), pool quality (pass@1, reward@1, diversity, collinearity, Pareto front, E_w best, compute),
+  pass@k, E_w[best@k], and the two answer-level best@k estimators;
+* ``best_at_k.png``, ``diversity.png`` and ``summary.png`` (see :mod:`vpo.search.plots`).
+
+Simplification: methods evaluated at different ks share one table; a k a method lacks shows "–".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Mapping
+
+__all__ = ["write_report", "markdown_report", "load_report", "ReportError"]
+
+
+class ReportError(ValueError):
+    """Results that cannot be reported together (e.g. different objectives)."""
+
+
+def _check(results: Mapping[str, dict]) -> None:
+    if not results:
+        raise ReportError("nothing to report: no results were given")
+    objs = {name: tuple(r.get("objectives") or ()) for name, r in results.items()}
+    dims = {name: r["shape"]["d"] for name, r in results.items()}
+    first = next(iter(results))
+    for name in results:
+        if dims[name] != dims[first] or (objs[name] and objs[first] and objs[name] != objs[first]):
+            raise ReportError(
+                f"cannot compare {first!r} (d={dims[first]}: {', '.join(objs[first])}) with {name!r} "
+                f"(d={dims[name]}: {', '.join(objs[name])}): their reward vectors have different objectives"
+            )
+
+
+def _fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:.{digits}f}"
+
+
+def _ci(entry: dict, i: int | None = None, digits: int = 3) -> str:
+    if i is None:
+        mean, lo, hi = entry.get("mean"), entry.get("ci_low"), entry.get("ci_high")
+    else:
+        mean, lo, hi = entry["mean"][i], entry["ci_low"][i], entry["ci_high"][i]
+    if lo is None or hi is None:
+        return _fmt(mean, digits)
+    return f"{_fmt(mean, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+
+
+def _curve_table(results: Mapping[str, dict], metric: str, all_ks: list[int]) -> list[str]:
+    head = "| method | m | " + " | ".join(f"k={k}" for k in all_ks) + " |"
+    rows = [head, "|" + "---|" * (len(all_ks) + 2)]
+    for name, r in results.items():
+        e = r["metrics"][metric]
+        pos = {k: i for i, k in enumerate(e["k"])}
+        cells = [_ci(e, pos[k]) if k in pos else "–" for k in all_ks]
+        rows.append(f"| {name} | {r['shape']['m']} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def markdown_report(results: Mapping[str, dict], title: str | None = None) -> str:
+    """The markdown text of ``report.md``."""
+    _check(results)
+    first = next(iter(results.values()))
+    all_ks = sorted({k for r in results.values() for k in r["metrics"]["best_at_k"]["k"]})
+    cfg = first["config"]
+    level = int(round(100 * cfg["ci_level"]))
+    objectives = first.get("objectives") or [f"obj{i}" for i in range(first["shape"]["d"])]
+    w = ", ".join(f"{o} {x:.3g}" for o, x in zip(objectives, first["target_weights"]))
+    task = (first.get("pool") or {}).get("task", "?")
+    lines = [f"# {title or 'Test-time search evaluation'}", ""]
+    lines.append(f"Task `{task}`, d = {first['shape']['d']} objectives; w* = ({w}).")
+    lines.append(
+        f"Intervals: {level}% percentile bootstrap over prompts ({cfg['bootstrap']} resamples). best@k: "
+        f"matched answer budget (ceil(k/m) rollouts drawn, first k answer slots kept; empty slots score "
+        f"{cfg['invalid_score']:g}), averaged over {len(cfg['seeds'])} eval seeds."
+    )
+    lines.append("")
+    lines.append("| method | model | prompts | rollouts/prompt | m | answer slots/prompt |")
+    lines.append("|---|---|---|---|---|---|")
+    for name, r in results.items():
+        s, pool = r["shape"], r.get("pool") or {}
+        lines.append(
+            f"| {name} | {pool.get('model', '–')} | {s['num_prompts']} | {s['min_rollouts_per_prompt']}"
+            f"{'' if s['min_rollouts_per_prompt'] == s['max_rollouts_per_prompt'] else '-' + str(s['max_rollouts_per_prompt'])}"
+            f" | {s['m']} | {s['min_rollouts_per_prompt'] * s['m']} |"
+        )
+    lines += ["", "## best@k on w* (matched answer budget)", ""]
+    lines += _curve_table(results, "best_at_k", all_ks)
+    lines += ["", "## Pool quality and compute", ""]
+    cols = [
+        ("pass@1", "pass_at_1"),
+        ("reward@1", "reward_at_1"),
+        ("diversity (L1, 0..d)", "diversity"),
+        ("collinearity ρ̄", "collinearity"),
+        ("Pareto front", "pareto_front_size"),
+        ("E_w best (pool)", "ew_best_pool"),
+        ("valid answers", "valid_answer_frac"),
+        ("tokens/rollout", "tokens_per_rollout"),
+        ("tokens/answer", "tokens_per_answer"),
+    ]
+    has_embed = any("embedding_diversity" in r["metrics"] for r in results.values())
+    if has_embed:
+        cols.insert(3, ("text diversity (1-cos)", "embedding_diversity"))
+    lines.append("| method | " + " | ".join(c for c, _ in cols) + " |")
+    lines.append("|" + "---|" * (len(cols) + 1))
+    for name, r in results.items():
+        M = r["metrics"]
+        cells = []
+        for _, key in cols:
+            if key not in M:
+                cells.append("–")
+            elif key.startswith("tokens"):
+                cells.append(_fmt(M[key]["mean"], 1))
+            else:
+                cells.append(_ci(M[key], digits=3))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("ρ̄ pooled over all prompts: " + ", ".join(
+        f"{name} {_fmt(r['metrics'].get('collinearity_pooled'))}" for name, r in results.items()
+    ) + ".")
+    sections = [
+        ("pass@k (unbiased Codex estimator over answer slots; pass = every component >= "
+         f"{cfg['pass_threshold']:g})", "pass_at_k"),
+        (f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg['alpha']:g}) weightings)", "ew_best_at_k"),
+        ("best@k exact expectation of the matched-budget draw (no seed noise)", "best_at_k_exact"),
+        ("best@k unbiased over answer slots (k drawn without replacement from the pool)", "best_at_k_unbiased"),
+    ]
+    for head, key in sections:
+        lines += ["", f"## {head}", ""]
+        lines += _curve_table(results, key, all_ks)
+    lines += [
+        "",
+        "Definitions: docs/eval.md. Objective means over valid answers: "
+        + "; ".join(
+            f"{name}: " + ", ".join(f"{o} {_fmt(x, 2)}" for o, x in zip(objectives, r["metrics"]["objective_means"]))
+            for name, r in results.items()
+        )
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(results: Mapping[str, dict], out_dir, *, title: str | None = None, plots: bool = True) -> dict[str, Path]:
+    """Write ``report.json``, ``report.md`` and (``plots=True``) the PNGs into ``out_dir``.
+
+    ``results``: ``{method name: evaluate_pool(...) output}``. Returns ``{kind: path}``.
+    """
+    if isinstance(results, dict) and "metrics" in results and "shape" in results:
+        raise ReportError("write_report takes {name: result}; wrap a single result as {'model': result}")
+    _check(results)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    doc = {"title": title, "methods": list(results), "results": dict(results)}
+    p = out / "report.json"
+    p.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    paths["json"] = p
+    p = out / "report.md"
+    p.write_text(markdown_report(results, title), encoding="utf-8")
+    paths["markdown"] = p
+    if plots:
+        from vpo.search.plots import plot_best_at_k, plot_diversity, plot_summary
+
+        paths["best_at_k"] = plot_best_at_k(results, out / "best_at_k.png", title=title)
+        paths["diversity"] = plot_diversity(results, out / "diversity.png", title=title)
+        paths["summary"] = plot_summary(results, out / "summary.png", title=title)
+    return paths
+
+
+def load_report(path) -> dict[str, dict]:
+    """``{method: result}`` from a ``report.json`` (or a directory holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    if not p.exists():
+        raise ReportError(f"no report at {p}: run `vpo eval` first")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{p} is not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or "results" not in doc:
+        raise ReportError(f"{p} is not a vpo report (no 'results')")
+    return doc["results"]
