@@ -58,3 +58,13 @@ def test_loss_reads_inputs_advantages():
 def test_checkpoint_hooks():
     for name in ("_save_checkpoint", "_load_optimizer_and_scheduler"):
         assert hasattr(GRPOTrainer, name), f"GRPOTrainer.{name} is gone; VPOTrainer saves its sampler state there"
+
+
+def test_trainer_refuses_a_trl_without_the_hooks(monkeypatch):
+    """A TRL that moved a hook makes VPOTrainer fail at construction, naming the method (the hook
+    is removed from the class for this test only)."""
+    from vpo.train import trainer as tr
+
+    monkeypatch.delattr(GRPOTrainer, "_calculate_rewards")
+    with pytest.raises(RuntimeError, match="GRPOTrainer._calculate_rewards is missing"):
+        tr.check_trl_hooks()

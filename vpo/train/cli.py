@@ -73,6 +73,8 @@ def run_training(training_args, model_args, callbacks=None):
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
+    if trainer.is_world_process_zero():  # the log history (vpo/* metrics per step) next to the model
+        trainer.state.save_to_json(str(Path(training_args.output_dir) / "trainer_state.json"))
     return trainer
 
 

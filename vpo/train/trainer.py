@@ -85,6 +85,21 @@ def build_task_dataset(task: Task, examples: Sequence[dict], m: int, chat: bool)
     return Dataset.from_list(rows)
 
 
+_TRL_HOOKS = ("_calculate_rewards", "_generate_and_score_completions", "_compute_loss", "_save_checkpoint", "_load_optimizer_and_scheduler")
+
+
+def check_trl_hooks() -> None:
+    """Fail loudly, naming the method, if the installed TRL lacks a hook VPOTrainer overrides."""
+    import trl
+
+    for name in _TRL_HOOKS:
+        if not callable(getattr(GRPOTrainer, name, None)):
+            raise RuntimeError(
+                f"trl {trl.__version__}: GRPOTrainer.{name} is missing, and VPOTrainer overrides it; "
+                "install the TRL version vpo pins (pip install 'vpo[trl]')"
+            )
+
+
 class VPOTrainer(GRPOTrainer):
     """GRPOTrainer with vector rewards and the vpo estimators (one switch: ``args.estimator``).
 
@@ -114,6 +129,7 @@ class VPOTrainer(GRPOTrainer):
         processing_class=None,
         **kwargs,
     ):
+        check_trl_hooks()
         if not isinstance(args, VPOConfig):
             raise TypeError(f"args must be a VPOConfig, got {type(args).__name__}")
         if task is None and args.task is not None:
