@@ -68,13 +68,13 @@ class DemoConfig:
     """Tiny Qwen2 hidden size."""
     num_layers: int = 4
     """Tiny Qwen2 layers."""
-    warm_steps: int = 800
+    warm_steps: int = 600
     """Supervised warm-start steps."""
     warm_batch: int = 32
     """Warm-start batch size (prompt, completion pairs)."""
     warm_lr: float = 3e-3
     """Warm-start peak learning rate (cosine decay)."""
-    rl_steps: int = 80
+    rl_steps: int = 60
     """RL optimizer steps per run."""
     prompts_per_step: int = 8
     """Mazes per RL step."""
@@ -82,8 +82,8 @@ class DemoConfig:
     """Rollouts per maze per step (G); grpo_3x uses 3G."""
     rl_lr: float = 2e-4
     """RL learning rate (AdamW, constant)."""
-    beta: float = 0.0
-    """KL coefficient to the warm start (paper: 1e-3)."""
+    beta: float = 1e-3
+    """KL coefficient to the warm start (paper: 1e-3; see docs/demo.md for 0.04)."""
     train_temperature: float = 1.0
     """Sampling temperature during RL (paper: 1.0)."""
     num_weightings: int = 100

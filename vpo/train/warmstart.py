@@ -5,7 +5,7 @@ RL from a random model never sees a reward on a structured task, so the CPU demo
 format, so one checkpoint serves GRPO (m = 1) and VPO (m = 3) alike.
 
 Simplifications: a plain AdamW loop (no TRL SFTTrainer) with the loss on completion tokens only,
-prompts rendered with the tokenizer's chat template, fixed-length padding per batch; meant for small
+prompts rendered with the tokenizer's chat template, length-bucketed batches; meant for small
 models and small data on CPU or one GPU.
 """
 
@@ -82,18 +82,31 @@ def supervised_warm_start(
         return learning_rate * 0.5 * (1 + math.cos(math.pi * frac))
 
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    order: list[int] = []
+    batches: list[list[int]] = []
+
+    def refill() -> None:
+        # length bucketing: shuffle, sort chunks of 16 batches by length, cut, shuffle the batches;
+        # similar lengths share a batch, so little compute goes to padding
+        idx = list(range(len(encoded)))
+        rng.shuffle(idx)
+        chunk = 16 * batch_size
+        new = []
+        for i in range(0, len(idx), chunk):
+            part = sorted(idx[i : i + chunk], key=lambda j: len(encoded[j][0]))
+            new += [part[k : k + batch_size] for k in range(0, len(part), batch_size)]
+        rng.shuffle(new)
+        batches.extend(new)
+
     losses, window = [], []
     for step in tqdm(range(steps), desc="warm start", disable=not progress):
-        if len(order) < batch_size:
-            more = list(range(len(encoded)))
-            rng.shuffle(more)
-            order.extend(more)
-        batch = [encoded[order.pop()] for _ in range(batch_size)]
+        if not batches:
+            refill()
+        batch = [encoded[j] for j in batches.pop()]
         L = max(len(ids) for ids, _ in batch)
-        input_ids = torch.full((batch_size, L), pad, dtype=torch.long)
-        labels = torch.full((batch_size, L), -100, dtype=torch.long)
-        attn = torch.zeros((batch_size, L), dtype=torch.long)
+        B = len(batch)
+        input_ids = torch.full((B, L), pad, dtype=torch.long)
+        labels = torch.full((B, L), -100, dtype=torch.long)
+        attn = torch.zeros((B, L), dtype=torch.long)
         for i, (ids, n_prompt) in enumerate(batch):
             input_ids[i, : len(ids)] = torch.tensor(ids)
             labels[i, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
@@ -105,7 +118,7 @@ def supervised_warm_start(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        window.append(float(out.loss))
+        window.append(float(out.loss.detach()))
         if len(window) == log_every or step == steps - 1:
             losses.append(sum(window) / len(window))
             window = []
