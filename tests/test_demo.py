@@ -1,7 +1,8 @@
 """`vpo demo --quick` end to end: warm start, `vpo train` for GRPO and VPO, `vpo eval`, report.
 
-This is the product's main job on its smallest setting; it takes a few minutes on 2 cores, which is
-why the suite runs it once (module-scoped) and checks everything on that one run.
+This is the product's main job on its smallest setting; it takes a few minutes on 2 cores, so it is
+marked slow (``python -m pytest -m slow``; CI runs it) and runs once per module, with every check on
+that one run.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import pytest
 
 pytest.importorskip("trl")
+pytestmark = pytest.mark.slow  # ~3 min on 2 cores: run by .ci/run after the default suite
 
 from vpo.demo import DemoConfig, run_demo  # noqa: E402
 

@@ -41,3 +41,18 @@ def test_warm_start_learns_a_mapping(tmp_path, tiny_model_dir):
 def test_warm_start_rejects_empty_data(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="no \\(prompt, completion\\) pairs"):
         supervised_warm_start(tiny_model_dir, tmp_path / "x", [], steps=1)
+
+
+def test_tiny_tokenizer_round_trips_text_and_keeps_tags_whole(tmp_path):
+    from transformers import AutoTokenizer
+
+    from vpo.train.tiny import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1, num_heads=2)
+    tok = AutoTokenizer.from_pretrained(path)  # reloads as the Qwen2Tokenizer transformers picks
+    text = "Go R, then U.\n\t<answer_1>RRUU</answer_1><answer_2>L L</answer_2> <answer>x</answer> é"
+    ids = tok(text, add_special_tokens=False).input_ids
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    toks = tok.convert_ids_to_tokens(ids)
+    assert "<answer_1>" in toks and "</answer_2>" in toks and "<answer>" in toks
+    assert len(tok("abc", add_special_tokens=False).input_ids) == 3  # one token per character

@@ -101,19 +101,21 @@ class DemoConfig:
 
     @classmethod
     def quick(cls, **kw) -> "DemoConfig":
+        """The CI setting: a 2-layer model, short warm start, 15 RL steps, GRPO and VPO, 1 seed."""
         base = cls(
             seeds=(0,),
             methods=("grpo", "vpo"),
-            train_mazes=200,
+            train_mazes=300,
             test_mazes=24,
-            warm_steps=150,
-            rl_steps=6,
+            hidden_size=128,
+            num_layers=2,
+            warm_steps=300,
+            rl_steps=15,
             prompts_per_step=4,
+            rl_lr=5e-4,
             eval_budget=12,
             ks=(1, 3, 6, 12),
             eval_seeds=2,
-            hidden_size=64,
-            num_layers=2,
         )
         return replace(base, **kw)
 
@@ -261,7 +263,7 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
         "num_weightings": cfg.num_weightings,
         "num_generations": G,
         "per_device_train_batch_size": cfg.prompts_per_step * G,
-        "max_completion_length": 40 if m == 1 else 120,
+        "max_completion_length": 24 if m == 1 else 64,
         "max_steps": cfg.rl_steps,
         "learning_rate": cfg.rl_lr,
         "lr_scheduler_type": "constant",
@@ -288,7 +290,7 @@ def eval_argv(cfg: DemoConfig, model: Path, m: int, out_dir: Path, name: str, se
         "--model", str(model), "--task", "maze", *opts,
         "--num-prompts", str(cfg.test_mazes),
         "--m", str(m), "--rollouts", str(math.ceil(cfg.eval_budget / m)),
-        "--temperature", str(cfg.eval_temperature), "--max-new-tokens", "40" if m == 1 else "120",
+        "--temperature", str(cfg.eval_temperature), "--max-new-tokens", "24" if m == 1 else "64",
         "--seed", str(seed), "--batch-rows", "512", "--threads", "1",
         "--ks", ",".join(map(str, cfg.ks)), "--eval-seeds", str(cfg.eval_seeds), "--no-plots",
         "--out", str(out_dir), "--name", name, "--quiet",

@@ -2,14 +2,19 @@
 ``save_pretrained`` so that TRL, ``vpo eval`` and vLLM load them like any hub checkpoint.
 
 Used by the tests and the CPU demo; no model hub is needed. Simplifications: one token per byte
-(a byte-level BPE without merges, so ASCII text is one token per character); the chat template is a
-plain ``<|user|>``/``<|assistant|>`` layout.
+(a byte-level BPE without merges, so ASCII text is one token per character) except the answer tags
+of the multi-answer format, which are one token each; the chat template is a plain
+``<|user|>``/``<|assistant|>`` layout.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+ANSWER_TAG_TOKENS = ["<answer>", "</answer>"] + [f"<answer_{i}>" for i in range(1, 9)] + [f"</answer_{i}>" for i in range(1, 9)]
+"""The multi-answer tags of :mod:`vpo.core.answers` (m <= 8): one token each, as a real LLM's BPE
+merges frequent strings, so a tiny model neither spends its capacity nor its generation steps on
+spelling them."""
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<bos>", "<eos>", "<|user|>", "<|assistant|>", "<|system|>"]
 
 CHAT_TEMPLATE = (
@@ -23,13 +28,14 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_char_tokenizer():
-    """A ``PreTrainedTokenizerFast`` with one token per byte (ASCII characters are one token each).
+def build_char_tokenizer(extra_tokens: list[str] | tuple[str, ...] = tuple(ANSWER_TAG_TOKENS)):
+    """A ``PreTrainedTokenizerFast`` with one token per byte (ASCII characters are one token each)
+    plus ``extra_tokens`` as single (non-special: decoded like text) tokens.
 
     It is a byte-level BPE with no merges, so it survives being reloaded as the ``Qwen2Tokenizer``
     that transformers forces on qwen2 checkpoints, and vLLM serves it unchanged.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import PreTrainedTokenizerFast
 
@@ -47,6 +53,8 @@ def build_char_tokenizer():
         eos_token="<eos>",
         additional_special_tokens=["<|user|>", "<|assistant|>", "<|system|>"],
     )
+    if extra_tokens:
+        fast.add_tokens([AddedToken(t, special=False, normalized=False) for t in extra_tokens])
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"
     return fast
