@@ -10,6 +10,8 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from helpers.http import JSONHandler, start_server
+
 import numpy as np
 import pytest
 
@@ -162,17 +164,7 @@ class TinyModelServer:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, obj):
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JSONHandler):
 
             def do_GET(self):
                 if self.path == "/v1/models":
@@ -200,12 +192,7 @@ class TinyModelServer:
                 used = int(sum(g.num_tokens for g in outs))
                 self._send(200, {"choices": choices[::-1], "usage": {"completion_tokens": used}})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.httpd, self.thread, self.url = start_server(Handler)
 
     def __enter__(self):
         self.thread.start()

@@ -13,6 +13,8 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from helpers.http import JSONHandler, start_server
 from pathlib import Path
 
 import pytest
@@ -202,17 +204,7 @@ class ScriptedChatServer:
         self.responses, self.model_id, self.fail_after, self.requests = list(responses), model_id, None, []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, obj):
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JSONHandler):
 
             def do_GET(self):
                 if self.path.endswith("/models"):
@@ -232,9 +224,8 @@ class ScriptedChatServer:
                     "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
                 })
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd, thread, self.url = start_server(Handler)
+        thread.start()
 
     def close(self):
         self.httpd.shutdown()
