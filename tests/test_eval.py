@@ -10,7 +10,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from helpers.http import JSONHandler, start_server
+from helpers.loopback import JSONHandler, start_server
 
 import numpy as np
 import pytest

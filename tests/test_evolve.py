@@ -14,7 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from helpers.http import JSONHandler, start_server
+from helpers.loopback import JSONHandler, start_server
 from pathlib import Path
 
 import pytest
