@@ -108,13 +108,9 @@ def corrupt_eureqa(task, ex, rng: random.Random) -> list[str]:
 
 
 def _tool_answer(calls, response: str) -> str:
-    parts = []
-    if calls:
-        lines = "\n".join(json.dumps({"name": n, "parameters": p}, ensure_ascii=False) for n, p in calls)
-        parts.append(f"<tool_call>\n{lines}\n</tool_call>")
-    if response:
-        parts.append(f"<response>{response}</response>")
-    return "\n".join(parts)
+    from vpo.tasks.toolrl import format_tool_answer
+
+    return format_tool_answer(calls, response)
 
 
 def _perturb(value):

@@ -29,14 +29,7 @@ from vpo.core import (
 
 EXACT = dict(rtol=0, atol=1e-9)  # float64 vectorised vs python loops: rounding only
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Small tensors: on a shared 2-core machine extra intra-op threads only wait for a time slice."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one torch thread: set for the whole suite in tests/conftest.py
 
 # ---------------------------------------------------------------------------------------------
 # slow references (python loops, no torch)

@@ -18,14 +18,7 @@ from scipy import stats
 from vpo.core import SimplexSampler, check_simplex, dirichlet, set_score, spacings_to_simplex
 from vpo.core.weights import SamplerSpec
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Small tensors: on a shared 2-core machine extra intra-op threads only wait for a time slice."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one torch thread: set for the whole suite in tests/conftest.py
 
 
 def dir_moments(alpha: float, d: int) -> tuple[float, float, float]:

@@ -314,14 +314,7 @@ class ToolRLTask(Task):
 
     def reference_answer(self, example: Example) -> str:
         """The gold answer body in the answer format (calls one per line, then the response)."""
-        calls, response = _gold(example)
-        parts = []
-        if calls:
-            lines = "\n".join(json.dumps({"name": n, "parameters": p}, ensure_ascii=False) for n, p in calls)
-            parts.append(f"<tool_call>\n{lines}\n</tool_call>")
-        if response:
-            parts.append(f"<response>{response}</response>")
-        return "\n".join(parts)
+        return format_tool_answer(*_gold(example))
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         calls, response = _gold(example)
@@ -375,3 +368,15 @@ def _check_example(row: Any, where: str) -> None:
         raise ValueError(f"toolrl: {where} lacks prompt or reward_model.ground_truth; {schema}")
     if not isinstance(row["reward_model"]["ground_truth"], str):
         raise ValueError(f"toolrl: {where}: reward_model.ground_truth must be a string; {schema}")
+
+
+def format_tool_answer(calls, response: str) -> str:
+    """An answer body in ToolRL's format: tool calls ``(name, parameters)`` one JSON object per
+    line inside ``<tool_call>``, then the ``<response>`` text (either part may be empty)."""
+    parts = []
+    if calls:
+        lines = "\n".join(json.dumps({"name": n, "parameters": p}, ensure_ascii=False) for n, p in calls)
+        parts.append(f"<tool_call>\n{lines}\n</tool_call>")
+    if response:
+        parts.append(f"<response>{response}</response>")
+    return "\n".join(parts)
