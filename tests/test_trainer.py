@@ -201,3 +201,23 @@ def test_default_m_follows_the_estimator(tmp_path):
     assert make_args(tmp_path, estimator="vpo").num_answers == 3
     assert make_args(tmp_path, estimator="grpo").num_answers == 1
     assert math.isclose(make_args(tmp_path).num_weightings, 16)
+
+
+def test_logged_diversity_is_the_eval_metric_per_group():
+    """vpo/diversity: mean pairwise L1 of a group's valid answers (brute force here), averaged over
+    groups with at least two valid answers."""
+    import itertools
+
+    from vpo.train.trainer import group_reward_diversity
+
+    g = torch.Generator().manual_seed(0)
+    r = torch.rand(16, 3, 4, generator=g, dtype=torch.float64)
+    v = torch.rand(16, 3, generator=g) > 0.3
+    v[4:8] = False  # a group with no valid answer is left out, not counted as 0
+    per_group = []
+    for grp in range(4):
+        pts = [r[n, i] for n in range(grp * 4, grp * 4 + 4) for i in range(3) if v[n, i]]
+        if len(pts) >= 2:
+            per_group.append(np.mean([float((a - b).abs().sum()) for a, b in itertools.combinations(pts, 2)]))
+    assert group_reward_diversity(r, v, 4) == pytest.approx(np.mean(per_group), rel=1e-9)
+    assert group_reward_diversity(r, torch.zeros_like(v), 4) == 0.0

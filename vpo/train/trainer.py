@@ -402,21 +402,19 @@ class VPOTrainer(GRPOTrainer):
 
 
 def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_size: int) -> float:
-    """Mean pairwise L1 distance between the valid answers' reward vectors within each group of
-    ``group_size`` consecutive rollouts, averaged over groups with >= 2 valid answers.
-
-    ``rewards [N, m, d]``, ``valid [N, m]`` -> float in [0, d].
+    """Reward-space diversity (``vpo.search.metrics.reward_space_diversity``, the eval metric) of
+    each group of ``group_size`` consecutive rollouts' valid answers, averaged over groups with >= 2
+    valid answers (0 when there are none). ``rewards [N, m, d]``, ``valid [N, m]`` -> float in [0, d].
     """
+    from vpo.search.metrics import reward_space_diversity
+
     N, m, d = rewards.shape
-    r = rewards.reshape(N // group_size, group_size * m, d).double()
-    v = valid.reshape(N // group_size, group_size * m)
-    dist = torch.cdist(r, r, p=1)  # [P, Gm, Gm]
-    pair = v.unsqueeze(2) & v.unsqueeze(1)
-    pair &= ~torch.eye(group_size * m, dtype=torch.bool, device=r.device)
-    cnt = pair.sum((1, 2))
-    per_group = (dist * pair).sum((1, 2)) / cnt.clamp(min=1)
-    ok = cnt > 0
-    return float(per_group[ok].mean()) if bool(ok.any()) else 0.0
+    per_group = reward_space_diversity(
+        rewards.detach().cpu().double().numpy().reshape(N // group_size, group_size * m, d),
+        valid.detach().cpu().numpy().reshape(N // group_size, group_size * m),
+    )
+    ok = np.isfinite(per_group)
+    return float(per_group[ok].mean()) if ok.any() else 0.0
 
 
 def _load(task: Task, split: str, n: int | None, seed: int | None) -> list[dict]:
