@@ -28,6 +28,7 @@ from vpo.core import (
 )
 
 EXACT = dict(rtol=0, atol=1e-9)  # float64 vectorised vs python loops: rounding only
+FLOAT32 = dict(rtol=0, atol=1e-5)  # VPO's default float32 set score vs the float64 loops
 
 # one torch thread: set for the whole suite in tests/conftest.py
 
@@ -192,11 +193,15 @@ def make_batch(seed, sizes, m, d, p_invalid=0.2, low=0.0, high=1.0, quantize=Non
     return r, valid, ids.tolist()
 
 
-def sampler_weights(seed, num_groups, d, k=100, kind="iid", alpha=1.0):
-    return SimplexSampler(k, alpha, kind, seed=seed).sample(num_groups, d).numpy()
+def sampler_weights(seed, num_groups, d, k=100, kind="iid", alpha=1.0, dtype=torch.float64):
+    w = SimplexSampler(k, alpha, kind, seed=seed).sample(num_groups, d, dtype=dtype)
+    return w.to(torch.float64).numpy()
 
 
 def vpo_result(r, valid, ids, seed=0, **cfg):
+    """VPO in float64 (compared with the references to rounding); the float32 default has its
+    own test below."""
+    cfg.setdefault("compute_dtype", "float64")
     return compute_advantages("vpo", r, valid, group_ids=ids, config=EstimatorConfig(**cfg), seed=seed)
 
 
@@ -242,9 +247,31 @@ def test_caller_sampler_stream_continues_across_steps():
     compute_advantages("vpo", r, valid, group_ids=ids, sampler=sampler)
     second = compute_advantages("vpo", r, valid, group_ids=ids, sampler=sampler)
     replay = SimplexSampler(num_weightings=5, seed=8)
-    replay.sample(2, 3)
-    raw, adv = ref_vpo(r, valid, ids, replay.sample(2, 3).numpy())
-    torch.testing.assert_close(second.advantages, torch.tensor(adv, dtype=torch.float64), **EXACT)
+    replay.sample(2, 3, dtype=torch.float32)  # the default compute_dtype draws float32 weights
+    raw, adv = ref_vpo(r, valid, ids, replay.sample(2, 3, dtype=torch.float32).double().numpy())
+    torch.testing.assert_close(second.advantages, torch.tensor(adv, dtype=torch.float64), **FLOAT32)
+
+
+@pytest.mark.parametrize("kind", ["iid", "sobol"])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_vpo_float32_default_matches_reference(kind, contiguous):
+    """The default float32 set score against the float64 loop fed the same (float32) weights.
+    Tolerance: set scores in [-0.5, 1] carry float32 rounding (~1e-7 relative per dot product);
+    advantages divide by group stds >= 0.05 here, so 1e-5 leaves an order of magnitude of room."""
+    sizes = [6] * 5
+    r, valid, ids = make_batch(11, sizes, 3, 5, low=-0.5, high=1.0)
+    if contiguous:  # the same groups in blocks of 6 rows: the view path instead of the scatter
+        first = {g: i for i, g in reversed(list(enumerate(ids)))}
+        order = sorted(range(len(ids)), key=lambda n: (first[ids[n]], n))
+        r, valid, ids = r[order], valid[order], [ids[n] for n in order]
+    cfg = EstimatorConfig(num_weightings=64, sampler=kind)
+    assert cfg.compute_dtype == "float32"
+    layout = dict(group_size=6) if contiguous else dict(group_ids=ids)
+    res = compute_advantages("vpo", r, valid, config=cfg, seed=2, **layout)
+    raw, adv = ref_vpo(r, valid, ids, sampler_weights(2, len(sizes), 5, 64, kind, dtype=torch.float32))
+    assert min(np.std([raw[n] for n in rows]) for rows in groups_in_order(ids)) > 0.05
+    torch.testing.assert_close(res.scores, torch.tensor(raw, dtype=torch.float64), **FLOAT32)
+    torch.testing.assert_close(res.advantages, torch.tensor(adv, dtype=torch.float64), **FLOAT32)
 
 
 BASELINES = {
@@ -361,7 +388,7 @@ def test_single_answer_vpo_is_grpo_on_the_uniform_mean():
     r = rng.integers(0, 2, size=(P * G, 1, d)).astype(float)
     r[::G] = [[1.0, 1.0, 1.0]]  # each group spans 0..1 on the mean: std well above 0
     r[1::G] = [[0.0, 0.0, 0.0]]
-    vpo = compute_advantages("vpo", r, group_size=G, config=EstimatorConfig(num_weightings=K), seed=1)
+    vpo = compute_advantages("vpo", r, group_size=G, config=EstimatorConfig(num_weightings=K, compute_dtype="float64"), seed=1)
     grpo = compute_advantages("grpo", r, group_size=G)
     w = SimplexSampler(K, seed=1).sample(P, d).numpy()
     wbar = w.mean(1)  # [P, d]

@@ -134,11 +134,12 @@ def test_score_route_equals_vpo_core_matrix_estimator():
     torch.testing.assert_close(adv, exact.advantages.float()[:, None] * mask, atol=2e-5, rtol=0)
     assert torch.equal(adv, ret)
     assert torch.all(adv[mask == 0] == 0)
-    # and the set score of each rollout is vpo.core.set_score with its group's weightings
+    # and the set score of each rollout is vpo.core.set_score with its group's weightings, to the
+    # float32 rounding of the default compute_dtype (veRL stores the score in float32 anyway)
     for i in (0, 5):
         w = group_weightings(uids[i], 3)
         s = set_score(rewards[i : i + 1], valid[i : i + 1], w)
-        assert outs[i]["score"] == pytest.approx(float(s[0]), abs=1e-12)
+        assert outs[i]["score"] == pytest.approx(float(s[0]), abs=1e-6)
 
 
 @pytest.mark.parametrize("method", ["vpo_grpo", "vpo_multi_rlvr", "vpo_max_at_k", "vpo_maxrl", "vpo_random_weight"])

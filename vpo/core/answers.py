@@ -36,14 +36,18 @@ def answer_instruction(m: int, fmt: str = "tags", what: str = "answer", style: s
     """The instruction appended to a prompt asking for ``m`` genuinely different answers.
 
     ``style="short"`` gives a one-line form for tiny character-level models, where every prompt
-    character costs a token.
+    character costs a token; ``style="tags"`` only the tags themselves (``<answer>``, or
+    ``<answer_1>..<answer_m>``): for a model trained from scratch, which reads no English, the tags
+    carry all the information (the code format has no tags and falls back to ``short``).
     """
     _check_m(m)
     if fmt not in FORMATS:
         raise ValueError(f"unknown answer format {fmt!r}; choose one of {FORMATS}")
-    if style not in ("full", "short"):
-        raise ValueError(f"unknown instruction style {style!r}; choose 'full' or 'short'")
-    if style == "short":
+    if style not in ("full", "short", "tags"):
+        raise ValueError(f"unknown instruction style {style!r}; choose 'full', 'short' or 'tags'")
+    if style == "tags" and fmt != "code":
+        return f"<answer_1>..<answer_{m}>" if m > 1 else "<answer>"
+    if style in ("short", "tags"):
         if fmt == "code":
             return f"{m} different {what}s as ```python blocks split by ---." if m > 1 else f"One {what} as a ```python block."
         return f"{m} different {what}s in <answer_1>..<answer_{m}>." if m > 1 else f"{what.capitalize()} in <answer>."

@@ -20,7 +20,8 @@ Every draw comes from an explicit, seeded ``torch.Generator`` owned by the sampl
 saved and restored with ``state_dict``/``load_state_dict`` so a resumed run continues the exact
 stream. No global RNG, no environment variables.
 
-Shapes: ``sample(num_groups, d)`` returns ``[num_groups, K, d]`` float64, rows on the simplex.
+Shapes: ``sample(num_groups, d)`` returns ``[num_groups, K, d]`` float64 (``dtype=torch.float32``
+on request: the VPO estimator draws in float32 by default), rows on the simplex.
 """
 
 from __future__ import annotations
@@ -108,8 +109,17 @@ class SimplexSampler:
         self.generator.set_state(torch.as_tensor(state["generator_state"], dtype=torch.uint8))
 
     # -- drawing ---------------------------------------------------------------------------
-    def sample(self, num_groups: int, d: int, num_weightings: int | None = None) -> torch.Tensor:
-        """Draw ``[num_groups, K, d]`` float64 weightings, one independent set per group."""
+    def sample(
+        self, num_groups: int, d: int, num_weightings: int | None = None, dtype: torch.dtype = torch.float64
+    ) -> torch.Tensor:
+        """Draw ``[num_groups, K, d]`` weightings, one independent set per group.
+
+        ``dtype`` float64 (default) or float32. iid draws are made in that precision (float32
+        uniforms are multiples of 2^-24, so exponentials are cut off at 24 ln 2 ~ 16.6: a tail of
+        probability 6e-8 per coordinate), which draws a different stream from the same seed; Sobol
+        points are always built in float64 and cast."""
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         k = self.num_weightings if num_weightings is None else int(num_weightings)
         if k < 1:
             raise ValueError(f"num_weightings must be >= 1, got {k}")
@@ -118,10 +128,10 @@ class SimplexSampler:
         if num_groups < 0:
             raise ValueError(f"num_groups must be >= 0, got {num_groups}")
         if d == 1:
-            return torch.ones(num_groups, k, 1, dtype=torch.float64)
+            return torch.ones(num_groups, k, 1, dtype=dtype)
         if self.kind == "iid":
-            return dirichlet(num_groups, k, d, self.alpha, self.generator)
-        return self._sobol(num_groups, k, d)
+            return dirichlet(num_groups, k, d, self.alpha, self.generator, dtype=dtype)
+        return self._sobol(num_groups, k, d).to(dtype)
 
     def _sobol(self, num_groups: int, k: int, d: int) -> torch.Tensor:
         base = self._sobol_base(k, d)  # [K, d] int64 digits
@@ -162,18 +172,23 @@ def spacings_to_simplex(u: torch.Tensor) -> torch.Tensor:
 
 
 def dirichlet(
-    num_groups: int, k: int, d: int, alpha: float, generator: torch.Generator
+    num_groups: int,
+    k: int,
+    d: int,
+    alpha: float,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
-    """``[num_groups, k, d]`` iid Dir(alpha) draws from ``generator`` (float64)."""
+    """``[num_groups, k, d]`` iid Dir(alpha) draws from ``generator`` in ``dtype``."""
     shape = (num_groups, k, d)
     if alpha == 1.0:
         # Exp(1) = -log(1 - U): normalised exponentials are uniform on the simplex. torch.rand's
-        # float64 draws are multiples of 2^-53, so 1 - U is exact and log (3x faster than log1p
-        # on CPU) loses nothing.
-        g = torch.rand(shape, generator=generator, dtype=torch.float64)
+        # draws are multiples of 2^-53 (float64) or 2^-24 (float32), so 1 - U is exact and log
+        # (3x faster than log1p on CPU) loses nothing.
+        g = torch.rand(shape, generator=generator, dtype=dtype)
         g.neg_().add_(1.0).log_().neg_()  # in place: these tensors are large, allocations cost
     else:
-        g = torch._standard_gamma(torch.full(shape, float(alpha), dtype=torch.float64), generator=generator)
+        g = torch._standard_gamma(torch.full(shape, float(alpha), dtype=dtype), generator=generator)
     total = g.sum(dim=-1, keepdim=True)
     # all-zero rows are possible for tiny alpha in float64; fall back to a uniform-random vertex
     bad = total.squeeze(-1) <= 0

@@ -122,7 +122,10 @@ class HashedGroupSampler(SimplexSampler):
         super().__init__(num_weightings, alpha, kind, seed)
         self.group_keys = list(group_keys)
 
-    def sample(self, num_groups: int, d: int, num_weightings: int | None = None) -> torch.Tensor:
+    def sample(
+        self, num_groups: int, d: int, num_weightings: int | None = None, dtype: torch.dtype = torch.float64
+    ) -> torch.Tensor:
+        """The float64 weightings of each group key (the score function's), cast to ``dtype``."""
         if num_groups != len(self.group_keys):
             raise ValueError(
                 f"HashedGroupSampler holds {len(self.group_keys)} group keys but {num_groups} groups "
@@ -130,10 +133,10 @@ class HashedGroupSampler(SimplexSampler):
             )
         k = self.num_weightings if num_weightings is None else int(num_weightings)
         if num_groups == 0:
-            return torch.zeros(0, k, d, dtype=torch.float64)
+            return torch.zeros(0, k, d, dtype=dtype)
         return torch.stack(
             [group_weightings(g, d, k, self.alpha, self.kind, self.seed) for g in self.group_keys]
-        )
+        ).to(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
