@@ -303,6 +303,9 @@ def test_instruction_names_the_format_the_parser_reads():
     for i in (1, 2, 3):
         assert f"<answer_{i}>...</answer_{i}>" in three
     assert "<answer_4>" not in three and "3 genuinely different routes" in three
+    assert answer_instruction(1, style="tags") == "<answer>"
+    assert answer_instruction(3, style="tags") == "<answer_1>..<answer_3>"
+    assert answer_instruction(2, fmt="code", style="tags") == answer_instruction(2, fmt="code", style="short")
     code = answer_instruction(2, fmt="code", what="solution")
     assert "```python" in code and "---" in code and "2 genuinely different solutions" in code
     with pytest.raises(ValueError, match="must be an integer >= 1"):

@@ -416,6 +416,11 @@ def test_task_registry_prompt_and_batch_scoring():
     full = MazeTask(size=7).question(ex)
     assert "\n".join(ex["grid"]) in full and str(ex["budget"]) in full and "lava" in full
     assert "<answer_3>" in task.build_prompt(ex, m=3)
+    tags = vpo.tasks.get("maze", size=7, compact=True, instruction="tags")
+    assert tags.build_prompt(ex, m=3) == q + "\n\n<answer_1>..<answer_3>"
+    assert tags.build_prompt(ex, m=1) == q + "\n\n<answer>"
+    with pytest.raises(ValueError, match="instruction must be 'full', 'short' or 'tags'"):
+        vpo.tasks.get("maze", size=7, instruction="terse")
     refs = reference_routes(Maze.from_example(ex))
     g, d = refs["gold"].moves, refs["diamond"].moves
     spaced = ",".join(g.lower())

@@ -795,7 +795,9 @@ class MazeTask(Task):
 
     ``seed`` train-split seed (paper: 42); ``test_seed`` test-split seed (default ``seed + 4200``,
     4242 for the paper's pair); ``compact`` render prompts with no legend or instructions and a
-    one-line answer instruction (for tiny character-level models).
+    one-line answer instruction (for tiny character-level models); ``instruction`` the answer
+    instruction's style (``full``, ``short`` or ``tags``; default ``short`` when compact, else
+    ``full``; see :func:`vpo.core.answers.answer_instruction`).
     """
 
     name = "maze"
@@ -814,6 +816,7 @@ class MazeTask(Task):
         test_seed: int | None = None,
         compact: bool = False,
         max_attempts: int = 5000,
+        instruction: str | None = None,
     ) -> None:
         self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts)
         self.config.resolved()  # validate now, with a clear message
@@ -822,8 +825,10 @@ class MazeTask(Task):
                 raise ValueError(f"maze option {nm} must be an integer, got {v!r}")
         self.seeds = {"train": int(seed), "test": int(seed) + 4200 if test_seed is None else int(test_seed)}
         self.compact = bool(compact)
-        if self.compact:
-            self.instruction_style = "short"
+        style = instruction if instruction is not None else ("short" if self.compact else "full")
+        if style not in ("full", "short", "tags"):
+            raise ValueError(f"maze option instruction must be 'full', 'short' or 'tags', got {style!r}")
+        self.instruction_style = style
 
     def load(
         self,
