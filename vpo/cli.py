@@ -87,4 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m vpo.cli` runs this file as __main__; call the imported module's main so that the
+    # UserError the commands raise (vpo.cli.UserError) is the class caught there
+    from vpo.cli import main as _main
+
+    sys.exit(_main())

@@ -1,7 +1,7 @@
 """``vpo demo``: VPO vs GRPO and the baselines on a CPU in minutes, measured, with a report.
 
 The embedded default: designed-conflict mazes (7x7 tiles, budget 12-14 moves, a route can visit
-the gold zone or the diamond zone but never both), a ~0.4 M-parameter Qwen2 with one token per
+the gold zone or the diamond zone but never both), a 0.69 M-parameter Qwen2 with one token per
 character built from scratch (no hub), then
 
 1. a supervised warm start on diverse *mediocre* valid routes, in both the single-answer and the
@@ -60,6 +60,9 @@ class DemoConfig:
     """Maze side in tiles (odd)."""
     budget_slack: int = 0
     """Moves allowed beyond the longest single-zone route (0: visiting both zones never fits)."""
+    instruction: str = "short"
+    """Answer instruction style in the prompt ('short' one line, or 'tags' alone: ~25 % shorter
+    prompts and steps, but a weaker warm start: see docs/demo.md)."""
     train_mazes: int = 1000
     """Training mazes (warm start and RL prompts)."""
     test_mazes: int = 100
@@ -74,13 +77,16 @@ class DemoConfig:
     """Warm-start batch size (prompt, completion pairs)."""
     warm_lr: float = 3e-3
     """Warm-start peak learning rate (cosine decay)."""
+    warm_routes_per_maze: int = 1
+    """Random routes drawn per training maze and format for the warm start (fresh routes instead of
+    repeated epochs over the same ones)."""
     rl_steps: int = 60
     """RL optimizer steps per run."""
     prompts_per_step: int = 8
     """Mazes per RL step."""
     num_generations: int = 8
     """Rollouts per maze per step (G); grpo_3x uses 3G."""
-    rl_lr: float = 2e-4
+    rl_lr: float = 3e-4
     """RL learning rate (AdamW, constant)."""
     beta: float = 1e-3
     """KL coefficient to the warm start (paper: 1e-3; see docs/demo.md for 0.04)."""
@@ -88,6 +94,8 @@ class DemoConfig:
     """Sampling temperature during RL (paper: 1.0)."""
     num_weightings: int = 100
     """K for VPO."""
+    weight_sampler: str = "iid"
+    """VPO's weight sampler: 'iid' Dirichlet (paper default) or 'sobol'."""
     eval_temperature: float = 0.7
     """Sampling temperature of the evaluation pools."""
     eval_budget: int = 30
@@ -98,6 +106,28 @@ class DemoConfig:
     """Draws of the matched-budget subsample per pool."""
     jobs: int = 2
     """Subprocesses at a time."""
+
+    def __post_init__(self) -> None:
+        """Fail before the warm start, not after it, on a setting a later stage would refuse."""
+        from vpo.core.weights import SAMPLERS
+
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or not self.methods:
+            raise ValueError(f"unknown demo method(s) {bad or '(none)'}; choose from {', '.join(METHODS)}")
+        if not self.seeds:
+            raise ValueError("give at least one seed")
+        if self.instruction not in ("full", "short", "tags"):
+            raise ValueError(f"instruction must be 'full', 'short' or 'tags', got {self.instruction!r}")
+        if self.weight_sampler not in SAMPLERS:
+            raise ValueError(f"weight_sampler must be one of {', '.join(SAMPLERS)}, got {self.weight_sampler!r}")
+        for name in ("train_mazes", "test_mazes", "warm_steps", "warm_batch", "warm_routes_per_maze", "rl_steps",
+                     "prompts_per_step", "num_weightings", "eval_budget", "eval_seeds", "jobs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2 (a group z-score needs two rollouts), got {self.num_generations}")
+        if max(self.ks) > self.eval_budget:
+            raise ValueError(f"ks {self.ks} exceed eval_budget={self.eval_budget} answers per maze")
 
     @classmethod
     def quick(cls, **kw) -> "DemoConfig":
@@ -205,11 +235,11 @@ def _train_step_from_log(log: Path) -> int | None:
 def make_task(cfg: DemoConfig):
     from vpo.tasks.maze import MazeTask
 
-    return MazeTask(size=cfg.maze_size, budget_slack=cfg.budget_slack, compact=True)
+    return MazeTask(**task_options(cfg))
 
 
 def task_options(cfg: DemoConfig) -> dict:
-    return {"size": cfg.maze_size, "budget_slack": cfg.budget_slack, "compact": True}
+    return {"size": cfg.maze_size, "budget_slack": cfg.budget_slack, "compact": True, "instruction": cfg.instruction}
 
 
 def warm_start(cfg: DemoConfig, out: Path) -> Path:
@@ -228,9 +258,10 @@ def warm_start(cfg: DemoConfig, out: Path) -> Path:
     pairs = []
     for ex in train:
         maze = Maze.from_example(ex)
-        pairs.append((task.build_prompt(ex, 1), format_answers([random_route(maze, rng).moves], 1)))
-        routes = [random_route(maze, rng).moves for _ in range(3)]
-        pairs.append((task.build_prompt(ex, 3), format_answers(routes, 3)))
+        for _ in range(cfg.warm_routes_per_maze):
+            pairs.append((task.build_prompt(ex, 1), format_answers([random_route(maze, rng).moves], 1)))
+            routes = [random_route(maze, rng).moves for _ in range(3)]
+            pairs.append((task.build_prompt(ex, 3), format_answers(routes, 3)))
     init = build_tiny_model(out / "init", hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=4)
     _status(f"warm start: {len(pairs)} (prompt, routes) pairs, {cfg.warm_steps} steps")
     import torch
@@ -256,6 +287,7 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
         "estimator": estimator,
         "num_answers": m,
         "num_weightings": cfg.num_weightings,
+        "weight_sampler": cfg.weight_sampler,
         "num_generations": G,
         "per_device_train_batch_size": cfg.prompts_per_step * G,
         "max_completion_length": 24 if m == 1 else 64,
@@ -264,6 +296,13 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
         "lr_scheduler_type": "constant",
         "beta": cfg.beta,
         "temperature": cfg.train_temperature,
+        # fp32 and no activation checkpointing: on a CPU with a 0.7 M-parameter model, bf16 autocast
+        # buys nothing and recomputing activations costs ~10 % of a step (measured)
+        "bf16": False,
+        "activation_checkpointing": False,
+        # a preallocated KV cache: the default one grows by concatenation at every decoding step,
+        # which is half of the generation time at this size (measured)
+        "cache_implementation": "static",
         "seed": seed,
         "weight_seed": 1000 + seed,
         "output_dir": str(out_dir),
@@ -542,6 +581,20 @@ def run_demo(cfg: DemoConfig) -> dict:
     return agg
 
 
+def _parse_setting(name: str, value: str, current):
+    """``--set name=value`` as the field's type (tuples comma-separated)."""
+    from vpo.cli import UserError
+
+    try:
+        if name == "methods":
+            return tuple(x for x in value.split(",") if x)
+        if isinstance(current, tuple):
+            return tuple(int(x) for x in value.split(","))
+        return type(current)(value)
+    except ValueError:
+        raise UserError(f"--set {name}={value}: expected {type(current).__name__}") from None
+
+
 def _main(args) -> int:
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     over = {}
@@ -559,9 +612,13 @@ def _main(args) -> int:
             from vpo.cli import UserError
 
             raise UserError(f"unknown demo setting {k!r}; see `vpo demo --help`")
-        cur = getattr(cfg, k)
-        over[k] = tuple(int(x) for x in v.split(",")) if isinstance(cur, tuple) and k != "methods" else type(cur)(v)
-    cfg = replace(cfg, **over)
+        over[k] = _parse_setting(k, v, getattr(cfg, k))
+    try:
+        cfg = replace(cfg, **over)
+    except ValueError as e:
+        from vpo.cli import UserError
+
+        raise UserError(str(e)) from None
     agg = run_demo(cfg)
     print(markdown(agg))
     return 0
