@@ -1,6 +1,6 @@
 """`vpo demo --quick` end to end: warm start, `vpo train` for GRPO and VPO, `vpo eval`, report.
 
-This is the product's main job on its smallest setting; it takes ~6 minutes on 2 cores, so it is
+This is the product's main job on its smallest setting; it takes ~4.5 minutes on 2 cores, so it is
 marked slow (``python -m pytest -m slow``; CI runs it) and runs once per module, with every check on
 that one run.
 """
@@ -13,7 +13,7 @@ import math
 import pytest
 
 pytest.importorskip("trl")
-pytestmark = pytest.mark.slow  # ~6 min on 2 cores: run by .ci/run after the default suite
+pytestmark = pytest.mark.slow  # ~4.5 min on 2 cores: run by .ci/run after the default suite
 
 from vpo.demo import DemoConfig, run_demo  # noqa: E402
 
