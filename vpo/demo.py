@@ -109,6 +109,7 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         """Fail before the warm start, not after it, on a setting a later stage would refuse."""
+        from vpo.core.answers import INSTRUCTION_STYLES, style_choices
         from vpo.core.weights import SAMPLERS
 
         bad = [m for m in self.methods if m not in METHODS]
@@ -116,8 +117,8 @@ class DemoConfig:
             raise ValueError(f"unknown demo method(s) {bad or '(none)'}; choose from {', '.join(METHODS)}")
         if not self.seeds:
             raise ValueError("give at least one seed")
-        if self.instruction not in ("full", "short", "tags"):
-            raise ValueError(f"instruction must be 'full', 'short' or 'tags', got {self.instruction!r}")
+        if self.instruction not in INSTRUCTION_STYLES:
+            raise ValueError(f"instruction must be {style_choices()}, got {self.instruction!r}")
         if self.weight_sampler not in SAMPLERS:
             raise ValueError(f"weight_sampler must be one of {', '.join(SAMPLERS)}, got {self.weight_sampler!r}")
         for name in ("train_mazes", "test_mazes", "warm_steps", "warm_batch", "warm_routes_per_maze", "rl_steps",
@@ -596,6 +597,8 @@ def _parse_setting(name: str, value: str, current):
 
 
 def _main(args) -> int:
+    from vpo.cli import UserError
+
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     over = {}
     if args.out:
@@ -609,15 +612,11 @@ def _main(args) -> int:
     for kv in args.set or []:
         k, _, v = kv.partition("=")
         if k not in DemoConfig.__dataclass_fields__:
-            from vpo.cli import UserError
-
             raise UserError(f"unknown demo setting {k!r}; see `vpo demo --help`")
         over[k] = _parse_setting(k, v, getattr(cfg, k))
     try:
         cfg = replace(cfg, **over)
     except ValueError as e:
-        from vpo.cli import UserError
-
         raise UserError(str(e)) from None
     agg = run_demo(cfg)
     print(markdown(agg))

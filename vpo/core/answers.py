@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 FORMATS = ("tags", "code")
+INSTRUCTION_STYLES = ("full", "short", "tags")
 MAX_ANSWER_CHARS = 20_000
 """Bodies longer than this are truncated (a scorer never sees megabytes from one answer)."""
 
@@ -43,8 +44,8 @@ def answer_instruction(m: int, fmt: str = "tags", what: str = "answer", style: s
     _check_m(m)
     if fmt not in FORMATS:
         raise ValueError(f"unknown answer format {fmt!r}; choose one of {FORMATS}")
-    if style not in ("full", "short", "tags"):
-        raise ValueError(f"unknown instruction style {style!r}; choose 'full', 'short' or 'tags'")
+    if style not in INSTRUCTION_STYLES:
+        raise ValueError(f"unknown instruction style {style!r}; choose {style_choices()}")
     if style == "tags" and fmt != "code":
         return f"<answer_1>..<answer_{m}>" if m > 1 else "<answer>"
     if style in ("short", "tags"):
@@ -66,6 +67,12 @@ def answer_instruction(m: int, fmt: str = "tags", what: str = "answer", style: s
         f"Give {m} genuinely different {what}s, each in its own numbered tags: {tags}. "
         f"Make them differ so that together they cover different trade-offs; do not repeat one."
     )
+
+
+def style_choices() -> str:
+    """``'full', 'short' or 'tags'``: the instruction styles, for error messages."""
+    quoted = [repr(s) for s in INSTRUCTION_STYLES]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 def _check_m(m) -> None:

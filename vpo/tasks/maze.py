@@ -67,6 +67,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from vpo.core.answers import INSTRUCTION_STYLES, style_choices
 from vpo.tasks.base import Example, Task
 
 Cell = tuple[int, int]
@@ -826,8 +827,8 @@ class MazeTask(Task):
         self.seeds = {"train": int(seed), "test": int(seed) + 4200 if test_seed is None else int(test_seed)}
         self.compact = bool(compact)
         style = instruction if instruction is not None else ("short" if self.compact else "full")
-        if style not in ("full", "short", "tags"):
-            raise ValueError(f"maze option instruction must be 'full', 'short' or 'tags', got {style!r}")
+        if style not in INSTRUCTION_STYLES:
+            raise ValueError(f"maze option instruction must be {style_choices()}, got {style!r}")
         self.instruction_style = style
 
     def load(
