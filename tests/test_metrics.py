@@ -158,6 +158,11 @@ def test_diversity_hand_built_and_against_pairwise_brute_force():
     assert reward_space_diversity(pts, mask)[0] == pytest.approx((1 + 2 + 3) / 3)
     collapsed = np.ones((1, 5, 4)) * 0.5
     assert reward_space_diversity(collapsed)[0] == 0.0
+    # a collapsed pool of values that are not exact in binary: the weighted sum used to leave a
+    # rounding residue of either sign (-6.7e-18 on a real demo pool), outside the range [0, d]
+    for v in ([1, 0, 2 / 3, 1], [1, 0.1, 0.7, 0.3], [0.2, 1 / 3, 0.9, 0.6]):
+        for n in (2, 29, 30, 31):
+            assert reward_space_diversity(np.tile(np.array(v), (1, n, 1)))[0] == 0.0, (v, n)
     extremes = np.array([[[0.0] * 4, [1.0] * 4]])
     assert reward_space_diversity(extremes)[0] == pytest.approx(4.0)  # the maximum, d
     single = reward_space_diversity(pts, np.array([[True, False, False, False]]))

@@ -416,10 +416,14 @@ def reward_space_diversity(points, mask=None) -> np.ndarray:
     """
     x, mk = _points(points, mask)
     xs = np.sort(np.where(mk[..., None], x, np.nan), axis=1)  # NaN (masked) last
+    # the weights of each pool sum to zero, so shifting each component by its smallest value changes
+    # nothing mathematically, but makes a collapsed pool (all values equal) give exactly 0 instead
+    # of a rounding residue like -7e-18 (and the clip keeps the documented range [0, d])
+    xs = xs - xs[:, :1, :]
     c = mk.sum(1)  # [P]
     j = np.arange(1, x.shape[1] + 1)[None, :]
     wgt = np.where(j <= c[:, None], 2 * j - c[:, None] - 1, 0).astype(np.float64)  # [P, n]
-    total = (np.nan_to_num(xs) * wgt[..., None]).sum((1, 2))
+    total = np.maximum((np.nan_to_num(xs) * wgt[..., None]).sum((1, 2)), 0.0)
     pairs = c * (c - 1) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(c >= 2, total / np.maximum(pairs, 1), np.nan)
