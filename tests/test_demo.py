@@ -1,6 +1,6 @@
 """`vpo demo --quick` end to end: warm start, `vpo train` for GRPO and VPO, `vpo eval`, report.
 
-This is the product's main job on its smallest setting; it takes ~4.5 minutes on 2 cores, so it is
+This is the product's main job on its smallest setting; it takes ~3.5 minutes on 2 cores, so it is
 marked slow (``python -m pytest -m slow``; CI runs it) and runs once per module, with every check on
 that one run.
 """
@@ -13,7 +13,7 @@ import math
 import pytest
 
 pytest.importorskip("trl")
-pytestmark = pytest.mark.slow  # ~4.5 min on 2 cores: run by .ci/run after the default suite
+pytestmark = pytest.mark.slow  # ~3.5 min on 2 cores: run by .ci/run after the default suite
 
 from vpo.demo import DemoConfig, run_demo  # noqa: E402
 
@@ -55,14 +55,14 @@ def test_report_files_hold_the_numbers(quick_demo):
 
 
 def test_vpo_is_more_diverse_than_grpo(quick_demo):
-    """The method's effect on its smallest setting: GRPO's eval pool collapses onto few reward
-    vectors, VPO's does not. Margin: the same training (seeds 0 and 1, lr 4e-4, 60 steps) evaluated
-    on 100 mazes gave GRPO 0.117 / 0.016 and VPO 0.777 / 0.796 (95% bootstrap intervals GRPO <= 0.16,
-    VPO >= 0.64); on the 24 mazes here intervals are about twice as wide, so a gap of 0.25 is
-    asserted (docs/demo.md)."""
+    """The method's effect on its smallest setting: GRPO's eval pool collapses onto one reward
+    vector per maze, VPO's does not. Margin: the same training (the default's seeds 0 and 1)
+    evaluated on 100 mazes gave GRPO 0.006 / 0.005 and VPO 0.975 / 1.105, with 95% bootstrap
+    intervals GRPO <= 0.014 and VPO >= 0.86; on the 24 mazes here intervals are about twice as
+    wide (VPO >= ~0.75), so a gap of 0.5 is asserted (docs/demo.md)."""
     _, _, agg = quick_demo
     div = {k: v["diversity"] for k, v in agg["methods"].items()}
-    assert div["vpo"] > div["grpo"] + 0.25, div
+    assert div["vpo"] > div["grpo"] + 0.5, div
 
 
 def test_rerun_skips_finished_jobs(quick_demo, capsys):
