@@ -44,6 +44,12 @@ def test_report_files_hold_the_numbers(quick_demo):
         assert 0.0 <= row["diversity"] <= 4.0 and row["tokens_per_rollout"] > 0
         assert f"| {row['label']} |" in report
         assert f"{row['best_at_k'][str(cfg.ks[-1])]:.3f}" in report
+    # the ceiling (best single route per maze, exact search) bounds every best@k: a scorer or
+    # solver that disagreed with the other would break this
+    assert 0.0 < data["ceiling"] <= 1.0
+    assert f"averages {data['ceiling']:.3f}" in report
+    for key, row in methods.items():
+        assert max(row["best_at_k"].values()) <= data["ceiling"] + 1e-9, (key, row["best_at_k"], data["ceiling"])
     # the paired differences are reported for every other method
     assert set(data["paired_vs_vpo"]) == set(methods) - {"vpo"}
     for d in data["paired_vs_vpo"].values():

@@ -399,6 +399,15 @@ def _training_curves(out: Path, cfg: DemoConfig) -> dict:
     return curves
 
 
+def search_ceiling(cfg: DemoConfig) -> float:
+    """Mean over the test mazes of the best single route's w*ᵀr (exact search): the most any best@k
+    can reach. A broad warm start's pool may get close to it at k = 30."""
+    from vpo.tasks.maze import Maze, reference_routes
+
+    tests = make_task(cfg).load("test", n=cfg.test_mazes)
+    return float(np.mean([reference_routes(Maze.from_example(ex))["best"].target_score for ex in tests]))
+
+
 def aggregate(cfg: DemoConfig, out: Path) -> dict:
     """Mean over seeds per method, paired differences vs VPO, training curves."""
     rows: dict[str, dict] = {}
@@ -435,6 +444,7 @@ def aggregate(cfg: DemoConfig, out: Path) -> dict:
         "paired_vs_vpo": paired,
         "training_curves": _training_curves(out, cfg),
         "warm_start": warm,
+        "ceiling": search_ceiling(cfg),
     }
 
 
@@ -459,6 +469,8 @@ def plot_demo(agg: dict, out: Path) -> dict[str, Path]:
                 lw=2.5 if key == "vpo" else 1.5, ls="--" if key.startswith("warm") else "-")
         if seeds.shape[1] > 1:
             ax.fill_between(ks, seeds.min(1), seeds.max(1), color=colors.get(key), alpha=0.15)
+    if agg.get("ceiling") is not None:
+        ax.axhline(agg["ceiling"], color="k", ls=":", lw=1.2, label="ceiling: best single route (exact search)")
     ax.set_xscale("log")
     ax.set_xticks(ks)
     ax.set_xticklabels([str(k) for k in ks])
@@ -539,6 +551,12 @@ def markdown(agg: dict) -> str:
         "impossible by design (no route within budget visits both zones), so it is 0 for every method.",
         "",
     ]
+    if agg.get("ceiling") is not None:
+        lines += [
+            f"Ceiling: the best single route of each test maze (exact search) averages {agg['ceiling']:.3f} "
+            "under w*; no best@k can exceed it.",
+            "",
+        ]
     if agg["paired_vs_vpo"]:
         lines += ["## VPO minus each method, paired over mazes (mean ± SE; seeds averaged per maze)", ""]
         lines.append("| vs | " + " | ".join(f"Δbest@{k}" for k in ks) + " |")
