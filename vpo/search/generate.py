@@ -269,7 +269,8 @@ class TransformersGenerator:
         threads = torch.get_num_threads()
         if self.device.type == "cpu":
             # preallocated KV cache: the default cache grows by concatenation at every step, which
-            # dominates CPU decoding of small models at large batch (512 x 64 tokens: 9.1 -> 5.3 s)
+            # costs CPU decoding of small models much at large batch and long prompts (512 rows x 64
+            # new tokens, 94-token prompts: 1.64x; 68-token prompts: 1.1-1.2x; benchmarks/generation.py)
             kwargs["cache_implementation"] = "static"
             want = c.num_threads or (1 if self._num_params < 50_000_000 else None)
             if want:
