@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from vpo.errors import UserError
+
 # module -> registers these subcommands
 _COMMAND_MODULES = (
     "vpo.train.cli",  # train
@@ -18,10 +20,6 @@ _COMMAND_MODULES = (
     "vpo.integrations.evolve_cli",  # evolve
     "vpo.demo",  # demo
 )
-
-
-class UserError(Exception):
-    """An error whose message is the whole story: printed without a traceback, exit code 2."""
 
 
 def _list_estimators(args) -> int:
@@ -87,8 +85,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    # `python -m vpo.cli` runs this file as __main__; call the imported module's main so that the
-    # UserError the commands raise (vpo.cli.UserError) is the class caught there
-    from vpo.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

@@ -580,7 +580,7 @@ def run_demo(cfg: DemoConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     unknown = set(cfg.methods) - set(METHODS)
     if unknown:
-        from vpo.cli import UserError
+        from vpo.errors import UserError
 
         raise UserError(f"unknown method(s) {sorted(unknown)}; choose from {', '.join(METHODS)}")
     t0 = time.time()
@@ -603,7 +603,7 @@ def run_demo(cfg: DemoConfig) -> dict:
 
 def _parse_setting(name: str, value: str, current):
     """``--set name=value`` as the field's type (tuples comma-separated)."""
-    from vpo.cli import UserError
+    from vpo.errors import UserError
 
     try:
         if name == "methods":
@@ -616,7 +616,7 @@ def _parse_setting(name: str, value: str, current):
 
 
 def _main(args) -> int:
-    from vpo.cli import UserError
+    from vpo.errors import UserError
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     over = {}

@@ -76,7 +76,7 @@ def _value(v: str):
 
 def parse_model_spec(spec: str | dict) -> dict:
     """``"name=a,answers=3,api_base=..."`` (or a mapping) -> EvolveModel keyword arguments."""
-    from vpo.cli import UserError
+    from vpo.errors import UserError
 
     if isinstance(spec, dict):
         items = dict(spec)
@@ -105,7 +105,7 @@ def parse_model_spec(spec: str | dict) -> dict:
 
 
 def run(args) -> int:
-    from vpo.cli import UserError
+    from vpo.errors import UserError
     from vpo.integrations import evolve as ev
 
     cfg = {}

@@ -133,7 +133,7 @@ def _user_errors():
 
 
 def _evaluate(pool, args):
-    from vpo.cli import UserError
+    from vpo.errors import UserError
     from vpo.search.pools import evaluate_pool
 
     kw = _metric_kwargs(args)
@@ -146,7 +146,7 @@ def _evaluate(pool, args):
 
 
 def run_eval(args) -> int:
-    from vpo.cli import UserError
+    from vpo.errors import UserError
     from vpo.search.pools import load_pool
     from vpo.search.report import write_report
 
@@ -181,7 +181,7 @@ def run_eval(args) -> int:
 
 
 def _generate(args, out: Path, name: str):
-    from vpo.cli import UserError
+    from vpo.errors import UserError
     from vpo.search.generate import PoolConfig, generate_pool
     from vpo.tasks import get as get_task
 
@@ -236,7 +236,7 @@ def _is_pool_dir(p: Path) -> bool:
 
 
 def run_compare(args) -> int:
-    from vpo.cli import UserError
+    from vpo.errors import UserError
     from vpo.search.pools import load_pool
     from vpo.search.report import load_report, write_report
 

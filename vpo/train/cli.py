@@ -28,7 +28,7 @@ def resolve_config(name: str) -> Path:
     cand = CONFIG_DIR / f"{name}.yaml"
     if cand.exists():
         return cand
-    from vpo.cli import UserError
+    from vpo.errors import UserError
 
     raise UserError(
         f"config {name!r} not found: not a file, and not a shipped config ({', '.join(shipped_configs())})"
@@ -49,7 +49,7 @@ def run_training(training_args, model_args, callbacks=None):
     """Build the model/trainer from parsed configs, train, save; returns the trainer."""
     from trl import get_peft_config
 
-    from vpo.cli import UserError
+    from vpo.errors import UserError
     from vpo.train.trainer import VPOTrainer
 
     if not model_args.model_name_or_path:
@@ -79,7 +79,7 @@ def run_training(training_args, model_args, callbacks=None):
 
 
 def _main(args) -> int:
-    from vpo.cli import UserError
+    from vpo.errors import UserError
 
     argv = list(args.overrides or [])
     if args.help or "-h" in argv or "--help" in argv:
