@@ -6,7 +6,7 @@ Monte Carlo set score for the iid and Sobol weight samplers.
 
 Speed. ``compute_advantages("vpo", ...)`` (validation, per-group draws, set score, z-score and the
 diagnostics, i.e. what a trainer calls; default float32 set score, and float64 as a second row)
-against two straightforward implementations of VPO_SPEC §3 that loop over groups:
+against two straightforward implementations of docs/method.md §3 that loop over groups:
 
 * ``numpy loop``: for each group draw K Dirichlet weightings with numpy, for each rollout take the
   max over its valid answers of ``w^T r`` and the mean over weightings, then z-score the group with
@@ -61,7 +61,7 @@ BITS = 30
 
 
 def vpo_loop(rewards: np.ndarray, valid: np.ndarray, group_size: int, k: int, rng, weights=None, eps=1e-6):
-    """VPO_SPEC §3 as loops. ``rewards [N, m, d]``, ``valid [N, m]``; ``weights [P, K, d]`` to
+    """docs/method.md §3 as loops. ``rewards [N, m, d]``, ``valid [N, m]``; ``weights [P, K, d]`` to
     replay given draws, else numpy Dirichlet(1) draws from ``rng`` per group."""
     n, _, d = rewards.shape
     adv = np.zeros(n)
@@ -77,7 +77,7 @@ def vpo_loop(rewards: np.ndarray, valid: np.ndarray, group_size: int, k: int, rn
 
 
 def vpo_loop_torch(rewards: torch.Tensor, valid: torch.Tensor, group_ids: list, k: int, weights=None, eps=1e-6):
-    """VPO_SPEC §3 in the structure of veRL's GRPO estimator (dicts keyed by group id, python loops
+    """docs/method.md §3 in the structure of veRL's GRPO estimator (dicts keyed by group id, python loops
     over rollouts, torch ops). ``weights`` maps a group id to ``[K, d]`` to replay given draws."""
     from collections import defaultdict
 

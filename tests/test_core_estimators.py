@@ -1,7 +1,7 @@
 """VPO and every baseline (vpo.core.estimators) against slow, obviously-correct references.
 
 The references below are plain Python loops over groups, rollouts, answers and weightings, written
-from VPO_SPEC §3-§4 (and, for GDPO, from TRL 1.16's ``normalize_then_sum`` code path); they share
+from docs/method.md §3-4 (and, for GDPO, from TRL 1.16's ``normalize_then_sum`` code path); they share
 no code with the vectorised estimators. VPO's weights are reconstructed by calling a
 ``SimplexSampler`` with the same seed (one ``sample(P, d)`` call; group p = the p-th group to
 appear in the batch). Random inputs use fixed seeds; tolerances are stated at each assertion.
@@ -68,7 +68,7 @@ def single_scalar(rewards, valid, n, w, invalid_score) -> float:
 
 
 def ref_vpo(rewards, valid, ids, weights, invalid_score=0.0, eps=1e-6):
-    """VPO_SPEC §3: per group, K weightings shared by its rollouts; raw = mean_k max_i w_k.r_i;
+    """docs/method.md §3: per group, K weightings shared by its rollouts; raw = mean_k max_i w_k.r_i;
     population-std z-score; 0 for a flat group. ``weights[p]`` is [K, d] for the p-th group."""
     n_rows = len(rewards)
     raw, adv = [0.0] * n_rows, [0.0] * n_rows
@@ -333,7 +333,7 @@ def test_max_at_k_effective_reward_by_enumeration_for_every_k(n):
         res = compute_advantages("max_at_k", r, group_ids=ids, config=EstimatorConfig(max_at_k=k))
         s, adv = ref_max_at_k(r, np.ones((2 * n, 1), bool), ids, [1.0], k=k)
         torch.testing.assert_close(res.advantages, torch.tensor(adv, dtype=torch.float64), **EXACT)
-        # the effective rewards of a group sum to k * E[max of a random k-subset] (VPO_SPEC §6)
+        # the effective rewards of a group sum to k * E[max of a random k-subset] (docs/method.md §6)
         for g in range(2):
             v = sorted(vals[g])
             e_max = sum(math.comb(i - 1, k - 1) * v[i - 1] for i in range(k, n + 1)) / math.comb(n, k)
@@ -371,7 +371,7 @@ def test_gdpo_reference_uses_trl_nanstd_convention():
 
 
 # ---------------------------------------------------------------------------------------------
-# invariants of VPO_SPEC §3
+# invariants of docs/method.md §3
 # ---------------------------------------------------------------------------------------------
 
 

@@ -263,7 +263,7 @@ def test_estimator_errors_name_the_veRL_setting():
         est(tlr, mask, np.array(["a", "a", "b", "b"], dtype=object), config={"use_kl_in_reward": True})
     with pytest.raises(ValueError, match="uid"):
         est(tlr, mask, None)
-    # a flat group gets zero advantage (VPO_SPEC §3)
+    # a flat group gets zero advantage (docs/method.md §3)
     adv, _ = est(torch.tensor([[1.0], [1.0], [0.0], [1.0]]), torch.ones(4, 1), np.array(["a", "a", "b", "b"], dtype=object))
     assert adv[:2].abs().max() == 0 and adv[2, 0] < 0 < adv[3, 0]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# VPO on MuSiQue with Qwen3-1.7B in veRL 0.9.1 (multi-GPU / multi-node), VPO_SPEC §3 hyperparameters.
+# VPO on MuSiQue with Qwen3-1.7B in veRL 0.9.1 (multi-GPU / multi-node), docs/method.md §3 hyperparameters.
 #
 # Prerequisites (docs/verl.md):
 #   1. a veRL environment with vpo installed:   bash scripts/setup_verl_env.sh   (GPU nodes: pick your

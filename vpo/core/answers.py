@@ -1,6 +1,6 @@
 """Multi-answer format: the instruction, a robust parser, dedup, and padding to ``(m, d)``.
 
-A VPO rollout is shared reasoning followed by up to ``m`` answers. Two formats (VPO_SPEC §2):
+A VPO rollout is shared reasoning followed by up to ``m`` answers. Two formats (docs/method.md §2):
 
 * ``tags``: ``<answer_1>...</answer_1> <answer_2>...</answer_2> ...``; with m = 1 the plain
   ``<answer>...</answer>`` is the format (and ``<answer_1>`` is accepted too);

@@ -1,6 +1,6 @@
-"""Advantage estimators on one reward tensor: VPO and every baseline of VPO_SPEC §4.
+"""Advantage estimators on one reward tensor: VPO and every baseline of docs/method.md §4.
 
-Every estimator reads the same batch (DESIGN.md "one data shape"):
+Every estimator reads the same batch (docs/design.md "one data shape"):
 
 * ``rewards``  ``[N, m, d]`` float — N rollouts, up to m answers each, d objectives;
 * ``valid``    ``[N, m]`` bool — which answer slots hold a real (parsed, non-duplicate) answer;
@@ -348,7 +348,7 @@ def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
     summary="E_w~Dir(alpha)[max over the rollout's answers of w^T r], K draws shared by the group",
 )
 def vpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
-    """VPO (VPO_SPEC §3). Per group: K weightings shared by its rollouts;
+    """VPO (docs/method.md §3). Per group: K weightings shared by its rollouts;
     ``raw_n = mean_k max_{valid i} w_k^T r_{n,i}`` (``invalid_score`` without a valid answer);
     ``A = (raw - mean) / (std + eps)`` with the **population** std (divide by G), and A = 0 for
     the whole group when ``std < eps``."""

@@ -1,7 +1,7 @@
 """Simplex weight samplers for the VPO set objective.
 
 VPO scores a set of answers by ``E_{w ~ Dir(alpha)}[max_y w^T r(y)]`` and estimates the expectation
-with ``K`` weightings per prompt group (VPO_SPEC §3). This module draws those weightings.
+with ``K`` weightings per prompt group (docs/method.md §3). This module draws those weightings.
 
 * ``iid``: independent Dirichlet(alpha) draws. alpha = 1 takes a fast path (normalised
   exponentials, i.e. uniform on the simplex); other alphas normalise Gamma(alpha) draws.

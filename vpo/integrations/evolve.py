@@ -21,7 +21,7 @@ One **call** (one OpenEvolve iteration) of the loop:
    ``vpo_slot`` (0..m-1), ``vpo_model``, ``vpo_rewards`` — in slot order;
 5. island generation, migration and checkpoints as OpenEvolve's controller does them.
 
-**Budget.** ``budget_unit="candidates"`` (default) matches the answer budget as VPO_SPEC §6 does
+**Budget.** ``budget_unit="candidates"`` (default) matches the answer budget as docs/method.md §6 does
 for best@k: each call costs ``max(1, programs parsed)`` units (duplicates count: they are answers;
 a malformed completion costs 1, so a model that never writes code still stops), and the programs
 of the last call beyond the budget are dropped ("keep the first k answers"). An m-answer model
@@ -34,7 +34,7 @@ its objectives (e.g. ``test_1..test_n``, per-test pass/fail) and each candidate'
 in that order (a missing or non-finite metric is 0 and reported). The bridge sets
 ``combined_score = w*^T r`` (OpenEvolve's fitness), with ``w*`` the problem's deployment weights
 (uniform by default). A candidate **solves** the problem when every objective is >= 1 (all tests
-pass; VPO_SPEC §6's pass criterion).
+pass; docs/method.md §6's pass criterion).
 
 **Evaluation in a killable worker.** OpenEvolve's ``Evaluator`` runs ``evaluate()`` in a thread and
 only stops *waiting* for it on timeout: a hung evaluator keeps a core busy and blocks every later
@@ -181,7 +181,7 @@ class EvolveSettings:
     budget: int = 40
     """Budget per (model, problem) run, in ``budget_unit``s."""
     budget_unit: str = "candidates"
-    """'candidates' (matched answer budget, VPO_SPEC §6) or 'calls' (LLM calls = OpenEvolve iterations)."""
+    """'candidates' (matched answer budget, docs/method.md §6) or 'calls' (LLM calls = OpenEvolve iterations)."""
     eval_timeout: float = 30.0
     """Seconds one evaluation may take before the worker is killed and the candidate scores 0."""
     num_islands: int = 2

@@ -15,7 +15,7 @@ How a reward vector reaches the advantage in veRL 0.9.1 (read from its source, n
   The reward matrix itself is still returned in fixed-length extra keys (``vpo_r{i}_{objective}``,
   ``vpo_valid{i}``) for logging and for :func:`reward_matrix_from_extra`.
 
-Sharing the K weightings within a group. VPO_SPEC §3 draws K weightings per group per step, shared
+Sharing the K weightings within a group. docs/method.md §3 draws K weightings per group per step, shared
 by the G rollouts of the group. veRL scores rollouts one by one, on several reward workers, so the
 weightings are a deterministic function of the group: ``seed_g = blake2b(seed, group key)`` seeds a
 :class:`vpo.core.SimplexSampler` (iid Dirichlet or scrambled Sobol, same code as the trainer), and

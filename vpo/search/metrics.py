@@ -1,4 +1,4 @@
-"""Test-time search metrics on the shared reward shape (VPO_SPEC §6), vectorised numpy.
+"""Test-time search metrics on the shared reward shape (docs/method.md §6), vectorised numpy.
 
 Input: ``rewards [N, m, d]`` (N rollouts, up to m answer slots each, d objectives), ``valid [N, m]``
 and ``prompt_index [N]`` (which prompt each rollout answers). The rollouts of one prompt form that

@@ -1,6 +1,6 @@
 """Candidate pools: the scored generations of a model on a task's prompts, on disk and in memory.
 
-A :class:`Pool` is the shared shape of DESIGN.md plus what produced it: ``rewards [N, m, d]``,
+A :class:`Pool` is the shared shape of docs/design.md plus what produced it: ``rewards [N, m, d]``,
 ``valid [N, m]``, ``prompt_index [N]`` (0..P-1 into ``prompt_ids [P]``), ``num_tokens [N]``
 (completion tokens per rollout, NaN when unknown), the completions and parsed answers (optional:
 pools built from arrays have none) and ``meta`` (task, objectives, w*, m, model, sampling settings).

@@ -5,7 +5,7 @@ examples, how to ask a question (single- or m-answer), and ``score(example, answ
 [0, 1]. Trainers, search and reports only ever call the generic methods here, never a task name.
 
 The one method every consumer uses is :meth:`Task.score_completions`: completions (model text) in,
-``ScoredBatch`` (``rewards [N, m, d]`` + ``valid [N, m]``, the shape of DESIGN.md) out. It parses at
+``ScoredBatch`` (``rewards [N, m, d]`` + ``valid [N, m]``, the shape of docs/design.md) out. It parses at
 most m answers per completion, drops duplicates by the task's canonical form, scores the rest and
 pads. A scorer that raises on an answer marks that answer invalid and is counted
 (``score_errors``), never crashing a training step; ``strict=True`` re-raises instead.

@@ -1,6 +1,6 @@
 """The code task: per-test pass/fail of model-written Python programs (LiveCodeBench / DeepCoder).
 
-A problem is a statement plus test cases of one of two kinds (VPO_SPEC §5):
+A problem is a statement plus test cases of one of two kinds (docs/method.md §5):
 
 * **stdin/stdout**: the program reads the test's ``input`` from stdin and must print ``output``;
 * **call-based**: the program defines a function ``fn_name`` (or a ``Solution`` class with that

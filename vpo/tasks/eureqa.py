@@ -2,7 +2,7 @@
 
 A question is a short narrative built from a DBpedia chain of six entities; the first five are
 masked by labels such as "Person A", "Film B", ... and the last one is named. The model must walk
-back along the chain and name A..E (A answers the question). Reward vector (d = 5, VPO_SPEC §5):
+back along the chain and name A..E (A answers the question). Reward vector (d = 5, docs/method.md §5):
 ``entity_A..entity_E``, each 1 if the answer names that entity exactly (after normalisation), else 0.
 ``w*`` is the uniform mean.
 

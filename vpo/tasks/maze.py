@@ -1,7 +1,7 @@
 """The Maze task: synthetic "designed conflict" grid mazes with a 4-dimensional reward.
 
 The agent writes a route (a string of moves U/D/L/R) from S to the exit E. Objectives
-(VPO_SPEC §5), each in [0, 1], deployment weights ``w*`` uniform:
+(docs/method.md §5), each in [0, 1], deployment weights ``w*`` uniform:
 
 * ``completion``  1 if the route reaches E within the step budget, else the whole vector is 0;
 * ``gold``        fraction of the gold zone's items collected (``$`` tiles stepped on);
@@ -792,7 +792,7 @@ def random_route(maze: Maze, rng: np.random.Generator | random.Random | int | No
 
 
 class MazeTask(Task):
-    """Designed-conflict mazes (VPO_SPEC §5). Options are :class:`MazeConfig`'s fields plus:
+    """Designed-conflict mazes (docs/method.md §5). Options are :class:`MazeConfig`'s fields plus:
 
     ``seed`` train-split seed (paper: 42); ``test_seed`` test-split seed (default ``seed + 4200``,
     4242 for the paper's pair); ``compact`` render prompts with no legend or instructions and a

@@ -1,6 +1,6 @@
 """MuSiQue (answerable): multi-hop QA over numbered paragraphs, scored per reasoning hop + answer F1.
 
-Reward vector (d = 5, VPO_SPEC §5): ``hop_1..hop_4`` — did the answer cite the gold supporting
+Reward vector (d = 5, docs/method.md §5): ``hop_1..hop_4`` — did the answer cite the gold supporting
 paragraph of reasoning step i — and ``answer_f1`` — SQuAD token F1 of the answer against the gold
 answer and its aliases (max over them). ``w* = (hop_1 + hop_2 + hop_3 + hop_4 + 3·answer_f1) / 7``.
 

@@ -15,7 +15,7 @@ Answer format (one answer body, the text inside ``<answer_i>`` tags)::
 An optional ``<think>..</think>`` may come first (in a VPO rollout the shared reasoning already
 precedes the answers, so it is not required, unlike ToolRL's single-answer format).
 
-Reward vector (d = 4, VPO_SPEC §5), each in [0, 1], ``w*`` uniform:
+Reward vector (d = 4, docs/method.md §5), each in [0, 1], ``w*`` uniform:
 
 * ``format`` — 1 iff the body is only tag blocks (whitespace between them; ``think`` first if
   present, ``tool_call`` before ``response``; no block repeated or left open), the ``tool_call``

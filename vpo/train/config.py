@@ -4,7 +4,7 @@ Every field added here has help text naming what it does and where it comes from
 (learning rate, ``beta`` for the k3 KL, ``epsilon`` clip, ``loss_type``, ``num_generations`` G,
 ``use_vllm``, ``bf16``, ``report_to`` ...) is TRL's own and behaves as in TRL.
 
-Paper settings (VPO_SPEC §3) live in the shipped YAML configs (``vpo/configs/*.yaml``), not in these
+Paper settings (docs/method.md §3) live in the shipped YAML configs (``vpo/configs/*.yaml``), not in these
 defaults, so that a config file states what it reproduces.
 """
 

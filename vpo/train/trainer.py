@@ -1,6 +1,6 @@
 """``VPOTrainer``: TRL's ``GRPOTrainer`` with vector rewards, m answers per rollout, and vpo's estimators.
 
-How it plugs into TRL 1.16 (see DESIGN.md "Integration points"; both hooks are private, so the TRL
+How it plugs into TRL 1.16 (see docs/design.md "Integration points"; both hooks are private, so the TRL
 minor version is pinned and ``tests/test_trl_contract.py`` fails loudly when they move):
 
 1. ``_calculate_rewards`` is replaced: each completion is parsed into at most m answers, deduped and
