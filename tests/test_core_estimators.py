@@ -2,7 +2,9 @@
 
 The references below are plain Python loops over groups, rollouts, answers and weightings, written
 from docs/method.md §3-4 (and, for GDPO, from TRL 1.16's ``normalize_then_sum`` code path); they share
-no code with the vectorised estimators. VPO's weights are reconstructed by calling a
+no code with the vectorised estimators. VPO's reference is the library's own readable loop,
+``vpo.core.reference.vpo_advantages_reference`` (the loop docs/method.md §3 shows; checked here
+against hand-computed values first). VPO's weights are reconstructed by calling a
 ``SimplexSampler`` with the same seed (one ``sample(P, d)`` call; group p = the p-th group to
 appear in the batch). Random inputs use fixed seeds; tolerances are stated at each assertion.
 """
@@ -26,6 +28,7 @@ from vpo.core import (
     list_estimators,
     set_score,
 )
+from vpo.core.reference import vpo_advantages_reference
 
 EXACT = dict(rtol=0, atol=1e-9)  # float64 vectorised vs python loops: rounding only
 FLOAT32 = dict(rtol=0, atol=1e-5)  # VPO's default float32 set score vs the float64 loops
@@ -69,23 +72,9 @@ def single_scalar(rewards, valid, n, w, invalid_score) -> float:
 
 def ref_vpo(rewards, valid, ids, weights, invalid_score=0.0, eps=1e-6):
     """docs/method.md §3: per group, K weightings shared by its rollouts; raw = mean_k max_i w_k.r_i;
-    population-std z-score; 0 for a flat group. ``weights[p]`` is [K, d] for the p-th group."""
-    n_rows = len(rewards)
-    raw, adv = [0.0] * n_rows, [0.0] * n_rows
-    for p, rows in enumerate(groups_in_order(ids)):
-        W = weights[p]
-        for n in rows:
-            answers = [i for i in range(len(rewards[n])) if is_valid(rewards, valid, n, i)]
-            if not answers:
-                raw[n] = invalid_score
-                continue
-            total = 0.0
-            for w in W:
-                total += max(dot(w, rewards[n][i]) for i in answers)
-            raw[n] = total / len(W)
-        for n, a in zip(rows, znorm([raw[n] for n in rows], eps, bessel=False, zero_flat=True)):
-            adv[n] = a
-    return raw, adv
+    population-std z-score; 0 for a flat group. ``weights[p]`` is [K, d] for the p-th group.
+    The oracle is the core's readable per-group loop (tested by hand below)."""
+    return vpo_advantages_reference(rewards, ids, weights, valid, invalid_score=invalid_score, eps=eps)
 
 
 def ref_grpo_like(scores, ids, eps=1e-6):
@@ -208,6 +197,34 @@ def vpo_result(r, valid, ids, seed=0, **cfg):
 # ---------------------------------------------------------------------------------------------
 # each estimator against its reference
 # ---------------------------------------------------------------------------------------------
+
+
+def test_reference_loop_by_hand():
+    """The VPO oracle on values worked out by hand: string ids out of order, a NaN answer, a
+    rollout with no valid answer (invalid_score -1, still in its group's statistics), a flat group."""
+    nan = float("nan")
+    rewards = [
+        [[1, 0], [0, 1]],  # a: best under (1,0) is 1, under (0,1) is 1 -> 1.0
+        [[0.2, 0.4], [nan, 0]],  # b: the NaN answer is invalid -> 0.5*0.2 + 0.5*0.4 = 0.3
+        [[0.5, 0.5], [9, 9]],  # a: second slot invalid (never wins the max) -> 0.5
+        [[1, 1], [1, 1]],  # b: no valid slot -> invalid_score
+        [[1, 1], [0, 0]],  # c: 1 under any weighting
+        [[0, 0], [1, 1]],  # c: 1 as well: a flat group
+    ]
+    valid = [[1, 1], [1, 1], [1, 0], [0, 0], [1, 1], [1, 1]]
+    ids = ["a", "b", "a", "b", "c", "c"]
+    weights = [[[1, 0], [0, 1]], [[0.5, 0.5]], [[0.3, 0.7]]]  # groups a, b, c (first appearance)
+    scores, adv = vpo_advantages_reference(rewards, ids, weights, valid, invalid_score=-1.0, eps=1e-6)
+    assert np.allclose(scores, [1.0, 0.3, 0.5, -1.0, 1.0, 1.0], rtol=0, atol=1e-15)
+    a, b = 0.25 / (0.25 + 1e-6), 0.65 / (0.65 + 1e-6)  # population stds 0.25 and 0.65
+    assert np.allclose(adv, [a, b, -a, -b, 0.0, 0.0], rtol=0, atol=1e-12)
+    assert adv[4] == 0.0 and adv[5] == 0.0
+    # an int is the contiguous layout: G consecutive rollouts per group
+    order = [0, 2, 1, 3]
+    r2, v2 = np.asarray(rewards)[order], np.asarray(valid)[order]
+    s2, a2 = vpo_advantages_reference(r2, 2, weights[:2], v2, invalid_score=-1.0)
+    assert np.allclose(s2, [1.0, 0.5, 0.3, -1.0], rtol=0, atol=1e-15)
+    assert np.allclose(a2, [a, -a, b, -b], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["iid", "sobol"])

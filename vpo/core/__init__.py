@@ -24,6 +24,7 @@ from vpo.core.estimators import (
     register_estimator,
     set_score,
 )
+from vpo.core.reference import vpo_advantages_reference
 from vpo.core.weights import SimplexSampler, check_simplex, dirichlet, spacings_to_simplex
 
 __all__ = [
@@ -48,4 +49,5 @@ __all__ = [
     "set_score",
     "spacings_to_simplex",
     "stack_rows",
+    "vpo_advantages_reference",
 ]
