@@ -240,8 +240,9 @@ def test_endpoint_path_outage_keeps_checkpoint_and_resume_finishes(square, tmp_p
         prob = problem_from_dir(square)
         # one good call, then the endpoint fails: the run stops with a checkpoint and says how to go on
         server.fail_after = 1
-        with pytest.raises(EvolveError, match=r"2 LLM calls failed in a row .*checkpoint kept at .*--resume"):
+        with pytest.raises(EvolveError, match=r"2 LLM calls failed in a row .*checkpoint kept at .*--resume") as err:
             evolve_problem(prob, model, settings, tmp_path / "r", progress=False)
+        assert err.value.__cause__ is not None and type(err.value.__cause__).__name__ in str(err.value)
         req = server.requests[0]
         assert req["model"] == "scripted-vpo" and "3 genuinely different programs" in req["messages"][-1]["content"]
         assert (tmp_path / "r" / "checkpoints" / "checkpoint_1" / "vpo_state.json").is_file()
@@ -261,8 +262,9 @@ def test_endpoint_path_outage_keeps_checkpoint_and_resume_finishes(square, tmp_p
 def test_unreachable_endpoint_fails_before_any_work(square, tmp_path):
     url = f"http://127.0.0.1:{_free_port()}/v1"
     models = [EvolveModel("ok", client=ScriptedLLM([ONE])), EvolveModel("down", api_base=url)]
-    with pytest.raises(EvolveError, match=r"'down': cannot reach the OpenAI-compatible endpoint .*vllm"):
+    with pytest.raises(EvolveError, match=r"'down': cannot reach the OpenAI-compatible endpoint .*vllm") as err:
         run_comparison([problem_from_dir(square)], models, EvolveSettings(budget=2), tmp_path / "o", progress=False)
+    assert isinstance(err.value.__cause__, OSError)  # the connection error stays attached as the cause
     assert not (tmp_path / "o" / "ok").exists()
 
 
@@ -358,3 +360,38 @@ def test_code_task_problem_per_test_rewards(tmp_path):
     assert cands[1]["rewards"] == [1.0] * 5 and cands[1]["solved"]
     assert cands[0]["rewards"][2] == 1.0 and 0 < cands[0]["score"] < 1  # "0 0" passes for a - b only
     assert s["solved"]
+
+
+class _BrokenPipeStdin:
+    """Stands in for the worker's stdin when the worker vanished mid-write: every write raises
+    BrokenPipeError, as writing to a dead process's pipe does."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.real.close()
+
+
+def test_lost_evaluator_process_is_reported_with_its_cause(square, tmp_path):
+    """Writing a program to a worker whose pipe broke scores 0 with the OS error in the message
+    (the reason used to be built and then dropped, leaving a bare 'the evaluator process died')."""
+    from vpo.integrations.evolve import _EvalWorker, _write_eval_files
+
+    spec = _write_eval_files(problem_from_dir(square), tmp_path)
+    worker = _EvalWorker(spec, timeout=10.0, log_path=tmp_path / "stderr.log")
+    try:
+        worker.start()
+        worker.proc.stdin = _BrokenPipeStdin(worker.proc.stdin)
+        metrics, artifacts, error = worker.evaluate(str(square / "initial_program.py"))
+        assert metrics is None and artifacts == {}
+        assert "the evaluator process is gone" in error and "BrokenPipeError" in error and "Broken pipe" in error
+        assert worker.proc is None  # closed, so the next evaluation starts a fresh worker
+    finally:
+        worker.close()

