@@ -156,6 +156,74 @@ def test_user_reward_functions_get_the_m_answer_instruction(tmp_path, tiny_model
     assert "<answer_3>" in tr.train_dataset[0]["prompt"]
 
 
+def _reward_func_trainer(tmp_path, tiny_model_dir, funcs, m=3, **kw):
+    from datasets import Dataset
+
+    ds = Dataset.from_list([{"prompt": f"Say something #{i}", "tag": i} for i in range(4)])
+    args = make_args(tmp_path, estimator="vpo" if m > 1 else "grpo", num_answers=m, max_steps=1, **kw)
+    return VPOTrainer(model=tiny_model_dir, args=args, reward_funcs=funcs, train_dataset=ds)
+
+
+def test_user_reward_functions_score_parsed_deduped_answers(tmp_path, tiny_model_dir):
+    """The reward-function path (RewardFunctionsTask through Task.score_completions): answers parsed
+    from tags, repeats dropped, each function called once on every kept answer with the row's
+    columns and the trainer state, values (None -> NaN) in slot order."""
+    seen = {}
+
+    def length(prompts, completions, trainer_state, tag, **kw):
+        seen.update(prompts=list(prompts), tag=list(tag), state=trainer_state)
+        return [float(len(c)) for c in completions]
+
+    def has_b(prompts, completions, **kw):
+        return [None if c == "zz" else float("b" in c) for c in completions]
+
+    tr = _reward_func_trainer(tmp_path, tiny_model_dir, [length, has_b])
+    texts = ["<answer_1>a</answer_1><answer_2>bb</answer_2><answer_3>A</answer_3>", "no tags", "<answer_1>zz</answer_1>"]
+    inputs = [{"prompt": f"p{i}", "tag": 10 + i} for i in range(3)]
+    rewards, valid, num_parsed, dups = tr._score_local(inputs, [x["prompt"] for x in inputs], texts)
+    assert num_parsed.tolist() == [3, 0, 1] and dups == 1  # "A" repeats "a"
+    assert valid.tolist() == [[True, True, False], [False, False, False], [True, False, False]]
+    assert rewards[0, :2].tolist() == [[1.0, 0.0], [2.0, 1.0]]
+    assert rewards[2, 0, 0] == 2.0 and np.isnan(rewards[2, 0, 1])
+    assert seen["prompts"] == ["p0", "p0", "p2"] and seen["tag"] == [10, 10, 12] and seen["state"] is tr.state
+
+    # m = 1: the whole completion is the answer, no tags needed
+    tr1 = _reward_func_trainer(tmp_path, tiny_model_dir, [length], m=1)
+    rewards, valid, num_parsed, _ = tr1._score_local(inputs[:2], ["p0", "p1"], ["abc", ""])
+    assert rewards[:, 0, 0].tolist() == [3.0, 0.0] and valid.all() and num_parsed.tolist() == [1, 1]
+
+
+def test_a_reward_function_that_raises_is_a_counted_scorer_error(tmp_path, tiny_model_dir):
+    """As with a Task's scorer: the answer it raised on is invalid and counted (with a warning), the
+    others keep their rewards; strict_rewards re-raises."""
+    from vpo.tasks import RewardFunctionsTask
+
+    def picky(prompts, completions, **kw):
+        if "boom" in completions:
+            raise RuntimeError("cannot score boom")
+        return [1.0 for _ in completions]
+
+    tr = _reward_func_trainer(tmp_path, tiny_model_dir, [picky])
+    texts = ["<answer_1>ok</answer_1><answer_2>boom</answer_2>", "<answer_1>fine</answer_1>"]
+    inputs = [{"prompt": "p", "tag": 0}, {"prompt": "q", "tag": 1}]
+    with pytest.warns(RuntimeWarning, match="raised on 1 answer.*cannot score boom"):
+        rewards, valid, _, _ = tr._score_local(inputs, ["p", "q"], texts)
+    assert valid.tolist() == [[True, False, False], [True, False, False]]
+    assert rewards[0, 0, 0] == 1.0 and rewards[1, 0, 0] == 1.0
+
+    task = RewardFunctionsTask([picky])
+    examples = [{"prompt": "p"}, {"prompt": "q"}]
+    with pytest.warns(RuntimeWarning):
+        assert task.score_completions(examples, texts, 3).score_errors == 1
+    with pytest.raises(RuntimeError, match="cannot score boom"):
+        task.score_completions(examples, texts, 3, strict=True)
+    # a wrong number of values is a bug in the function, not an answer's fault: it raises
+    with pytest.raises(ValueError, match="returned 1 values for 3 answers"):
+        RewardFunctionsTask([lambda prompts, completions, **k: [0.0]]).score_completions(
+            [{"prompt": "p"}], ["<answer_1>a</answer_1><answer_2>b</answer_2><answer_3>c</answer_3>"], 3
+        )
+
+
 @pytest.mark.parametrize(
     "kw,match",
     [

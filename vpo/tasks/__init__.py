@@ -5,6 +5,6 @@ in-repo fixtures for tests), code (per-test pass/fail in a sandbox). See :mod:`v
 write your own.
 """
 
-from vpo.tasks.base import Example, FunctionTask, ScoredBatch, Task, get, list_tasks, register_task
+from vpo.tasks.base import Example, FunctionTask, RewardFunctionsTask, ScoredBatch, Task, get, list_tasks, register_task
 
-__all__ = ["Example", "FunctionTask", "ScoredBatch", "Task", "get", "list_tasks", "register_task"]
+__all__ = ["Example", "FunctionTask", "RewardFunctionsTask", "ScoredBatch", "Task", "get", "list_tasks", "register_task"]

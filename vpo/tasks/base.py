@@ -11,7 +11,8 @@ pads. A scorer that raises on an answer marks that answer invalid and is counted
 (``score_errors``), never crashing a training step; ``strict=True`` re-raises instead.
 
 Define your own task in a few lines with :class:`FunctionTask` (one function per objective) and
-make it reachable by name with :func:`register_task`.
+make it reachable by name with :func:`register_task`. :class:`RewardFunctionsTask` wraps TRL-style
+reward functions (one per objective) as a task, so the trainer has one scoring path for both.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class Task:
         raise NotImplementedError
 
     def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[np.ndarray | None]]:
-        """Score ``answers[i]`` (a list) against ``examples[i]``; ``None`` marks a scorer failure.
+        """Score ``answers[i]`` (a list) against ``examples[i]``: a ``[d]`` array per answer, or the
+        exception its scorer raised (counted as a scorer error by :meth:`score_completions`).
 
         Override for batched/parallel scoring (the code task runs programs concurrently).
         """
@@ -148,12 +150,14 @@ class Task:
         rewards = np.zeros((n, m, d), dtype=np.float64)
         valid = np.zeros((n, m), dtype=bool)
         errors = 0
+        first_error: BaseException | None = None
         for i, row in enumerate(scored):
             for j, r in enumerate(row[:m]):
                 if isinstance(r, BaseException) or r is None:
                     if strict and isinstance(r, BaseException):
                         raise r
                     errors += 1
+                    first_error = first_error or (r if isinstance(r, BaseException) else None)
                     continue
                 if r.shape[0] != d:
                     raise ValueError(
@@ -163,8 +167,9 @@ class Task:
                 rewards[i, j] = r
                 valid[i, j] = True
         if errors and not strict:
+            first = f" (first: {type(first_error).__name__}: {first_error})" if first_error is not None else ""
             warnings.warn(
-                f"task {self.name!r}: the scorer raised on {errors} answer(s); they count as invalid",
+                f"task {self.name!r}: the scorer raised on {errors} answer(s); they count as invalid{first}",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -206,13 +211,7 @@ class FunctionTask(Task):
         self._question = question
         self.answer_format = answer_format
         self._clip = clip
-        if target_weights is not None:
-            w = np.asarray(target_weights, dtype=float)
-            if w.shape != (self.d,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
-                raise ValueError(f"target_weights must be {self.d} non-negative numbers summing to 1, got {target_weights}")
-            self._w = w
-        else:
-            self._w = None
+        self._w = _check_target_weights(target_weights, self.d)
 
     @property
     def target_weights(self) -> np.ndarray:
@@ -241,6 +240,112 @@ class FunctionTask(Task):
     def score(self, example: Example, answer: str) -> np.ndarray:
         r = np.array([float(f(example, answer)) for f in self._fns], dtype=np.float64)
         return np.clip(r, 0.0, 1.0) if self._clip else r
+
+
+class RewardFunctionsTask(Task):
+    """TRL-style reward functions, one per objective, as a task.
+
+    ``VPOTrainer(reward_funcs=...)`` wraps them in this class so that they are scored by
+    :meth:`Task.score_completions` like any task: same parsing, dedup, padding and scorer-error
+    counting. Examples are TRL input rows: ``"prompt"`` (the prompt the model saw) plus any other
+    dataset columns. Each function is called once per batch, as TRL calls reward functions:
+    ``f(prompts=[...], completions=[...], **context(), **columns)`` with one parsed answer per
+    completion (a one-message assistant list when the prompts are chats), and returns one float (or
+    ``None``, stored as NaN) per answer. With m = 1 the whole completion is the answer. A function
+    that raises on a batch is called again answer by answer, so only the answers it fails on count
+    as scorer errors (``strict=True`` re-raises instead).
+    """
+
+    name = "reward_funcs"
+
+    def __init__(
+        self,
+        reward_funcs: Sequence[Callable[..., Sequence[float | None]]],
+        objectives: Sequence[str] | None = None,
+        target_weights: Sequence[float] | None = None,
+        *,
+        context: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        funcs = list(reward_funcs)
+        names = list(objectives) if objectives is not None else [getattr(f, "__name__", f"r{i}") for i, f in enumerate(funcs)]
+        if len(names) != len(funcs):
+            raise ValueError(f"objectives has {len(names)} names but there are {len(funcs)} reward functions (one per objective)")
+        if not funcs:
+            raise ValueError("a task needs at least one objective")
+        if any(not callable(f) for f in funcs):
+            raise TypeError("reward_funcs must be Python callables (one per objective); reward models are not supported here")
+        self.objectives = tuple(names)
+        self._fns = funcs
+        self._context = context
+        self._w = _check_target_weights(target_weights, self.d)
+
+    @property
+    def target_weights(self) -> np.ndarray:
+        return self._w if self._w is not None else super().target_weights
+
+    def parse(self, completion: str, m: int) -> list[str]:
+        return [completion] if m == 1 else super().parse(completion, m)
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        row = self.score_answers([example], [[answer]])[0][0]
+        if isinstance(row, BaseException):
+            raise row
+        return row
+
+    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
+        owner = [i for i, ans in enumerate(answers) for _ in ans]
+        flat = [a for ans in answers for a in ans]
+        if not flat:
+            return [[] for _ in answers]
+        chat = isinstance(examples[0]["prompt"], list)
+        completions = [[{"role": "assistant", "content": a}] if chat else a for a in flat]
+        prompts = [examples[o]["prompt"] for o in owner]
+        columns = {k: [examples[o][k] for o in owner] for k in examples[0] if k not in ("prompt", "completion", "completion_ids")}
+        context = dict(self._context()) if self._context is not None else {}
+        failed: dict[int, BaseException] = {}
+        cols = []
+        for f in self._fns:
+            try:
+                out = self._call(f, prompts, completions, context, columns, len(flat))
+            except _RewardShapeError:
+                raise
+            except Exception:  # noqa: BLE001 - find the answers it fails on, one call each
+                out = np.full(len(flat), np.nan)
+                for j in range(len(flat)):
+                    try:
+                        one = {k: v[j : j + 1] for k, v in columns.items()}
+                        out[j] = self._call(f, prompts[j : j + 1], completions[j : j + 1], context, one, 1)[0]
+                    except _RewardShapeError:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - counted by score_completions
+                        failed.setdefault(j, e)
+            cols.append(out)
+        mat = np.stack(cols, axis=1)
+        result: list[list[Any]] = [[] for _ in answers]
+        for j, o in enumerate(owner):
+            result[o].append(failed[j] if j in failed else mat[j])
+        return result
+
+    @staticmethod
+    def _call(f, prompts, completions, context, columns, n: int) -> np.ndarray:
+        out = f(prompts=prompts, completions=completions, **context, **columns)
+        out = np.asarray([np.nan if r is None else r for r in out], dtype=np.float64)
+        if out.shape != (n,):
+            raise _RewardShapeError(f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {n} answers")
+        return out
+
+
+class _RewardShapeError(ValueError):
+    """A reward function returned the wrong number of values: a bug in it, never an answer's fault."""
+
+
+def _check_target_weights(target_weights: Sequence[float] | None, d: int) -> np.ndarray | None:
+    if target_weights is None:
+        return None
+    w = np.asarray(target_weights, dtype=float)
+    if w.shape != (d,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
+        raise ValueError(f"target_weights must be {d} non-negative numbers summing to 1, got {target_weights}")
+    return w
 
 
 # -------------------------------------------------------------------------------------------

@@ -1,25 +1,17 @@
 """``VPOTrainer``: TRL's ``GRPOTrainer`` with vector rewards, m answers per rollout, and vpo's estimators.
 
-How it plugs into TRL 1.16 (see docs/design.md "Integration points"; both hooks are private, so the TRL
-minor version is pinned and ``tests/test_trl_contract.py`` fails loudly when they move):
+It overrides two private TRL 1.16 hooks (docs/design.md "Integration points"; the TRL minor version
+is pinned and ``tests/test_trl_contract.py`` fails loudly when they move):
 
-1. ``_calculate_rewards`` is replaced: each completion is parsed into at most m answers, deduped and
-   scored (by a vpo :class:`~vpo.tasks.Task`, or by ordinary TRL reward functions, one per
-   objective, called on the answers), giving ``rewards [n, m, d]`` + ``valid [n, m]`` locally; they
-   are gathered across processes (groups of G consecutive rollouts, TRL's layout) and kept for step
-   2. To TRL it returns a ``[N, d]`` matrix (per-objective mean over a rollout's valid answers, 0
-   without one) so TRL's own per-reward logs stay meaningful.
-2. ``_generate_and_score_completions`` calls TRL's, then overwrites ``output["advantages"]`` with
-   ``vpo.core.compute_advantages`` on the gathered tensors (this process's slice), and rewrites the
-   advantage entries TRL logged, so logs show the advantages that are really used.
+1. ``_calculate_rewards``: ``Task.score_completions`` turns completions into ``rewards [n, m, d]`` +
+   ``valid [n, m]`` (TRL reward functions, one per objective, are wrapped in
+   :class:`~vpo.tasks.RewardFunctionsTask`: one scoring path), gathered across processes; TRL gets
+   the per-objective mean over each rollout's valid answers, so its own reward logs stay meaningful.
+2. ``_generate_and_score_completions``: after TRL's, ``output["advantages"]`` and the advantages TRL
+   logged are replaced by ``vpo.core.compute_advantages`` (``trl_grpo``/``trl_gdpo`` keep TRL's own).
 
-``estimator='trl_grpo'`` / ``'trl_gdpo'`` leave TRL's own advantage code in place (its
-``multi_objective_aggregation``), for side-by-side comparisons.
-
-The weight sampler is seeded (``weight_seed``) and its generator state is saved in every checkpoint
-(``vpo_state.pt``) and restored on resume. Goal-conditioned GRPO writes a weighting into each
-prompt; it is derived from (seed, generation step, example index), so every process and a resumed
-run draw the same one without extra state.
+The weight sampler's state is saved in every checkpoint (``vpo_state.pt``) and restored on resume;
+goal-conditioned weightings derive from (seed, step, example index), so processes and resumed runs agree.
 """
 
 from __future__ import annotations
@@ -32,10 +24,10 @@ import numpy as np
 import torch
 from trl import GRPOTrainer
 
-from vpo.core.answers import answer_instruction, dedup, normalize_text, parse_answers
+from vpo.core.answers import answer_instruction
 from vpo.core.estimators import EstimatorConfig, compute_advantages
 from vpo.core.weights import SimplexSampler, dirichlet
-from vpo.tasks import Task
+from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
 from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig
 
@@ -138,23 +130,14 @@ class VPOTrainer(GRPOTrainer):
             task = get_task(task, **(args.task_options or {}))
         if (task is None) == (reward_funcs is None):
             raise ValueError("give exactly one of `task` (or args.task) and `reward_funcs` (one per objective)")
-        self.vpo_task: Task | None = task
+        # user reward functions become a task too, so there is one scoring path (Task.score_completions)
+        self._vpo_task_data = task is not None
+        if task is None:
+            task = RewardFunctionsTask(reward_funcs, objectives, target_weights, context=lambda: {"trainer_state": self.state})
+        self.vpo_task: Task = task
         self.vpo_m = int(args.num_answers)
-        if task is not None:
-            names = list(task.objectives)
-            w = np.asarray(task.target_weights, dtype=np.float64)
-            self._user_reward_funcs = None
-            answer_format = task.answer_format
-        else:
-            reward_funcs = list(reward_funcs)
-            names = list(objectives) if objectives is not None else [getattr(f, "__name__", f"r{i}") for i, f in enumerate(reward_funcs)]
-            if len(names) != len(reward_funcs):
-                raise ValueError(f"objectives has {len(names)} names but there are {len(reward_funcs)} reward functions (one per objective)")
-            if any(not callable(f) for f in reward_funcs):
-                raise TypeError("reward_funcs must be Python callables (one per objective); reward models are not supported here")
-            w = np.full(len(names), 1.0 / len(names)) if target_weights is None else np.asarray(target_weights, dtype=np.float64)
-            self._user_reward_funcs = reward_funcs
-            answer_format = "tags"
+        names = list(task.objectives)
+        w = np.asarray(task.target_weights, dtype=np.float64)
         if len(names) < 1:
             raise ValueError("the task has no objectives")
         if w.shape != (len(names),):
@@ -165,7 +148,6 @@ class VPOTrainer(GRPOTrainer):
             raise ValueError(f"target weights w* must be non-negative and sum to 1, got {w.tolist()}")
         self.vpo_objectives = names
         self.vpo_target = w
-        self.vpo_answer_format = answer_format
 
         # TRL's reward_weights scale its logged "reward" (and its own advantages for trl_*): use w*
         if args.reward_weights is None:
@@ -181,7 +163,7 @@ class VPOTrainer(GRPOTrainer):
             name_or_path = model if isinstance(model, str) else model.config._name_or_path
             processing_class = AutoTokenizer.from_pretrained(name_or_path)
         chat = getattr(processing_class, "chat_template", None) is not None
-        if task is not None:
+        if self._vpo_task_data:
             if train_dataset is None:
                 train_dataset = build_task_dataset(task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat)
             if eval_dataset is None and args.eval_size:
@@ -190,7 +172,7 @@ class VPOTrainer(GRPOTrainer):
             train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
         if train_dataset is None:
             raise ValueError("no train_dataset: pass one, or a task to build it from")
-        if args.estimator == "goal_conditioned" and (task is None or EXAMPLE_COLUMN not in train_dataset.column_names):
+        if args.estimator == "goal_conditioned" and (not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names):
             raise ValueError("goal_conditioned writes the weighting into the prompt, so it needs a vpo task dataset")
 
         super().__init__(
@@ -232,51 +214,14 @@ class VPOTrainer(GRPOTrainer):
     def _score_local(self, inputs, prompts, completions):
         """rewards [n, m, d], valid [n, m], per-completion stats for this process's rollouts."""
         texts = [completion_text(c) for c in completions]
-        m = self.vpo_m
-        if self.vpo_task is not None:
+        if self._vpo_task_data:
             examples = [self._example(x) for x in inputs]
-            sb = self.vpo_task.score_completions(
-                examples, texts, m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
-            )
-            return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
-        return self._score_with_reward_funcs(inputs, prompts, texts)
-
-    def _score_with_reward_funcs(self, inputs, prompts, texts):
-        m, d = self.vpo_m, len(self.vpo_objectives)
-        answers, owner = [], []
-        num_parsed = np.zeros(len(texts), dtype=np.int64)
-        dups = 0
-        for i, t in enumerate(texts):
-            parsed = parse_answers(t, m, "tags") if m > 1 else [t]
-            num_parsed[i] = len(parsed)
-            keep = dedup(parsed, normalize_text) if self.args.dedup_answers else range(len(parsed))
-            dups += len(parsed) - len(keep)
-            for k in keep:
-                answers.append(parsed[k])
-                owner.append(i)
-        rewards = np.zeros((len(texts), m, d))
-        valid = np.zeros((len(texts), m), dtype=bool)
-        if answers:
-            conversational = isinstance(prompts[0], list)
-            comps = [[{"role": "assistant", "content": a}] if conversational else a for a in answers]
-            keys = [k for k in inputs[0] if k not in ("prompt", "completion", "completion_ids")]
-            kwargs = {k: [inputs[o][k] for o in owner] for k in keys}
-            cols = []
-            for f in self._user_reward_funcs:
-                out = f(prompts=[prompts[o] for o in owner], completions=comps, trainer_state=self.state, **kwargs)
-                out = np.asarray([np.nan if r is None else r for r in out], dtype=np.float64)
-                if out.shape != (len(answers),):
-                    raise ValueError(
-                        f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {len(answers)} answers"
-                    )
-                cols.append(out)
-            mat = np.stack(cols, axis=1)
-            slot = np.zeros(len(texts), dtype=np.int64)
-            for row, o in zip(mat, owner):
-                rewards[o, slot[o]] = row
-                valid[o, slot[o]] = True
-                slot[o] += 1
-        return rewards, valid, num_parsed, dups
+        else:  # RewardFunctionsTask: the TRL row, with the prompt the model was given
+            examples = [{**x, "prompt": p} for x, p in zip(inputs, prompts)]
+        sb = self.vpo_task.score_completions(
+            examples, texts, self.vpo_m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
+        )
+        return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         from accelerate.utils import gather
