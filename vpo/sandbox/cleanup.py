@@ -1,0 +1,106 @@
+"""Cleanup after sandboxes on the host: killing a sandbox's session or every process of its uid, removing
+scratch directories a hostile program tried to make undeletable, and sweeping what sandboxes of dead
+scoring processes left behind.
+
+A SIGKILLed scoring process cannot clean up after itself; its scratch directories and cgroups carry
+its pid in their names (``vpo-sbx-<pid>-...``), so the next :class:`~vpo.sandbox.host.Sandbox` on the
+machine removes those whose owner is dead (once per process and scratch root).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from vpo.sandbox.cgroups import _kill_if_in_cgroup, _read_pids
+from vpo.sandbox.probe import _cgroup_dirs
+from vpo.sandbox.worker import _SAFE_PATH, _procs_of_uid
+
+_SWEPT: set = set()
+"""(scratch root, cgroups) pairs already swept by this process."""
+
+
+def _sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
+    """Remove scratch directories and cgroups left by scoring processes that died (SIGKILL leaves
+    no chance to clean up). Names carry the owner's pid; only dead owners' entries are touched."""
+    import re
+    import tempfile
+
+    root = scratch_root or tempfile.gettempdir()
+    key = (root, cgroups)
+    if key in _SWEPT:
+        return
+    _SWEPT.add(key)
+    pattern = re.compile(r"vpo-sbx-(\d+)-")
+
+    def dead(name: str) -> bool:
+        m = pattern.match(name)
+        if not m or int(m.group(1)) == os.getpid():
+            return False
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+
+    try:
+        for name in os.listdir(root):
+            if dead(name):
+                _rmtree(os.path.join(root, name))
+    except OSError:
+        pass
+    if cgroups:
+        for base in _cgroup_dirs().values():
+            try:
+                names = os.listdir(base)
+            except OSError:
+                continue
+            for name in names:
+                if dead(name):
+                    d = os.path.join(base, name)
+                    for pid in _read_pids(os.path.join(d, "cgroup.procs")):
+                        _kill_if_in_cgroup(pid, d)
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        pass
+
+
+def _kill_session(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process of ``uid`` (root, no namespaces): a helper becomes that uid and kill(-1)s."""
+    import subprocess
+
+    for _ in range(20):
+        if not _procs_of_uid(uid):
+            return
+        subprocess.run([sys.executable, "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid,
+                       extra_groups=[], env={"PATH": _SAFE_PATH}, cwd="/", check=False)
+
+
+def _rmtree(path: str) -> None:
+    import shutil
+    import stat
+
+    def fix(func, p, exc):  # a program may have removed permissions from what it wrote
+        try:  # directories only, looked up without following links: never chmod a link's target
+            for d in (os.path.dirname(p), p):
+                if stat.S_ISDIR(os.lstat(d).st_mode):
+                    os.chmod(d, stat.S_IRWXU)
+        except OSError:
+            pass
+        try:
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=fix)

@@ -1,0 +1,426 @@
+"""The host side of the sandbox: :class:`Sandbox` launches one worker per program and collects its
+results; :class:`SandboxConfig` holds the limits; :class:`TestInput`, :class:`TestOutcome` and
+:class:`ProgramResult` are what goes in and comes out.
+
+:meth:`Sandbox.run` makes a scratch directory and the per-sandbox cgroups, starts
+:mod:`vpo.sandbox.worker` by path (inside ``unshare`` when namespaces work here, else with rlimits
+only, with a warning), sends it the job, reads its JSON-line results under a hard outer timeout and
+always kills and removes whatever the sandbox left. :meth:`Sandbox.run_many` runs ``concurrency``
+sandboxes at once on threads. Outcomes are raw (stdout, the returned value's JSON): the caller
+compares them with the expected outputs, which never enter the sandbox. Linux only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from vpo.errors import VPOError
+from vpo.sandbox import worker as _worker
+from vpo.sandbox.cgroups import _Cgroups
+from vpo.sandbox.cleanup import _kill_session, _kill_uid, _rmtree, _sweep_stale
+from vpo.sandbox.probe import _probe_namespaces, _unshare_flags
+from vpo.sandbox.worker import _SAFE_PATH, SANDBOX_UID_BASE, STATUSES, WORKER_FLAG
+
+WORKER_PATH = os.path.abspath(_worker.__file__)
+"""The worker script, run by path in a fresh interpreter."""
+
+
+class SandboxError(VPOError, RuntimeError):
+    """The sandbox cannot run here (not Linux, or ``isolation="namespaces"`` without namespaces).
+    A ``RuntimeError`` too, as these errors were before :mod:`vpo.errors` existed."""
+
+
+ISOLATION_MODES = ("auto", "namespaces", "rlimits")
+
+
+@dataclass
+class SandboxConfig:
+    """Limits and isolation of one sandbox (one program, all its tests). Defaults follow the paper's
+    code setup (6 s per test)."""
+
+    timeout_s: float = 6.0
+    """Wall-clock limit of one test, enforced by the worker (the paper: 6 s)."""
+    cpu_time_s: float | None = None
+    """``RLIMIT_CPU`` of each test process, whole seconds rounded up; default = ``timeout_s``."""
+    memory_mb: int = 1024
+    """``RLIMIT_AS`` of each test process (address space, MiB)."""
+    max_processes: int = 16
+    """``RLIMIT_NPROC`` (and pids cgroup limit): processes + threads a test may have at once."""
+    max_output_bytes: int = 1 << 20
+    """Cap on captured stdout / the returned value, and ``RLIMIT_FSIZE`` on every file written."""
+    max_open_files: int = 64
+    """``RLIMIT_NOFILE`` of each test process."""
+    scratch_mb: int = 64
+    """Size of the tmpfs scratch directory (namespace mode), on top of room for the test I/O files."""
+    scratch_inodes: int = 4096
+    """Maximum number of files/directories in the tmpfs scratch directory."""
+    concurrency: int | None = None
+    """Sandboxes running at once in :meth:`Sandbox.run_many`; default = usable CPU cores."""
+    isolation: str = "auto"
+    """``namespaces`` (fail if unavailable), ``rlimits`` (no namespaces) or ``auto`` (the best here)."""
+    use_cgroups: bool = True
+    """Add a per-sandbox pids + memory cgroup when the cgroup tree is writable (root)."""
+    startup_slack_s: float = 10.0
+    """Added to the sum of per-test timeouts to make the sandbox's hard outer timeout."""
+    hard_timeout_s: float | None = None
+    """The hard outer timeout of one sandbox; default = ``startup_slack_s + tests * (timeout_s + 0.5)``."""
+    stop_after_timeouts: int | None = None
+    """After this many timed-out tests, skip the program's remaining tests (status ``not_run``):
+    faster on programs that loop forever, but no longer exact per test. ``None``: run every test."""
+    site_packages: bool = False
+    """Let programs import from site-packages (numpy...). Off: stdlib only, and ~20 ms faster start."""
+    prelude: str = ""
+    """Python run in the program's namespace before it (e.g. ``from typing import *``)."""
+    max_program_bytes: int = 1 << 20
+    """Programs larger than this are not run (every test fails with ``sandbox_error``)."""
+    scratch_root: str | None = None
+    """Where the host-side scratch directories are created (default: the system temp dir)."""
+
+    def __post_init__(self) -> None:
+        if not (self.timeout_s > 0):
+            raise ValueError(f"SandboxConfig.timeout_s must be > 0 seconds, got {self.timeout_s!r}")
+        for name in ("memory_mb", "max_processes", "max_output_bytes", "max_open_files", "scratch_mb",
+                     "scratch_inodes", "max_program_bytes"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {v!r}")
+        if self.max_open_files < 16:
+            raise ValueError("SandboxConfig.max_open_files must be >= 16 (the interpreter needs a few)")
+        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
+            raise ValueError(f"SandboxConfig.concurrency must be None or an integer >= 1, got {self.concurrency!r}")
+        if self.isolation not in ISOLATION_MODES:
+            raise ValueError(f"SandboxConfig.isolation must be one of {ISOLATION_MODES}, got {self.isolation!r}")
+        if not (self.startup_slack_s >= 0):
+            raise ValueError(f"SandboxConfig.startup_slack_s must be >= 0, got {self.startup_slack_s!r}")
+        if self.hard_timeout_s is not None and not (self.hard_timeout_s > 0):
+            raise ValueError(f"SandboxConfig.hard_timeout_s must be None or > 0, got {self.hard_timeout_s!r}")
+        if self.stop_after_timeouts is not None and (not isinstance(self.stop_after_timeouts, int)
+                                                     or self.stop_after_timeouts < 1):
+            raise ValueError(f"SandboxConfig.stop_after_timeouts must be None or an integer >= 1, "
+                             f"got {self.stop_after_timeouts!r}")
+        if self.cpu_time_s is not None and not (self.cpu_time_s > 0):
+            raise ValueError(f"SandboxConfig.cpu_time_s must be None or > 0, got {self.cpu_time_s!r}")
+
+
+@dataclass(frozen=True)
+class TestInput:
+    """One execution: ``stdin`` text for a stdin/stdout program, or ``call`` (a function name, or a
+    method of a ``Solution`` class) with positional ``args`` (JSON-serialisable)."""
+
+    __test__ = False  # not a pytest test class
+
+    stdin: str = ""
+    call: str | None = None
+    args: tuple = ()
+
+    def to_job(self) -> dict:
+        if self.call is None:
+            return {"stdin": self.stdin}
+        return {"call": self.call, "args_json": json.dumps(list(self.args)), "stdin": self.stdin}
+
+
+@dataclass
+class TestOutcome:
+    """What happened to one test. ``stdout`` is capped at ``max_output_bytes``; ``value_json`` is the
+    JSON text of a call-based test's return value (``None`` otherwise)."""
+
+    __test__ = False  # not a pytest test class
+
+    status: str
+    stdout: str = ""
+    value_json: str | None = None
+    stderr: str = ""
+    time_s: float = 0.0
+    exit_code: int | None = None
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Ran to a normal end (not: produced the right answer; the caller compares)."""
+        return self.status == "ok"
+
+
+@dataclass
+class ProgramResult:
+    """All tests of one program: ``outcomes[i]`` for test i, plus what the sandbox reported."""
+
+    outcomes: list[TestOutcome]
+    wall_s: float
+    isolation: str
+    setup: dict = field(default_factory=dict)
+    error: str | None = None
+    uid: int | None = None
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _scrubbed_env(home: str) -> dict[str, str]:
+    return {
+        "PATH": _SAFE_PATH,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": home,
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+class Sandbox:
+    """Runs programs on test inputs under :class:`SandboxConfig` limits.
+
+    >>> sb = Sandbox(SandboxConfig(timeout_s=2))                      # doctest: +SKIP
+    >>> r = sb.run("print(int(input()) * 2)", [TestInput(stdin="21\\n")])  # doctest: +SKIP
+    >>> r.outcomes[0].status, r.outcomes[0].stdout                   # doctest: +SKIP
+    ('ok', '42\\n')
+    """
+
+    def __init__(self, config: SandboxConfig | None = None, **overrides) -> None:
+        if config is None:
+            config = SandboxConfig(**overrides)
+        elif overrides:
+            from dataclasses import replace
+
+            config = replace(config, **overrides)
+        if not sys.platform.startswith("linux"):
+            raise SandboxError(f"the vpo sandbox runs on Linux only (this is {sys.platform}): it relies on "
+                               "fork, prctl, pidfds and, for isolation, Linux namespaces")
+        self.config = config
+        self.root = os.geteuid() == 0
+        ns_ok, reason = _probe_namespaces()
+        if config.isolation == "namespaces" and not ns_ok:
+            raise SandboxError(
+                f"SandboxConfig(isolation='namespaces') but Linux namespaces are unavailable here: {reason}. "
+                "Install util-linux (`unshare`), enable unprivileged user namespaces "
+                "(sysctl kernel.unprivileged_userns_clone=1) or run as root; or choose isolation='rlimits' "
+                "knowing what it does not protect (docs/sandbox.md)."
+            )
+        self.isolation = "namespaces" if (ns_ok and config.isolation != "rlimits") else "rlimits"
+        self.isolation_reason = reason
+        if self.isolation == "rlimits" and config.isolation == "auto":
+            import warnings
+
+            warnings.warn(
+                f"vpo sandbox: Linux namespaces unavailable ({reason}); running programs with rlimits only "
+                "(no network or filesystem isolation, see docs/sandbox.md)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        _sweep_stale(config.scratch_root, self.root and config.use_cgroups)
+        self._unshare = None
+        if self.isolation == "namespaces":
+            import shutil
+
+            self._unshare = shutil.which("unshare")
+
+    # -- one program ------------------------------------------------------------------------------
+    def run(self, program: str, tests: Sequence[TestInput]) -> ProgramResult:
+        """Run ``program`` on every test (in order, one fork each) inside one sandbox."""
+        import subprocess
+        import tempfile
+
+        cfg = self.config
+        tests = list(tests)
+        t0 = time.monotonic()
+        if not isinstance(program, str):
+            program = program.decode("utf-8", "replace") if isinstance(program, bytes) else str(program)
+        if len(program.encode("utf-8", "replace")) > cfg.max_program_bytes:
+            return self._all_failed(tests, "sandbox_error", t0, f"program larger than {cfg.max_program_bytes} bytes")
+        if not tests:
+            return ProgramResult([], 0.0, self.isolation)
+        job_tests = [t.to_job() for t in tests]
+        biggest_io = max(len(t.get("stdin", "")) + len(t.get("args_json", "")) for t in job_tests)
+        tmpfs_bytes = cfg.scratch_mb * 2**20 + 2 * biggest_io + 3 * cfg.max_output_bytes + 4096
+        scratch = tempfile.mkdtemp(prefix=f"vpo-sbx-{os.getpid()}-", dir=cfg.scratch_root)
+        os.chmod(scratch, 0o711)
+        rfd, wfd = os.pipe()
+        proc = None
+        cg = None
+        uid = None
+        err_file = None
+        try:
+            err_file = open(os.path.join(scratch, ".worker-stderr"), "w+b")
+            worker = [sys.executable, "-I", *([] if cfg.site_packages else ["-S"]), WORKER_PATH,
+                      WORKER_FLAG, str(wfd)]
+            cmd = [self._unshare, *_unshare_flags(self.root), "--", *worker] if self.isolation == "namespaces" else worker
+            # the cgroups must exist before the launch; their name can't include the pid yet
+            tag = os.path.basename(scratch)  # vpo-sbx-<our pid>-<random>
+            cg = _Cgroups(cfg, tag, tmpfs_bytes) if self.root else None
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(wfd,),
+                cwd=scratch, env=_scrubbed_env(os.path.join(scratch, "work")), start_new_session=True,
+                close_fds=True,
+            )
+            os.close(wfd)
+            wfd = -1
+            uid = SANDBOX_UID_BASE + proc.pid if self.root else None
+            cpu = cfg.cpu_time_s if cfg.cpu_time_s is not None else cfg.timeout_s
+            job = {
+                "program": program,
+                "prelude": cfg.prelude,
+                "tests": job_tests,
+                "scratch": scratch,
+                "namespaces": self.isolation == "namespaces",
+                "uid": uid,
+                "cgroup_procs": cg.procs_files if cg else [],
+                "tmpfs_bytes": tmpfs_bytes,
+                "tmpfs_inodes": cfg.scratch_inodes,
+                "stop_after_timeouts": cfg.stop_after_timeouts,
+                "limits": {
+                    "timeout_s": float(cfg.timeout_s),
+                    "cpu_s": max(1, int(-(-cpu // 1))),
+                    "memory_bytes": cfg.memory_mb * 2**20,
+                    "file_bytes": cfg.max_output_bytes,
+                    "nproc": cfg.max_processes,
+                    "nofile": cfg.max_open_files,
+                    "output_bytes": cfg.max_output_bytes,
+                },
+            }
+            try:
+                proc.stdin.write(json.dumps(job).encode("utf-8"))
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            hard = cfg.hard_timeout_s or cfg.startup_slack_s + len(tests) * (cfg.timeout_s + 0.5)
+            lines, problem = _read_lines(rfd, t0 + hard, max_bytes=len(tests) * (3 * cfg.max_output_bytes + 65536) + 65536)
+            if problem:
+                _kill_session(proc)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _kill_session(proc)
+                proc.wait()
+            err_file.seek(0)
+            worker_err = err_file.read(4000).decode("utf-8", "replace")
+            return self._collect(lines, tests, t0, uid, problem, worker_err, proc.returncode)
+        finally:
+            if err_file is not None:
+                err_file.close()
+            if wfd >= 0:
+                os.close(wfd)
+            os.close(rfd)
+            if proc is not None and proc.poll() is None:
+                _kill_session(proc)
+                proc.wait()
+            if cg is not None:
+                cg.kill_and_remove()
+            if uid is not None and self.isolation == "rlimits":
+                _kill_uid(uid)
+            _rmtree(scratch)
+
+    def _collect(self, lines, tests, t0, uid, problem, worker_err, rc) -> ProgramResult:
+        outcomes: list[TestOutcome | None] = [None] * len(tests)
+        setup: dict = {}
+        error = None
+        for line in lines:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                error = "sandbox protocol error: unreadable result line"
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if "fatal" in msg:
+                error = str(msg["fatal"])
+            elif msg.get("ready"):
+                setup = msg.get("setup", {})
+            elif "i" in msg and isinstance(msg["i"], int) and 0 <= msg["i"] < len(tests):
+                st = msg.get("status")
+                outcomes[msg["i"]] = TestOutcome(
+                    status=st if st in STATUSES else "sandbox_error",
+                    stdout=str(msg.get("stdout", "")),
+                    value_json=msg.get("value_json"),
+                    stderr=str(msg.get("stderr", "")),
+                    time_s=float(msg.get("time_s", 0.0)),
+                    exit_code=msg.get("exit_code"),
+                    signal=msg.get("signal"),
+                )
+        if problem and error is None:
+            error = problem
+        if error is None and any(o is None for o in outcomes):
+            error = f"the sandbox ended early (exit status {rc}); worker stderr: {worker_err.strip()[-500:]}"
+        missing = "not_run" if problem or error is None or "ended early" in error else "sandbox_error"
+        final = [o if o is not None else TestOutcome(status=missing, stderr=error or "") for o in outcomes]
+        return ProgramResult(final, time.monotonic() - t0, self.isolation, setup, error, uid)
+
+    def _all_failed(self, tests, status, t0, why) -> ProgramResult:
+        return ProgramResult([TestOutcome(status=status, stderr=why) for _ in tests], time.monotonic() - t0,
+                             self.isolation, error=why)
+
+    # -- many programs ----------------------------------------------------------------------------
+    def run_many(self, jobs: Iterable[tuple[str, Sequence[TestInput]]], progress: bool = False,
+                 desc: str = "running programs") -> list[ProgramResult]:
+        """Run ``(program, tests)`` jobs, ``concurrency`` sandboxes at a time; results in job order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        workers = min(self.config.concurrency or _cpu_count(), len(jobs))
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(jobs), desc=desc, unit="prog")
+        out: list[ProgramResult | None] = [None] * len(jobs)
+
+        def one(k: int) -> None:
+            prog, tests = jobs[k]
+            try:
+                out[k] = self.run(prog, tests)
+            except Exception as e:  # noqa: BLE001 - a host-side failure fails this program, not the batch
+                out[k] = ProgramResult([TestOutcome("sandbox_error", stderr=repr(e)) for _ in tests], 0.0,
+                                       self.isolation, error=f"{type(e).__name__}: {e}")
+            if bar is not None:
+                bar.update(1)
+
+        if workers == 1:
+            for k in range(len(jobs)):
+                one(k)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                list(ex.map(one, range(len(jobs))))
+        if bar is not None:
+            bar.close()
+        return out  # type: ignore[return-value]
+
+
+def _read_lines(fd: int, deadline: float, max_bytes: int) -> tuple[list[bytes], str | None]:
+    """Read newline-terminated records from ``fd`` until the ``done`` record, EOF or the deadline.
+    Returns the records and ``None``, or what went wrong (then the caller kills the sandbox)."""
+    buf = bytearray()
+    lines: list[bytes] = []
+    total = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        r = select.select([fd], [], [], remaining)[0] if remaining > 0 else []
+        if not r:
+            return lines, "hard timeout: the sandbox was killed"
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return lines, None
+        total += len(chunk)
+        if total > max_bytes:  # a worker never sends this much: treat as broken
+            return lines, f"sandbox protocol error: more than {max_bytes} bytes of results"
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line = bytes(buf[:nl])
+            del buf[: nl + 1]
+            lines.append(line)
+            if line.startswith(b'{"done"'):
+                return lines, None

@@ -1,0 +1,90 @@
+"""What this machine allows the sandbox, probed once per process and cached in ``_PROBE_CACHE``.
+
+Two questions, both asked on the host before any sandbox starts: can ``unshare`` create the
+namespaces the launcher needs here (it is tried with the very flags the launcher uses, which live
+here for that reason), and which cgroup parents (pids, memory; v1 or v2) are writable. The full
+report, measured by running a probe program, is :func:`vpo.sandbox.capabilities.sandbox_capabilities`,
+which shares this cache (``refresh=True`` clears it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from vpo.sandbox.worker import _SAFE_PATH
+
+
+def _unshare_flags(root: bool) -> list[str]:
+    """The ``unshare`` flags of every launch (non-root adds a user namespace); the probe tries these."""
+    flags = ["--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
+    return flags if root else ["--map-root-user", *flags]
+
+
+_PROBE_CACHE: dict = {}
+
+
+def _probe_namespaces() -> tuple[bool, str]:
+    """Can we create the namespaces here? (cached) Returns (ok, reason)."""
+    if "ns" in _PROBE_CACHE:
+        return _PROBE_CACHE["ns"]
+    import shutil
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        res = (False, f"namespaces need Linux (this is {sys.platform})")
+    elif shutil.which("unshare") is None:
+        res = (False, "the `unshare` binary (util-linux) is not installed")
+    else:
+        cmd = [shutil.which("unshare"), *_unshare_flags(os.geteuid() == 0), "true"]
+        try:
+            p = subprocess.run(cmd, capture_output=True, timeout=20, env={"PATH": _SAFE_PATH})
+            ok = p.returncode == 0
+            res = (ok, "ok" if ok else f"`unshare` failed: {p.stderr.decode(errors='replace').strip()[:300]}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            res = (False, f"`unshare` could not run: {e}")
+    _PROBE_CACHE["ns"] = res
+    return res
+
+
+def _cgroup_dirs() -> dict[str, str]:
+    """Writable cgroup parents for the pids and memory controllers (v1 or v2), or {} (cached)."""
+    if "cg" in _PROBE_CACHE:
+        return _PROBE_CACHE["cg"]
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [ln.strip().split(":", 2) for ln in f if ln.strip()]
+    except OSError:
+        lines = []
+    for hid, controllers, path in lines:
+        for ctl in controllers.split(","):
+            if ctl in ("pids", "memory"):
+                base = f"/sys/fs/cgroup/{ctl}{path.rstrip('/')}"
+                if _try_mkdir_cgroup(base):
+                    found[ctl] = base
+        if hid == "0" and controllers == "" and not found:  # cgroup v2 only
+            base = f"/sys/fs/cgroup{path.rstrip('/')}"
+            try:
+                with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                    enabled = f.read().split()
+            except OSError:
+                enabled = []
+            for ctl in ("pids", "memory"):
+                if ctl in enabled and _try_mkdir_cgroup(base):
+                    found[ctl] = base
+    _PROBE_CACHE["cg"] = found
+    return found
+
+
+def _try_mkdir_cgroup(base: str) -> bool:
+    probe = os.path.join(base, f"vpo-probe-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        os.rmdir(probe)
+    except OSError:
+        pass
+    return True

@@ -1,0 +1,635 @@
+"""The sandbox worker: the one vpo process inside the isolation boundary, and the protocol it speaks.
+
+The host (:mod:`vpo.sandbox.host`) runs this file by path, ``python -I -S worker.py
+--vpo-sandbox-worker FD`` (under ``unshare`` when namespaces are available), writes one JSON job to
+its stdin and reads JSON-line results from pipe fd FD, which no program process holds. The worker
+sets the sandbox up (joins the cgroups, makes the mounts read-only, puts a capped tmpfs over /tmp
+with the interpreter's library dirs bound read-only inside it), compiles the program once and forks
+one child per test: the child drops privileges, applies the rlimits and runs the program; the worker
+enforces the per-test timeout, kills and reaps whatever the test left and reports raw output only
+(expected outputs never enter the sandbox).
+
+Standard library only, never vpo: it starts in a scrubbed ``-I -S`` interpreter that may not see
+site-packages, next to hostile code (tests/test_sandbox.py checks its imports). The host imports the
+protocol constants (statuses, flag, uid base) from here: one definition for both sides. What is and
+is not enforced: docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+WORKER_FLAG = "--vpo-sandbox-worker"
+SANDBOX_UID_BASE = 1_900_000_000
+"""Root mode runs each sandbox's programs as uid/gid ``SANDBOX_UID_BASE + pid of its launcher``: a
+uid no other process has, so ``RLIMIT_NPROC`` counts only that sandbox and ``kill(-1)`` as that uid
+reaches only its leftovers."""
+
+STATUSES = (
+    "ok",  # exited normally (exit code 0 / SystemExit(0)); correctness is judged by the caller
+    "syntax_error",  # the program does not compile
+    "runtime_error",  # an uncaught exception, a non-zero exit or a crash (e.g. SIGSEGV)
+    "timeout",  # wall-clock or CPU-time limit
+    "memory_limit",  # MemoryError under RLIMIT_AS, or killed by the memory cgroup
+    "output_limit",  # wrote more than max_output_bytes to stdout/stderr/a file
+    "no_function",  # call-based test: the named function (or Solution method) is not defined
+    "bad_return",  # call-based test: the return value is not JSON-serialisable
+    "no_return",  # call-based test: exited without returning (e.g. os._exit inside the function)
+    "killed",  # killed by a signal we did not send (e.g. the OOM killer)
+    "not_run",  # the sandbox died or hit its hard timeout before this test ran
+    "sandbox_error",  # the sandbox itself failed (setup, protocol): a bug or a host problem
+)
+
+# exit codes the per-test child uses to tell the worker what happened. A program can exit with
+# these numbers itself; that only turns one failure into another kind of failure.
+_EXIT_EXCEPTION = 101
+_EXIT_MEMORY = 102
+_EXIT_OUTPUT = 103
+_EXIT_NO_FUNCTION = 104
+_EXIT_BAD_RETURN = 105
+_EXIT_SETUP = 106
+
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+# -- the worker; entry point: _worker_main -------------------------------------------------------
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND = 32, 4096
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_SYS_MOUNT_SETATTR = 442  # same number on every architecture (asm-generic table, Linux >= 5.12)
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
+_PR_SET_CHILD_SUBREAPER = 36
+_PRELOAD = ("collections", "heapq", "bisect", "itertools", "functools", "math", "re", "string", "typing",
+            "random", "fractions", "decimal", "statistics", "copy", "operator", "array", "io", "json")
+"""Imported by the worker before forking tests when the program runs as an unprivileged uid without
+a mount namespace (root, ``isolation="rlimits"``): the uid may be unable to read the stdlib."""
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _emit(fd: int, obj: dict) -> None:
+    _write_all(fd, (json.dumps(obj, ensure_ascii=True) + "\n").encode("ascii"))
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _mount_setattr(libc, path: bytes, set_flags: int, clr_flags: int, recursive: bool) -> None:
+    import ctypes
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    attr = MountAttr(set_flags, clr_flags, 0, 0)
+    flags = _AT_RECURSIVE if recursive else 0
+    if libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path, flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"mount_setattr({path!r}): {os.strerror(e)}")
+
+
+def _mount(libc, source, target: bytes, fstype, flags: int, data) -> None:
+    import ctypes
+
+    if libc.mount(source, target, fstype, flags, data) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"mount({target!r}, {fstype!r}): {os.strerror(e)}")
+
+
+def _make_readonly(libc) -> str:
+    """Make every mount of this (private) mount namespace read-only and nosuid. (Not nodev: that
+    would close /dev/null too; device nodes stay governed by their permissions.)"""
+    flags = _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID
+    try:
+        _mount_setattr(libc, b"/", flags, 0, recursive=True)
+        return "mount_setattr"
+    except OSError:
+        pass
+    # older kernels: remount each mount point read-only; a mount that refuses stays as it was
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    failed = 0
+    for mp in points:
+        mp = mp.encode().decode("unicode_escape").encode()
+        try:
+            _mount(libc, None, mp, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID, None)
+        except OSError:
+            failed += 1
+    return "remount" if not failed else f"remount-partial({failed} of {len(points)} mounts stayed writable)"
+
+
+def _setup(job: dict) -> dict:
+    """Namespace-side setup, run once by the worker before any program code. Returns a report."""
+    rep: dict = {"pid": os.getpid(), "readonly_root": False, "tmpfs_scratch": False, "cgroups": []}
+    scratch = job["scratch"]
+    for procs in job.get("cgroup_procs", []):  # join the per-sandbox cgroups first (needs writable /sys)
+        try:
+            with open(procs, "w") as f:
+                f.write("0")
+            rep["cgroups"].append(procs)
+        except OSError as e:
+            rep.setdefault("warnings", []).append(f"cgroup {procs}: {e}")
+    libc = None
+    if job["namespaces"]:
+        libc = _libc()
+        how = _make_readonly(libc)
+        rep["readonly_root"] = how
+        # a fresh, writable view of our own pid namespace's /proc (children lower their OOM shield)
+        try:
+            _mount_setattr(libc, b"/proc", 0, _MOUNT_ATTR_RDONLY, recursive=False)
+        except OSError:
+            try:
+                _mount(libc, b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+            except OSError as e:
+                rep.setdefault("warnings", []).append(f"/proc stays read-only: {e}")
+        size = int(job["tmpfs_bytes"])
+        uid = job.get("uid")
+        # The interpreter's own directories, bound read-only inside the scratch tmpfs: the
+        # unprivileged uid may not be able to traverse to the real ones (e.g. a Python under /root).
+        # O_PATH handles first: the tmpfs below may cover them (a virtualenv under /tmp).
+        py_dirs = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in sys.path if p and os.path.isdir(p)]
+        # The scratch tmpfs goes over /tmp: a path every uid can traverse (the host-side directory
+        # may sit below a 0700 parent), and the host's /tmp is hidden from the program as a bonus.
+        scratch = "/tmp" if os.path.isdir("/tmp") else scratch
+        opts = f"size={size},nr_inodes={int(job['tmpfs_inodes'])},mode=0755"
+        _mount(libc, b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode())
+        rep["tmpfs_scratch"] = scratch
+        py_map = []
+        for k, (path, fd) in enumerate(py_dirs):
+            target = os.path.join(scratch, ".py", str(k))
+            os.makedirs(target, mode=0o755)
+            _mount(libc, f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND, None)
+            os.close(fd)
+            _mount_setattr(libc, target.encode(), _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0,
+                           recursive=True)
+            py_map.append([path, target])
+        if py_map:
+            os.chmod(os.path.join(scratch, ".py"), 0o755)
+        rep["py_map"] = py_map
+        if uid is None:
+            rep["mode"] = "user-namespace"
+            # these limits belong to the opener's user namespace (ours), never the host's
+            try:
+                with open("/proc/sys/user/max_user_namespaces", "w") as f:
+                    f.write("0")
+                rep["nested_userns_blocked"] = True
+            except OSError as e:
+                rep["nested_userns_blocked"] = False
+                rep.setdefault("warnings", []).append(f"nested user namespaces stay allowed: {e}")
+        else:
+            rep["mode"] = "root"
+    job["scratch"] = rep["scratch"] = scratch  # from here on: the directory as seen inside
+    os.chdir(scratch)
+    os.makedirs("io", mode=0o700, exist_ok=True)
+    os.makedirs("work", mode=0o700, exist_ok=True)
+    if job.get("uid") is not None:
+        os.chown("work", job["uid"], job["uid"])
+    try:  # the worker must survive the memory cgroup's OOM killer; children undo this
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("-1000")
+        rep["oom_shield"] = True
+    except OSError as e:
+        rep["oom_shield"] = False
+        rep.setdefault("warnings", []).append(f"oom_score_adj: {e}")
+    if not job["namespaces"]:
+        try:  # orphans of a test come back to us, so we can find and kill them
+            (libc or _libc()).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        except Exception:  # noqa: BLE001
+            pass
+    return rep
+
+
+def _drop_privileges(job: dict, libc) -> None:
+    """In the per-test child, before any program code: no new privileges, no capabilities, limits."""
+    import resource
+
+    lim = job["limits"]
+    uid = job.get("uid")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if os.getuid() == 0 or uid is not None:  # root in some namespace: shed the capability sets
+        libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        for cap in range(64):
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
+    limits = [
+        (resource.RLIMIT_AS, lim["memory_bytes"]),
+        (resource.RLIMIT_CPU, lim["cpu_s"]),
+        (resource.RLIMIT_FSIZE, lim["file_bytes"]),
+        (resource.RLIMIT_NPROC, lim["nproc"]),
+        (resource.RLIMIT_NOFILE, lim["nofile"]),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in limits:
+        hard = value + 1 if which == resource.RLIMIT_CPU else value
+        cur_hard = resource.getrlimit(which)[1]
+        if cur_hard != resource.RLIM_INFINITY:  # never ask for more than we may (non-root)
+            value, hard = min(value, cur_hard), min(hard, cur_hard)
+        resource.setrlimit(which, (value, hard))
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from real root: clears every capability set
+        if os.getuid() != uid or os.geteuid() != uid:
+            raise OSError("setresuid did not take effect")
+    elif os.getuid() == 0:  # user-namespace root: drop all capabilities explicitly
+        import ctypes
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        hdr, data = Header(0x20080522, 0), (Data * 2)()
+        if libc.capset(ctypes.byref(hdr), data) != 0:
+            raise OSError("capset failed")
+
+
+def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int, int]) -> None:
+    """The per-test child: never returns."""
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(4, 1 << 16)
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")  # we, not the worker, are what the OOM killer should take
+        except OSError:
+            pass
+        work = os.path.join(job["scratch"], "work")
+        os.chdir(work)  # before dropping privileges: the path's parents may be closed to the sandbox uid
+        os.environ["HOME"] = os.environ["TMPDIR"] = work
+        _drop_privileges(job, libc)
+        os.umask(0o077)
+        import builtins
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8",
+                                     errors="replace")
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+                                      encoding="utf-8", errors="replace", write_through=False)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace",
+                                      write_through=True)
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        sys.argv = ["solution.py"]
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+        g = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
+    except BaseException as e:  # noqa: BLE001
+        try:
+            os.write(2, f"sandbox child setup failed: {type(e).__name__}: {e}\n".encode("utf-8", "replace"))
+        finally:
+            os._exit(_EXIT_SETUP)
+    status = 0
+    try:
+        if prelude is not None:
+            exec(prelude, g)
+        exec(code, g)
+        if test.get("call") is not None:
+            fn = _resolve(g, test["call"])
+            if fn is None:
+                status = _EXIT_NO_FUNCTION
+            else:
+                value = fn(*json.loads(test["args_json"]))
+                try:
+                    text = json.dumps(value, allow_nan=True)
+                except (TypeError, ValueError, RecursionError):
+                    status = _EXIT_BAD_RETURN
+                else:
+                    _write_all(3, text.encode("utf-8"))
+    except SystemExit as e:
+        status = 0 if e.code in (None, 0) else 1
+    except MemoryError:
+        status = _EXIT_MEMORY
+    except OSError as e:
+        status = _EXIT_OUTPUT if e.errno == errno.EFBIG else _EXIT_EXCEPTION
+        _print_tail_exception()
+    except BaseException:  # noqa: BLE001 - any failure of the program is its own test failing
+        status = _EXIT_EXCEPTION
+        _print_tail_exception()
+    try:
+        sys.stdout.flush()
+    except MemoryError:
+        status = status or _EXIT_MEMORY
+    except OSError as e:
+        status = status or (_EXIT_OUTPUT if e.errno == errno.EFBIG else _EXIT_EXCEPTION)
+    except BaseException:  # noqa: BLE001
+        status = status or _EXIT_EXCEPTION
+    os._exit(status)
+
+
+def _remap_import_paths(py_map: list) -> None:
+    """Point ``sys.path`` and the ``__path__`` of already-imported packages at the read-only copies
+    of the interpreter's directories inside the scratch tmpfs."""
+
+    def remap(x: str) -> str:
+        for orig, target in py_map:
+            if x == orig or x.startswith(orig + "/"):
+                return target + x[len(orig):]
+        return x
+
+    sys.path[:] = [t for _, t in py_map]
+    sys.path_importer_cache.clear()
+    for mod in list(sys.modules.values()):
+        p = getattr(mod, "__path__", None)
+        if type(p) is list:
+            p[:] = [remap(x) for x in p]
+
+
+def _print_tail_exception() -> None:
+    """``Type: message (solution.py line N)`` on stderr, without importing traceback."""
+    try:
+        e = sys.exc_info()[1]
+        tb, line = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == "solution.py":
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = f" (solution.py line {line})" if line else ""
+        text = f"{type(e).__name__}: {e}"[:1500] + where + "\n"
+        os.write(2, text.encode("utf-8", "replace"))
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def _resolve(g: dict, name: str):
+    """The callable for a call-based test: ``Solution().name`` if a Solution class defines it, else a
+    module-level function ``name``."""
+    sol = g.get("Solution")
+    if isinstance(sol, type) and callable(getattr(sol, name, None)):
+        return getattr(sol(), name)
+    fn = g.get(name)
+    return fn if callable(fn) else None
+
+
+def _reap_all(in_pid_ns: bool) -> None:
+    """Kill and reap everything a test left behind (in a PID namespace: every process but us)."""
+    for _ in range(100):
+        if in_pid_ns and os.getpid() == 1:  # kill(-1) from a namespace's PID 1 reaches only the namespace
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            for pid in _children_of(os.getpid()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        reaped_any = False
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                break
+            reaped_any = True
+        if not reaped_any:
+            time.sleep(0.001)
+
+
+def _children_of(ppid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == ppid:
+                out.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> dict:
+    lim = job["limits"]
+    io_dir = os.path.join(job["scratch"], "io")
+    paths = [os.path.join(io_dir, n) for n in ("in", "out", "err", "ret")]
+    with open(paths[0], "wb") as f:
+        f.write(test.get("stdin", "").encode("utf-8"))
+    fds = (
+        os.open(paths[0], os.O_RDONLY),
+        os.open(paths[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+        os.open(paths[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+        os.open(paths[3], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+    )
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(job, test, code, prelude, libc, fds)
+    for fd in fds:
+        os.close(fd)
+    timed_out = False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        pidfd = None
+    deadline = t0 + lim["timeout_s"]
+    if pidfd is not None:
+        ready, _, _ = select.select([pidfd], [], [], lim["timeout_s"])
+        os.close(pidfd)
+        if not ready:
+            timed_out = True
+    else:  # no pidfd (very old kernel): poll
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(0.002)
+    if timed_out:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = 0
+    elapsed = time.monotonic() - t0
+    uid_kill()
+    _reap_all(job["namespaces"])
+    cap = lim["output_bytes"]
+    out = _read_cap(paths[1], cap)
+    err = _read_cap(paths[2], 4000, tail=True)
+    ret = _read_cap(paths[3], cap)
+    res = {"i": i, "time_s": round(elapsed, 6), "stderr": err.decode("utf-8", "replace")}
+    if timed_out:
+        res["status"] = "timeout"
+    elif os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        res["signal"] = sig
+        res["status"] = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit",
+                         signal.SIGKILL: "killed"}.get(sig, "runtime_error")
+    else:
+        code_ = os.WEXITSTATUS(status)
+        res["exit_code"] = code_
+        res["status"] = {0: "ok", _EXIT_MEMORY: "memory_limit", _EXIT_OUTPUT: "output_limit",
+                         _EXIT_NO_FUNCTION: "no_function", _EXIT_BAD_RETURN: "bad_return",
+                         _EXIT_SETUP: "sandbox_error"}.get(code_, "runtime_error")
+    if res["status"] == "ok" and os.path.getsize(paths[1]) >= cap:
+        res["status"] = "output_limit"
+    if res["status"] == "killed" and _memcg_oom(job):
+        res["status"] = "memory_limit"
+    res["stdout"] = out.decode("utf-8", "replace")
+    if test.get("call") is not None:
+        if res["status"] == "ok" and not ret:
+            res["status"] = "no_return"
+        res["value_json"] = ret.decode("utf-8", "replace") if ret else None
+    # wipe the program's working directory so the next test starts clean
+    _wipe(os.path.join(job["scratch"], "work"), job.get("uid"))
+    return res
+
+
+def _memcg_oom(job: dict) -> bool:
+    for procs in job.get("cgroup_procs", []):
+        d = os.path.dirname(procs)
+        try:
+            with open(os.path.join(d, "memory.failcnt")) as f:
+                if int(f.read().strip() or 0) > 0:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _read_cap(path: str, cap: int, tail: bool = False) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            if tail:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(max(0, size - cap))
+            return f.read(cap)
+    except OSError:
+        return b""
+
+
+def _wipe(path: str, uid) -> None:
+    import shutil
+
+    try:
+        if os.listdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            if uid is not None:
+                os.chown(path, uid, uid)
+    except OSError:
+        pass
+
+
+def _worker_main(result_fd: int) -> None:
+    try:
+        job = json.loads(_read_all(0).decode("utf-8"))
+        os.close(0)
+        os.open(os.devnull, os.O_RDONLY)  # fd 0 again, harmless
+        setup = _setup(job)
+    except BaseException as e:  # noqa: BLE001
+        _emit(result_fd, {"fatal": f"sandbox setup failed: {type(e).__name__}: {e}"})
+        return
+    _emit(result_fd, {"ready": True, "setup": setup})
+    if setup.get("py_map"):  # once, here: every forked test inherits the remapped import state
+        _remap_import_paths(setup["py_map"])
+    if not job["namespaces"] and job.get("uid") is not None:
+        # no mounts here: modules the unprivileged uid may not be able to read are imported now
+        for name in _PRELOAD:
+            try:
+                __import__(name)
+            except ImportError:
+                pass
+    libc = _libc()
+    uid = job.get("uid")
+
+    def uid_kill() -> None:
+        # outside a PID namespace, as root: kill every process of the sandbox uid (setsid-proof)
+        if job["namespaces"] or uid is None:
+            return
+        for _ in range(20):
+            if not _procs_of_uid(uid):
+                return
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.setresgid(uid, uid, uid)
+                    os.setresuid(uid, uid, uid)
+                    os.kill(-1, signal.SIGKILL)  # as this uid: reaches only its processes
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+
+    try:
+        prelude = compile(job["prelude"], "<prelude>", "exec") if job.get("prelude") else None
+        code = compile(job["program"], "solution.py", "exec")
+    except BaseException as e:  # noqa: BLE001 - SyntaxError, ValueError (NUL bytes), RecursionError...
+        msg = f"{type(e).__name__}: {e}"[-2000:]
+        for i in range(len(job["tests"])):
+            _emit(result_fd, {"i": i, "status": "syntax_error", "stderr": msg, "time_s": 0.0, "stdout": ""})
+        _emit(result_fd, {"done": True})
+        return
+    if prelude is not None:
+        try:  # trusted (configured by the caller): import its modules once, before forking the tests
+            exec(prelude, {"__name__": "__prelude__"})
+        except BaseException:  # noqa: BLE001 - each test re-runs it and reports the failure
+            pass
+    timeouts, stop_after = 0, job.get("stop_after_timeouts")
+    for i, test in enumerate(job["tests"]):
+        if stop_after is not None and timeouts >= stop_after:
+            _emit(result_fd, {"i": i, "status": "not_run", "stdout": "", "time_s": 0.0,
+                              "stderr": f"skipped after {timeouts} timed-out tests"})
+            continue
+        res = _run_test(i, job, test, code, prelude, libc, uid_kill)
+        timeouts += res["status"] == "timeout"
+        _emit(result_fd, res)
+    _emit(result_fd, {"done": True})
+
+
+def _procs_of_uid(uid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Uid:"):
+                        if int(line.split()[1]) == uid:
+                            out.append(int(name))
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == WORKER_FLAG:
+    try:
+        _worker_main(int(sys.argv[2]))
+    finally:
+        os._exit(0)  # no interpreter teardown: nothing is left to flush, and it only costs time
