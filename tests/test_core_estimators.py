@@ -240,7 +240,7 @@ def test_reference_loop_by_hand():
 def test_vpo_matches_per_group_loop(kind, seed, sizes, m, d):
     r, valid, ids = make_batch(seed, sizes, m, d, low=-0.5, high=1.0)
     k = 17
-    res = vpo_result(r, valid, ids, seed=seed, num_weightings=k, sampler=kind)
+    res = vpo_result(r, valid, ids, seed=seed, num_weightings=k, weight_sampler=kind)
     raw, adv = ref_vpo(r, valid, ids, sampler_weights(seed, len(sizes), d, k, kind))
     torch.testing.assert_close(res.scores, torch.tensor(raw, dtype=torch.float64), **EXACT)
     torch.testing.assert_close(res.advantages, torch.tensor(adv, dtype=torch.float64), **EXACT)
@@ -250,7 +250,7 @@ def test_vpo_matches_per_group_loop(kind, seed, sizes, m, d):
 def test_vpo_alpha_and_invalid_score_reach_the_estimate():
     r, valid, ids = make_batch(3, [4, 4], 3, 5, p_invalid=0.5)
     valid[0] = False  # a rollout with no valid answer
-    res = vpo_result(r, valid, ids, seed=3, num_weightings=9, alpha=0.3, invalid_score=-1.0)
+    res = vpo_result(r, valid, ids, seed=3, num_weightings=9, weight_alpha=0.3, invalid_score=-1.0)
     raw, adv = ref_vpo(r, valid, ids, sampler_weights(3, 2, 5, 9, alpha=0.3), invalid_score=-1.0)
     assert raw[0] == -1.0
     torch.testing.assert_close(res.scores, torch.tensor(raw, dtype=torch.float64), **EXACT)
@@ -281,7 +281,7 @@ def test_vpo_float32_default_matches_reference(kind, contiguous):
         first = {g: i for i, g in reversed(list(enumerate(ids)))}
         order = sorted(range(len(ids)), key=lambda n: (first[ids[n]], n))
         r, valid, ids = r[order], valid[order], [ids[n] for n in order]
-    cfg = EstimatorConfig(num_weightings=64, sampler=kind)
+    cfg = EstimatorConfig(num_weightings=64, weight_sampler=kind)
     assert cfg.compute_dtype == "float32"
     layout = dict(group_size=6) if contiguous else dict(group_ids=ids)
     res = compute_advantages("vpo", r, valid, config=cfg, seed=2, **layout)
@@ -607,10 +607,10 @@ R = np.random.default_rng(60).uniform(size=(8, 2, 3))
         (lambda: compute_advantages("goal_conditioned", R[:, :1], group_size=4, rollout_weights=np.full((8, 3), 0.5)), "rollout_weights must sum to 1"),
         (lambda: compute_advantages("goal_conditioned", R[:, :1], group_size=4, rollout_weights=np.full((8, 2), 0.5)), r"rollout_weights must have shape \[N, d\]"),
         (lambda: compute_advantages("goal_conditioned", R[:, :1], group_size=4), "needs rollout_weights"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(alpha=0.0)), "alpha must be a finite number > 0"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(alpha=-2.0)), "alpha must be a finite number > 0"),
+        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_alpha=0.0)), "alpha must be a finite number > 0"),
+        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_alpha=-2.0)), "alpha must be a finite number > 0"),
         (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(num_weightings=0)), r"num_weightings \(K\) must be an integer >= 1"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(sampler="sobol", alpha=2.0)), "Dir\\(1\\) only"),
+        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_sampler="sobol", weight_alpha=2.0)), "Dir\\(1\\) only"),
         (lambda: compute_advantages("vpo", R, group_size=1), r"group_size G must be an integer >= 2"),
         (lambda: compute_advantages("vpo", R, group_size=3), "not a multiple of group_size=3"),
         (lambda: compute_advantages("vpo", R, group_ids=[0] * 7 + [1]), r"at least 2 rollouts \(G >= 2\)"),
@@ -643,7 +643,7 @@ def test_nonfinite_rewards_count_as_invalid_or_raise_in_strict_mode(bad):
     clean = compute_advantages("vpo", r, masked, group_ids=ids, seed=1)  # same as dropping them
     assert torch.equal(res.advantages, clean.advantages)
     with pytest.raises(ValueError, match=r"NaN/inf at rollout 2, answer 1 \(2 answers in all\)"):
-        compute_advantages("vpo", dirty, valid, group_ids=ids, config=EstimatorConfig(strict=True))
+        compute_advantages("vpo", dirty, valid, group_ids=ids, config=EstimatorConfig(strict_rewards=True))
     # single-answer estimators: the rollout becomes "no valid answer" (invalid_score)
     g = compute_advantages("grpo", dirty[:, :1], group_ids=ids)
     assert g.scores[5] == 0.0 and g.diagnostics["nonfinite_answers"] == 1.0
@@ -694,7 +694,7 @@ def test_set_score_helper_matches_loop_and_shapes():
 )
 def test_vpo_property_random_shapes(sizes, m, d, k, p_invalid, seed, kind):
     r, valid, ids = make_batch(seed, sizes, m, d, p_invalid=p_invalid, low=-1.0, high=1.0, quantize=3)
-    res = vpo_result(r, valid, ids, seed=seed, num_weightings=k, sampler=kind)
+    res = vpo_result(r, valid, ids, seed=seed, num_weightings=k, weight_sampler=kind)
     raw, adv = ref_vpo(r, valid, ids, sampler_weights(seed, len(sizes), d, k, kind))
     np.testing.assert_allclose(res.scores.numpy(), raw, rtol=0, atol=1e-9)
     np.testing.assert_allclose(res.advantages.numpy(), adv, rtol=0, atol=1e-7)

@@ -15,8 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from vpo.core import SimplexSampler, check_simplex, dirichlet, set_score, spacings_to_simplex
+from vpo.core import (
+    EstimatorConfig,
+    SimplexSampler,
+    check_simplex,
+    compute_advantages,
+    dirichlet,
+    fixed_weights,
+    set_score,
+    spacings_to_simplex,
+)
 from vpo.core.weights import SamplerSpec
+from vpo.errors import UserError
 
 # one torch thread: set for the whole suite in tests/conftest.py
 
@@ -41,7 +51,7 @@ def assert_on_simplex(w: torch.Tensor, atol: float = 1e-12) -> None:
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0])
 @pytest.mark.parametrize("d", [3, 5])
 def test_dirichlet_mean_variance_and_marginal(alpha, d):
-    w = SimplexSampler(num_weightings=500, alpha=alpha, seed=11).sample(num_groups=40, d=d)
+    w = SimplexSampler(num_weightings=500, weight_alpha=alpha, seed=11).sample(num_groups=40, d=d)
     assert w.shape == (40, 500, d) and w.dtype == torch.float64
     assert_on_simplex(w)
     x = w.reshape(-1, d).numpy()
@@ -77,7 +87,7 @@ def test_d1_is_the_only_point_and_consumes_no_randomness():
 
 
 def test_num_weightings_override_and_spec():
-    s = SimplexSampler.from_spec(SamplerSpec(num_weightings=5, kind="sobol"), seed=2)
+    s = SimplexSampler.from_spec(SamplerSpec(num_weightings=5, weight_sampler="sobol"), seed=2)
     assert s.sample(3, 4).shape == (3, 5, 4)
     assert s.sample(3, 4, num_weightings=1).shape == (3, 1, 4)
     assert s.sample(0, 4).shape == (0, 5, 4)
@@ -90,7 +100,7 @@ def test_num_weightings_override_and_spec():
 
 @pytest.mark.parametrize("d", [2, 4, 16])
 def test_sobol_rows_on_simplex_and_marginally_dir1(d):
-    w = SimplexSampler(num_weightings=100, kind="sobol", seed=5).sample(num_groups=2000, d=d)
+    w = SimplexSampler(num_weightings=100, weight_sampler="sobol", seed=5).sample(num_groups=2000, d=d)
     assert_on_simplex(w)
     beta = stats.beta(1, d - 1).cdf
     # Marginal uniformity: over the random shift, *each* point of the net is exactly Dir(1), so
@@ -116,7 +126,7 @@ def test_sobol_point_sets_are_more_balanced_than_iid(d):
     target = 2.0 / (d * (d + 1))
     spreads = {}
     for kind in ("iid", "sobol"):
-        w = SimplexSampler(num_weightings=k, kind=kind, seed=9).sample(groups, d)
+        w = SimplexSampler(num_weightings=k, weight_sampler=kind, seed=9).sample(groups, d)
         est = (w[..., 0] ** 2).mean(-1)
         spreads[kind] = float(((est - target) ** 2).mean())
     assert spreads["sobol"] < 0.5 * spreads["iid"]
@@ -128,7 +138,7 @@ def test_sobol_set_score_is_unbiased(d):
     g = torch.Generator().manual_seed(1)
     rewards = torch.rand(6, 3, d, generator=g, dtype=torch.float64)
     exact = set_score(rewards, weights=SimplexSampler(200_000, seed=77).sample(1, d)[0])
-    w = SimplexSampler(num_weightings=16, kind="sobol", seed=4).sample(num_groups=2000, d=d)
+    w = SimplexSampler(num_weightings=16, weight_sampler="sobol", seed=4).sample(num_groups=2000, d=d)
     groups = w.shape[0]
     # one call: row (i, n) pairs rollout n with group i's weightings
     est = set_score(rewards.repeat(groups, 1, 1), weights=w.repeat_interleave(6, dim=0)).view(groups, 6)
@@ -139,7 +149,7 @@ def test_sobol_set_score_is_unbiased(d):
 
 def test_sobol_requires_alpha_one():
     with pytest.raises(ValueError, match="sobol.*alpha"):
-        SimplexSampler(kind="sobol", alpha=0.5)
+        SimplexSampler(weight_sampler="sobol", weight_alpha=0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,9 +159,9 @@ def test_sobol_requires_alpha_one():
 
 @pytest.mark.parametrize("kind", ["iid", "sobol"])
 def test_same_seed_same_stream_and_groups_differ(kind):
-    a = SimplexSampler(num_weightings=10, kind=kind, seed=123)
-    b = SimplexSampler(num_weightings=10, kind=kind, seed=123)
-    c = SimplexSampler(num_weightings=10, kind=kind, seed=124)
+    a = SimplexSampler(num_weightings=10, weight_sampler=kind, seed=123)
+    b = SimplexSampler(num_weightings=10, weight_sampler=kind, seed=123)
+    c = SimplexSampler(num_weightings=10, weight_sampler=kind, seed=124)
     wa, wb, wc = a.sample(6, 4), b.sample(6, 4), c.sample(6, 4)
     assert torch.equal(wa, wb)
     assert not torch.allclose(wa, wc)
@@ -164,28 +174,28 @@ def test_same_seed_same_stream_and_groups_differ(kind):
 
 @pytest.mark.parametrize("kind, alpha", [("iid", 1.0), ("iid", 0.7), ("sobol", 1.0)])
 def test_state_dict_resumes_exact_stream(kind, alpha):
-    s = SimplexSampler(num_weightings=8, alpha=alpha, kind=kind, seed=42)
+    s = SimplexSampler(num_weightings=8, weight_alpha=alpha, weight_sampler=kind, seed=42)
     s.sample(5, 4)
     state = s.state_dict()
     expected = [s.sample(5, 4), s.sample(3, 6), s.sample(2, 4, num_weightings=1)]
-    resumed = SimplexSampler(num_weightings=8, alpha=alpha, kind=kind, seed=999)  # seed overwritten
+    resumed = SimplexSampler(num_weightings=8, weight_alpha=alpha, weight_sampler=kind, seed=999)  # seed overwritten
     resumed.load_state_dict(state)
     got = [resumed.sample(5, 4), resumed.sample(3, 6), resumed.sample(2, 4, num_weightings=1)]
     for e, g in zip(expected, got):
         assert torch.equal(e, g)
     # the saved state is a snapshot, not a view of the live generator: loading it again after the
     # original sampler moved on still replays the same draws
-    s2 = SimplexSampler(num_weightings=8, alpha=alpha, kind=kind, seed=0)
+    s2 = SimplexSampler(num_weightings=8, weight_alpha=alpha, weight_sampler=kind, seed=0)
     s2.load_state_dict(state)
     assert torch.equal(s2.sample(5, 4), expected[0])
 
 
 def test_state_dict_refuses_other_configuration():
-    state = SimplexSampler(num_weightings=8, kind="iid", seed=1).state_dict()
+    state = SimplexSampler(num_weightings=8, weight_sampler="iid", seed=1).state_dict()
     with pytest.raises(ValueError, match="num_weightings"):
-        SimplexSampler(num_weightings=9, kind="iid").load_state_dict(state)
-    with pytest.raises(ValueError, match="kind"):
-        SimplexSampler(num_weightings=8, kind="sobol").load_state_dict(state)
+        SimplexSampler(num_weightings=9, weight_sampler="iid").load_state_dict(state)
+    with pytest.raises(ValueError, match="weight_sampler"):
+        SimplexSampler(num_weightings=8, weight_sampler="sobol").load_state_dict(state)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,11 +209,11 @@ def test_state_dict_refuses_other_configuration():
         (dict(num_weightings=0), r"num_weightings \(K\) must be an integer >= 1"),
         (dict(num_weightings=2.5), r"num_weightings \(K\)"),
         (dict(num_weightings=True), r"num_weightings \(K\)"),
-        (dict(alpha=0.0), "alpha must be a finite number > 0"),
-        (dict(alpha=-1.0), "alpha must be a finite number > 0"),
-        (dict(alpha=float("nan")), "alpha must be a finite number > 0"),
-        (dict(alpha=float("inf")), "alpha must be a finite number > 0"),
-        (dict(kind="halton"), "unknown weight sampler 'halton'"),
+        (dict(weight_alpha=0.0), "weight_alpha must be a finite number > 0"),
+        (dict(weight_alpha=-1.0), "weight_alpha must be a finite number > 0"),
+        (dict(weight_alpha=float("nan")), "weight_alpha must be a finite number > 0"),
+        (dict(weight_alpha=float("inf")), "weight_alpha must be a finite number > 0"),
+        (dict(weight_sampler="halton"), "unknown weight_sampler 'halton'"),
     ],
 )
 def test_bad_sampler_arguments(kwargs, match):
@@ -252,6 +262,96 @@ def test_spacings_map_of_uniforms_is_dir1():
 def test_any_shape_gives_finite_simplex_rows(groups, k, d, kind, alpha, seed):
     if kind == "sobol":
         alpha = 1.0
-    w = SimplexSampler(num_weightings=k, alpha=alpha, kind=kind, seed=seed).sample(groups, d)
+    w = SimplexSampler(num_weightings=k, weight_alpha=alpha, weight_sampler=kind, seed=seed).sample(groups, d)
     assert w.shape == (groups, k, d)
     assert_on_simplex(w, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# one vocabulary: deprecated names of the weighting settings, the shared fixed weight set
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, old, new, value, clash",
+    [
+        (SimplexSampler, "alpha", "weight_alpha", 0.5, (0.5, 2.0)),
+        (SimplexSampler, "kind", "weight_sampler", "sobol", ("iid", "sobol")),
+        (SamplerSpec, "alpha", "weight_alpha", 0.5, (0.5, 2.0)),
+        (SamplerSpec, "kind", "weight_sampler", "sobol", ("iid", "sobol")),
+        (EstimatorConfig, "alpha", "weight_alpha", 0.5, (0.5, 2.0)),
+        (EstimatorConfig, "sampler", "weight_sampler", "sobol", ("iid", "sobol")),
+        (EstimatorConfig, "strict", "strict_rewards", True, (False, True)),
+    ],
+)
+def test_deprecated_names_map_to_the_new_field_and_warn(make, old, new, value, clash):
+    """``clash``: (old value, new value) that disagree, the new one not its default."""
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated; use '{new}'"):
+        obj = make(**{old: value})
+    assert getattr(obj, new) == value
+    with pytest.warns(DeprecationWarning):  # both names, same value: fine
+        assert getattr(make(**{old: value, new: value}), new) == value
+    with pytest.raises(UserError, match=f"{new}=.*{old}="):
+        make(**{old: clash[0], new: clash[1]})
+
+
+@pytest.mark.filterwarnings("error::DeprecationWarning")
+def test_new_names_do_not_warn():
+    SimplexSampler(num_weightings=3, weight_alpha=1.0, weight_sampler="sobol", seed=1).sample(2, 3)
+    SamplerSpec(num_weightings=3, weight_alpha=0.5, weight_sampler="iid")
+    EstimatorConfig(num_weightings=3, weight_alpha=1.0, weight_sampler="sobol", strict_rewards=True, invalid_score=-1.0)
+
+
+def test_sampler_state_saved_under_the_old_keys_still_resumes():
+    s = SimplexSampler(num_weightings=6, weight_alpha=0.7, seed=3)
+    s.sample(2, 4)
+    state = s.state_dict()
+    old = {k: v for k, v in state.items() if k not in ("weight_alpha", "weight_sampler")}
+    old.update(alpha=0.7, kind="iid")  # what a checkpoint written before the rename holds
+    resumed = SimplexSampler(num_weightings=6, weight_alpha=0.7, seed=0)
+    resumed.load_state_dict(old)
+    assert torch.equal(resumed.sample(2, 4), s.sample(2, 4))
+    with pytest.raises(ValueError, match="weight_alpha"):
+        SimplexSampler(num_weightings=6, weight_alpha=1.0).load_state_dict(old)
+
+
+def test_fixed_weights_are_the_eval_draw_and_stable():
+    """The shared fixed set is eval's historical one: Dir(1) from a generator seeded 1234, K = 64."""
+    for d in (1, 2, 3, 7):
+        w = fixed_weights(d)
+        assert w.shape == (64, d) and w.dtype == torch.float64
+        assert_on_simplex(w)
+        expected = torch.ones(64, 1, dtype=torch.float64) if d == 1 else dirichlet(1, 64, d, 1.0, torch.Generator().manual_seed(1234))[0]
+        assert torch.equal(w, expected)
+    # a fresh tensor each call: mutating one does not change the next
+    w = fixed_weights(3)
+    w.zero_()
+    assert torch.equal(fixed_weights(3), dirichlet(1, 64, 3, 1.0, torch.Generator().manual_seed(1234))[0])
+    assert not torch.equal(fixed_weights(3, 64, 0.5), fixed_weights(3))
+    assert not torch.equal(fixed_weights(3, weight_seed=1), fixed_weights(3))
+    assert fixed_weights(np.int64(4), np.int64(8)).shape == (8, 4)
+    with pytest.raises(ValueError, match="dimension d"):
+        fixed_weights(0)
+    with pytest.raises(ValueError, match="num_weightings"):
+        fixed_weights(3, 0)
+
+
+def test_training_diagnostics_score_pools_with_the_fixed_weights():
+    """``pool_set_score`` is the mean over groups of E_w[max over the group's answers] on fixed_weights."""
+    gen = torch.Generator().manual_seed(0)
+    r = torch.rand(12, 3, 4, generator=gen, dtype=torch.float64)
+    valid = torch.rand(12, 3, generator=gen) > 0.3
+    valid[5] = False  # a rollout without answers
+    res = compute_advantages("vpo", r, valid, group_size=4, config=EstimatorConfig(num_weightings=8, compute_dtype="float64"))
+    w = fixed_weights(4)
+    s = torch.where(valid.unsqueeze(-1), r @ w.T, torch.tensor(float("-inf"), dtype=torch.float64))  # [N, m, K]
+    pool = s.view(3, 4 * 3, 64).amax(1).mean(-1)
+    assert res.diagnostics["pool_set_score"] == pytest.approx(float(pool.mean()), abs=1e-12)
+
+
+def test_sampler_old_attribute_names_warn():
+    s = SimplexSampler(weight_alpha=0.5, seed=1)
+    with pytest.warns(DeprecationWarning, match="weight_alpha"):
+        assert s.alpha == 0.5
+    with pytest.warns(DeprecationWarning, match="weight_sampler"):
+        assert s.kind == "iid"

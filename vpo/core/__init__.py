@@ -25,7 +25,7 @@ from vpo.core.estimators import (
     set_score,
 )
 from vpo.core.reference import vpo_advantages_reference
-from vpo.core.weights import SimplexSampler, check_simplex, dirichlet, spacings_to_simplex
+from vpo.core.weights import SimplexSampler, check_simplex, dirichlet, fixed_weights, spacings_to_simplex
 
 __all__ = [
     "AdvantageResult",
@@ -39,6 +39,7 @@ __all__ = [
     "dedup_rows",
     "diagnostic_weights",
     "dirichlet",
+    "fixed_weights",
     "get_estimator",
     "group_index_from",
     "list_estimators",

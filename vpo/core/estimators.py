@@ -18,8 +18,10 @@ Conventions (each estimator's docstring repeats its own):
 * padding never wins a max: invalid slots are masked with -inf, not zero, so negative rewards are
   safe; a rollout with no valid answer scores ``config.invalid_score`` (paper: 0) and still counts
   in its group's statistics;
+* ``diagnostics["pool_set_score"]`` is each group's E_w[max over all its answers] on the fixed
+  weight set :func:`vpo.core.weights.fixed_weights` (the one ``vpo eval``'s E_w metrics use);
 * non-finite rewards (NaN/inf) make that answer invalid and are counted in
-  ``diagnostics["nonfinite_answers"]``; with ``config.strict=True`` they raise instead;
+  ``diagnostics["nonfinite_answers"]``; with ``config.strict_rewards=True`` they raise instead;
 * computation is float64 on the rewards' device, except VPO's set score (the ``[N, m, K]`` scores
   of every answer under every weighting and the weights themselves), which runs in
   ``config.compute_dtype`` (float32 by default: relative rounding ~1e-7 against a K = 100 Monte
@@ -33,13 +35,20 @@ paper and its baselines do.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import warnings
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from vpo.core.weights import SimplexSampler, check_simplex, spacings_to_simplex, validate_sampler_args
+from vpo.core.weights import (
+    SimplexSampler,
+    check_simplex,
+    fixed_weights,
+    renamed_setting,
+    validate_sampler_args,
+)
 
 __all__ = [
     "EstimatorConfig",
@@ -59,17 +68,22 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 @dataclass
 class EstimatorConfig:
-    """Options shared by the estimators; unused fields are ignored by estimators that don't need them."""
+    """Options shared by the estimators; unused fields are ignored by estimators that don't need them.
+
+    The weighting settings have the names of :class:`vpo.train.VPOConfig` and ``vpo train`` YAML
+    (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``invalid_score``, ``strict_rewards``);
+    ``alpha``, ``sampler`` and ``strict`` are deprecated names of three of them (a
+    ``DeprecationWarning``; giving both names different values is a ``vpo.errors.UserError``)."""
 
     num_weightings: int = 100
     """K, weightings per group for VPO's Monte Carlo set score (paper: 100)."""
-    alpha: float = 1.0
+    weight_alpha: float = 1.0
     """Dirichlet concentration of the weightings (paper: 1, uniform on the simplex)."""
-    sampler: str = "iid"
+    weight_sampler: str = "iid"
     """'iid' Dirichlet draws or 'sobol' scrambled QMC points (reference implementation option)."""
     invalid_score: float = 0.0
     """Scalar given to a rollout with no valid answer (paper: 0). It still counts in group stats."""
-    strict: bool = False
+    strict_rewards: bool = False
     """Raise on NaN/inf rewards instead of treating that answer as invalid."""
     eps: float = 1e-6
     """Added to the std (or mean, for MaxRL) in the denominators; also VPO's zero-std threshold."""
@@ -79,9 +93,18 @@ class EstimatorConfig:
     """Precision of VPO's weights and set score ('float32' or 'float64'); z-scores are float64.
     float32 changes the set score by ~1e-7 relative; 'float64' reproduces float64 references to
     rounding (and draws a different weight stream from the same seed)."""
+    alpha: InitVar[float | None] = None
+    """Deprecated name of ``weight_alpha``."""
+    sampler: InitVar[str | None] = None
+    """Deprecated name of ``weight_sampler``."""
+    strict: InitVar[bool | None] = None
+    """Deprecated name of ``strict_rewards``."""
 
-    def __post_init__(self) -> None:
-        validate_sampler_args(self.num_weightings, self.alpha, self.sampler)
+    def __post_init__(self, alpha: float | None, sampler: str | None, strict: bool | None) -> None:
+        self.weight_alpha = renamed_setting("EstimatorConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4)
+        self.weight_sampler = renamed_setting("EstimatorConfig", "weight_sampler", self.weight_sampler, "iid", "sampler", sampler, stacklevel=4)
+        self.strict_rewards = renamed_setting("EstimatorConfig", "strict_rewards", self.strict_rewards, False, "strict", strict, stacklevel=4)
+        validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
         if not math.isfinite(self.invalid_score):
             raise ValueError(f"invalid_score must be finite, got {self.invalid_score!r}")
         if not (self.eps > 0):
@@ -152,7 +175,8 @@ class _Batch:
         return torch.where(self.valid[:, 0], s, torch.full_like(s, invalid_score))
 
 
-EstimatorFn = Callable[[_Batch, EstimatorConfig, SimplexSampler], torch.Tensor]
+EstimatorFn = Callable[[_Batch, EstimatorConfig, SimplexSampler], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+"""``fn(batch, config, sampler) -> (scores [N], advantages [N], group_std [P])``."""
 
 
 @dataclass(frozen=True)
@@ -318,21 +342,11 @@ def set_score(
     return torch.where(v.any(dim=1), best.mean(-1), torch.full_like(best[:, 0], invalid_score))
 
 
-_DIAG_WEIGHTS: dict[tuple[int, int], torch.Tensor] = {}
-
-
 def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
-    """A fixed, deterministic ``[k, d]`` point set on the simplex (unscrambled Sobol, sorted spacings).
-
-    Used for diagnostics and metrics that must not consume the training RNG.
-    """
-    if d == 1:
-        return torch.ones(k, 1, dtype=torch.float64)
-    if (d, k) not in _DIAG_WEIGHTS:
-        eng = torch.quasirandom.SobolEngine(d - 1, scramble=False)
-        eng.fast_forward(1)  # skip the all-zero point
-        _DIAG_WEIGHTS[(d, k)] = spacings_to_simplex(eng.draw(k, dtype=torch.float64))
-    return _DIAG_WEIGHTS[(d, k)]
+    """Deprecated: :func:`vpo.core.weights.fixed_weights` ``(d, k)``, the one fixed weight set of
+    diagnostics and metrics (it replaced this function's Sobol point set)."""
+    warnings.warn("diagnostic_weights is deprecated; use vpo.core.fixed_weights", DeprecationWarning, stacklevel=2)
+    return fixed_weights(d, k)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -625,7 +639,7 @@ def _prepare(
         n_i, m_i = (int(x) for x in torch.nonzero(bad)[0])
         raise ValueError(
             f"rewards contain NaN/inf at rollout {n_i}, answer {m_i} ({nonfinite} answers in all); "
-            "fix the scorer, or use strict=False to count such answers as invalid"
+            "fix the scorer, or use strict_rewards=False to count such answers as invalid"
         )
     v = v & finite
     if not bool(v.all()):  # zero the invalid slots (a copy only when there are some)
@@ -673,7 +687,7 @@ def compute_advantages(
         target_weights: ``[d]`` the deployment scalarisation w* on the simplex (default uniform).
         rollout_weights: ``[N, d]`` per-rollout weightings (goal-conditioned GRPO; optional for
             random_weight).
-        config: :class:`EstimatorConfig` (K, alpha, sampler kind, invalid score, eps, ...).
+        config: :class:`EstimatorConfig` (K, weight_alpha, weight_sampler, invalid_score, eps, ...).
         sampler: the :class:`SimplexSampler` to draw from (a trainer keeps one for the whole run so
             the stream continues across steps and checkpoints); default: a fresh one seeded ``seed``.
 
@@ -682,7 +696,7 @@ def compute_advantages(
     """
     spec = get_estimator(estimator)
     cfg = config or EstimatorConfig()
-    b = _prepare(rewards, valid, group_size, group_ids, target_weights, rollout_weights, cfg.strict)
+    b = _prepare(rewards, valid, group_size, group_ids, target_weights, rollout_weights, cfg.strict_rewards)
     if not spec.multi_answer and b.m != 1:
         raise ValueError(
             f"estimator {estimator!r} scores one answer per rollout but rewards have m={b.m} answers; "
@@ -691,14 +705,14 @@ def compute_advantages(
     if spec.needs_rollout_weights and b.rollout_weights is None:
         raise ValueError(f"estimator {estimator!r} needs rollout_weights [N, d]: the w written into each prompt")
     if spec.uses_sampler and sampler is None:
-        sampler = SimplexSampler(cfg.num_weightings, cfg.alpha, cfg.sampler, seed=seed)
+        sampler = SimplexSampler(cfg.num_weightings, cfg.weight_alpha, cfg.weight_sampler, seed=seed)
     scores, adv, std = spec.fn(b, cfg, sampler)
     return AdvantageResult(adv, scores, b.index, _diagnostics(b, scores, std, cfg))
 
 
 def _diagnostics(b: _Batch, scores: torch.Tensor, std: torch.Tensor, cfg: EstimatorConfig) -> dict:
     dt = cfg.torch_dtype
-    w = diagnostic_weights(b.d).to(device=b.rewards.device, dtype=dt)
+    w = fixed_weights(b.d).to(device=b.rewards.device, dtype=dt)  # the set vpo eval's E_w metrics use
     n, m, d = b.rewards.shape
     # the weights are shared by every row: one [N*m, d] x [d, K] matmul
     filled = b.filled(dt)

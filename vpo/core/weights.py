@@ -22,49 +22,109 @@ stream. No global RNG, no environment variables.
 
 Shapes: ``sample(num_groups, d)`` returns ``[num_groups, K, d]`` float64 (``dtype=torch.float32``
 on request: the VPO estimator draws in float32 by default), rows on the simplex.
+
+:func:`fixed_weights` is the one fixed weight set of diagnostics and metrics (the trainer's logged
+pool set score and ``vpo eval``'s E_w[best@k]); the names of the weighting settings
+(``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``weight_seed``) are the same in every
+config, and :func:`renamed_setting` maps the older ones onto them (docs/estimators.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import numbers
+import warnings
+from dataclasses import InitVar, dataclass
+from typing import Any
 
 import torch
+
+from vpo.errors import UserError
 
 SAMPLERS = ("iid", "sobol")
 _SOBOL_BITS = 30  # torch's SobolEngine produces 30-bit integers
 
+FIXED_NUM_WEIGHTINGS = 64
+"""K of :func:`fixed_weights` unless asked otherwise (``vpo eval --num-weightings``)."""
+FIXED_WEIGHT_SEED = 1234
+"""Seed of :func:`fixed_weights`: the same draws for every method, run and report."""
+
+
+def renamed_setting(
+    where: str,
+    new: str,
+    new_value: Any,
+    default: Any,
+    old: str,
+    old_value: Any,
+    *,
+    category: type[Warning] = DeprecationWarning,
+    stacklevel: int = 3,
+) -> Any:
+    """The value of setting ``new`` when it may also have been given under its deprecated name ``old``.
+
+    ``old_value`` None means the old name was not used: ``new_value`` is returned. Otherwise a
+    ``category`` warning names the new key and the old value is returned, unless ``new_value`` is set
+    too (differs from its ``default``) to a different value: then a :class:`vpo.errors.UserError`
+    names both. (A new name set explicitly to its default cannot be told from an unset one; the old
+    name's value is taken then.) ``where`` says whose setting it is, e.g. ``"EstimatorConfig"``.
+    """
+    if old_value is None:
+        return new_value
+    if new_value != default and new_value != old_value:
+        raise UserError(
+            f"{where}: {new}={new_value!r} and its deprecated name {old}={old_value!r} are both set, to "
+            f"different values; keep only {new}"
+        )
+    warnings.warn(f"{where}: {old!r} is deprecated; use {new!r} instead", category, stacklevel=stacklevel)
+    return old_value
+
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """What to draw: ``num_weightings`` (K) points of Dir(``alpha``) via ``kind``."""
+    """What to draw: ``num_weightings`` (K) points of Dir(``weight_alpha``) via ``weight_sampler``.
+
+    ``alpha`` and ``kind`` are deprecated names of ``weight_alpha`` and ``weight_sampler``."""
 
     num_weightings: int = 100
-    alpha: float = 1.0
-    kind: str = "iid"
+    weight_alpha: float = 1.0
+    weight_sampler: str = "iid"
+    alpha: InitVar[float | None] = None
+    kind: InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
-        validate_sampler_args(self.num_weightings, self.alpha, self.kind)
+    def __post_init__(self, alpha: float | None, kind: str | None) -> None:
+        a = renamed_setting("SamplerSpec", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4)
+        k = renamed_setting("SamplerSpec", "weight_sampler", self.weight_sampler, "iid", "kind", kind, stacklevel=4)
+        object.__setattr__(self, "weight_alpha", a)
+        object.__setattr__(self, "weight_sampler", k)
+        validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
 
 
-def validate_sampler_args(num_weightings: int, alpha: float, kind: str) -> None:
+def validate_sampler_args(num_weightings: int, weight_alpha: float, weight_sampler: str) -> None:
+    """Raise ValueError unless K, alpha and the sampler kind form a valid weighting setting."""
     if not isinstance(num_weightings, int) or isinstance(num_weightings, bool) or num_weightings < 1:
         raise ValueError(
             f"num_weightings (K) must be an integer >= 1, got {num_weightings!r}; "
             "the paper uses K = 100"
         )
+    alpha = weight_alpha
     if not (float(alpha) > 0.0) or alpha != alpha or alpha == float("inf"):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}; the paper uses alpha = 1")
-    if kind not in SAMPLERS:
-        raise ValueError(f"unknown weight sampler {kind!r}; choose one of {', '.join(SAMPLERS)}")
-    if kind == "sobol" and float(alpha) != 1.0:
+        raise ValueError(f"weight_alpha must be a finite number > 0, got {alpha!r}; the paper uses alpha = 1")
+    if weight_sampler not in SAMPLERS:
         raise ValueError(
-            f"the sobol sampler maps points to the simplex by sorted spacings, which is Dir(1) only; "
-            f"got alpha={alpha}. Use sampler='iid' for alpha != 1"
+            f"unknown weight_sampler {weight_sampler!r}; choose one of {', '.join(SAMPLERS)}"
+        )
+    if weight_sampler == "sobol" and float(alpha) != 1.0:
+        raise ValueError(
+            "the sobol sampler maps points to the simplex by normalised exponentials of uniforms, which "
+            f"is Dir(1) only; got weight_alpha={alpha}. Use weight_sampler='iid' for alpha != 1"
         )
 
 
 class SimplexSampler:
     """Seeded sampler of ``K`` simplex weightings per group.
+
+    ``SimplexSampler(num_weightings=K, weight_alpha=alpha, weight_sampler="iid"|"sobol", seed=s)``;
+    ``alpha=`` and ``kind=`` are deprecated names of ``weight_alpha`` and ``weight_sampler``.
 
     >>> s = SimplexSampler(num_weightings=4, seed=0)
     >>> w = s.sample(num_groups=2, d=3)
@@ -73,36 +133,61 @@ class SimplexSampler:
     """
 
     def __init__(
-        self, num_weightings: int = 100, alpha: float = 1.0, kind: str = "iid", seed: int = 0
+        self,
+        num_weightings: int = 100,
+        weight_alpha: float = 1.0,
+        weight_sampler: str = "iid",
+        seed: int = 0,
+        *,
+        alpha: float | None = None,
+        kind: str | None = None,
     ) -> None:
-        validate_sampler_args(num_weightings, alpha, kind)
+        name = type(self).__name__
+        weight_alpha = renamed_setting(name, "weight_alpha", weight_alpha, 1.0, "alpha", alpha)
+        weight_sampler = renamed_setting(name, "weight_sampler", weight_sampler, "iid", "kind", kind)
+        validate_sampler_args(num_weightings, weight_alpha, weight_sampler)
         self.num_weightings = int(num_weightings)
-        self.alpha = float(alpha)
-        self.kind = kind
+        self.weight_alpha = float(weight_alpha)
+        self.weight_sampler = weight_sampler
         self.seed = int(seed)
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(self.seed)
         self._sobol_cache: dict[int, torch.Tensor] = {}
 
+    @property
+    def alpha(self) -> float:
+        """Deprecated name of :attr:`weight_alpha`."""
+        warnings.warn("SimplexSampler.alpha is deprecated; use weight_alpha", DeprecationWarning, stacklevel=2)
+        return self.weight_alpha
+
+    @property
+    def kind(self) -> str:
+        """Deprecated name of :attr:`weight_sampler`."""
+        warnings.warn("SimplexSampler.kind is deprecated; use weight_sampler", DeprecationWarning, stacklevel=2)
+        return self.weight_sampler
+
     @classmethod
     def from_spec(cls, spec: SamplerSpec, seed: int = 0) -> "SimplexSampler":
-        return cls(spec.num_weightings, spec.alpha, spec.kind, seed)
+        return cls(spec.num_weightings, spec.weight_alpha, spec.weight_sampler, seed)
 
     # -- reproducibility -------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {
             "num_weightings": self.num_weightings,
-            "alpha": self.alpha,
-            "kind": self.kind,
+            "weight_alpha": self.weight_alpha,
+            "weight_sampler": self.weight_sampler,
             "seed": self.seed,
             "generator_state": self.generator.get_state().clone(),
         }
 
     def load_state_dict(self, state: dict) -> None:
-        for key in ("num_weightings", "alpha", "kind"):
-            if state[key] != getattr(self, key):
+        """Continue the stream of a saved sampler (states saved under the old keys ``alpha``/``kind``
+        load too)."""
+        for key, old_key in (("num_weightings", None), ("weight_alpha", "alpha"), ("weight_sampler", "kind")):
+            saved = state[key] if key in state or old_key is None else state[old_key]
+            if saved != getattr(self, key):
                 raise ValueError(
-                    f"sampler state was saved with {key}={state[key]!r} but this sampler has "
+                    f"sampler state was saved with {key}={saved!r} but this sampler has "
                     f"{key}={getattr(self, key)!r}; resume with the same configuration"
                 )
         self.seed = int(state["seed"])
@@ -129,8 +214,8 @@ class SimplexSampler:
             raise ValueError(f"num_groups must be >= 0, got {num_groups}")
         if d == 1:
             return torch.ones(num_groups, k, 1, dtype=dtype)
-        if self.kind == "iid":
-            return dirichlet(num_groups, k, d, self.alpha, self.generator, dtype=dtype)
+        if self.weight_sampler == "iid":
+            return dirichlet(num_groups, k, d, self.weight_alpha, self.generator, dtype=dtype)
         return self._sobol(num_groups, k, d).to(dtype)
 
     def _sobol(self, num_groups: int, k: int, d: int) -> torch.Tensor:
@@ -157,6 +242,40 @@ class SimplexSampler:
             pts = engine.draw(k, dtype=torch.float64)
             self._sobol_cache[key] = torch.round(pts * 2**_SOBOL_BITS).to(torch.int64)
         return self._sobol_cache[key]
+
+
+_FIXED: dict[tuple[int, int, float, int], torch.Tensor] = {}
+
+
+def fixed_weights(
+    d: int,
+    num_weightings: int = FIXED_NUM_WEIGHTINGS,
+    weight_alpha: float = 1.0,
+    weight_seed: int = FIXED_WEIGHT_SEED,
+) -> torch.Tensor:
+    """The fixed ``[num_weightings, d]`` float64 weight set of diagnostics and metrics.
+
+    iid Dir(``weight_alpha``) draws from a generator of their own seeded ``weight_seed``: the same
+    weightings in every process, for every method and run, and no draw from a training stream. The
+    trainer's logged pool set score (``diagnostics["pool_set_score"]`` of
+    :func:`vpo.core.compute_advantages`) and ``vpo eval``'s E_w[best@k] / E_w best (pool) both use
+    the defaults (K = 64, alpha = 1, seed 1234), so a training log and an eval report score a pool
+    with the same weightings. docs/eval.md says why this set (and not a QMC one) is the shared one.
+    Returns a new tensor on every call (the cached draw is never handed out).
+    """
+    d, num_weightings = (int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x for x in (d, num_weightings))
+    if not isinstance(d, int) or d < 1:
+        raise ValueError(f"the reward dimension d must be an integer >= 1, got {d!r}")
+    validate_sampler_args(num_weightings, weight_alpha, "iid")
+    key = (d, int(num_weightings), float(weight_alpha), int(weight_seed))
+    if key not in _FIXED:
+        if d == 1:
+            w = torch.ones(num_weightings, 1, dtype=torch.float64)
+        else:
+            g = torch.Generator().manual_seed(int(weight_seed))
+            w = dirichlet(1, int(num_weightings), d, float(weight_alpha), g)[0]
+        _FIXED[key] = w
+    return _FIXED[key].clone()
 
 
 def spacings_to_simplex(u: torch.Tensor) -> torch.Tensor:
