@@ -21,7 +21,7 @@ import sys
 import time
 
 from vpo.tasks.code import DEFAULT_PRELUDE, CodeTask
-from vpo.tasks.sandbox import Sandbox, SandboxConfig, TestInput, sandbox_capabilities
+from vpo.sandbox import Sandbox, SandboxConfig, TestInput, sandbox_capabilities
 
 # a typical competitive-programming solution: parse, sort, aggregate
 PROGRAM = (

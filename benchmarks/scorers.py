@@ -18,7 +18,7 @@ scorers see right, partly right and wrong answers alike.
   example's ``reference_answer`` and two corrupted variants;
 * code: ``tests/fixtures/code/problems.jsonl`` (``vpo.tasks.get("code", data=...)``), a correct
   program, a differently written correct one and a wrong one per problem, run for real in the
-  sandbox (isolation and concurrency as ``vpo.tasks.sandbox`` detects them; fewer answers, since
+  sandbox (isolation and concurrency as ``vpo.sandbox`` detects them; fewer answers, since
   each runs up to 16 tests in a fresh process).
 
 Tasks alternate within each repeat so machine load hits all alike; the table gives the median
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import vpo.tasks
 from vpo.tasks.maze import Maze, random_route, reference_routes
-from vpo.tasks.sandbox import sandbox_capabilities
+from vpo.sandbox import sandbox_capabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -26,7 +26,7 @@ from vpo.tasks.code import (
     stdout_matches,
     values_match,
 )
-from vpo.tasks.sandbox import SandboxConfig
+from vpo.sandbox import SandboxConfig
 
 FIX = Path(__file__).parent / "fixtures" / "code"
 

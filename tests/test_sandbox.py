@@ -18,7 +18,7 @@ import time
 import pytest
 
 from vpo.tasks.code import CodeTask
-from vpo.tasks.sandbox import (
+from vpo.sandbox import (
     SANDBOX_UID_BASE,
     STATUSES,
     Sandbox,

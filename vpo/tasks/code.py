@@ -8,7 +8,7 @@ A problem is a statement plus test cases of one of two kinds (docs/method.md §5
   ``expected``.
 
 The reward of one program is a vector with one component per test: 1 if the test passes, 0 if not
-(wrong answer, crash, timeout, memory, ...). Every program runs in :mod:`vpo.tasks.sandbox` (one
+(wrong answer, crash, timeout, memory, ...). Every program runs in :mod:`vpo.sandbox` (one
 sandboxed interpreter per program, one fork per test, many programs in parallel); expected outputs
 never enter the sandbox, the comparison happens here.
 
@@ -65,7 +65,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vpo.tasks.base import Example, Task
-from vpo.tasks.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
+from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
 
 DEFAULT_PRELUDE = (
     "from typing import *\n"
@@ -272,7 +272,7 @@ def values_match(actual: Any, expected: Any, float_tol: float = 1e-6) -> bool:
 
 
 def outcome_passes(test: dict, outcome, float_tol: float = 1e-6) -> bool:
-    """Did one sandbox :class:`~vpo.tasks.sandbox.TestOutcome` pass ``test``?"""
+    """Did one sandbox :class:`~vpo.sandbox.TestOutcome` pass ``test``?"""
     if not outcome.ok:
         return False
     if "args" not in test:
