@@ -237,6 +237,7 @@ def test_a_reward_function_that_raises_is_a_counted_scorer_error(tmp_path, tiny_
         (dict(estimator="multi_rlvr", num_answers=1), "plain GRPO"),
         (dict(weight_sampler="sobol", weight_alpha=0.5), "Dir\\(1\\)"),
         (dict(task_options="{not json"), "JSON"),
+        (dict(compute_dtype="float16"), "compute_dtype"),
     ],
 )
 def test_bad_config_fails_fast(tmp_path, kw, match):
@@ -269,6 +270,25 @@ def test_default_m_follows_the_estimator(tmp_path):
     assert make_args(tmp_path, estimator="vpo").num_answers == 3
     assert make_args(tmp_path, estimator="grpo").num_answers == 1
     assert math.isclose(make_args(tmp_path).num_weightings, 16)
+
+
+def test_weighting_settings_reach_the_estimator_config(tmp_path):
+    """VPOConfig and EstimatorConfig share the names; the trainer builds its config from them."""
+    args = make_args(tmp_path, weight_alpha=0.5, invalid_score=-1.0, strict_rewards=True, compute_dtype="float64", max_at_k=3)
+    cfg = args.estimator_config()
+    got = (cfg.num_weightings, cfg.weight_alpha, cfg.weight_sampler, cfg.invalid_score, cfg.strict_rewards, cfg.compute_dtype, cfg.max_at_k)
+    assert got == (16, 0.5, "iid", -1.0, True, "float64", 3)
+
+
+def test_invalid_answer_score_is_a_deprecated_name_of_invalid_score(tmp_path):
+    from vpo.errors import UserError
+
+    with pytest.warns(FutureWarning, match="'invalid_answer_score' is deprecated; use 'invalid_score'"):
+        args = make_args(tmp_path, invalid_answer_score=-1.0)
+    assert args.invalid_score == -1.0 and args.invalid_answer_score is None
+    assert args.estimator_config().invalid_score == -1.0
+    with pytest.raises(UserError, match="invalid_score=-2.0.*invalid_answer_score=-1.0"):
+        make_args(tmp_path, invalid_answer_score=-1.0, invalid_score=-2.0)
 
 
 def test_logged_diversity_is_the_eval_metric_per_group():

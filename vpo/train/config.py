@@ -6,6 +6,11 @@ Every field added here has help text naming what it does and where it comes from
 
 Paper settings (docs/method.md §3) live in the shipped YAML configs (``vpo/configs/*.yaml``), not in these
 defaults, so that a config file states what it reproduces.
+
+The weighting settings (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``weight_seed``,
+``invalid_score``, ``strict_rewards``, ``compute_dtype``) have the same names as in
+:class:`vpo.core.EstimatorConfig`, ``vpo eval`` and the veRL score function. ``invalid_answer_score``
+is the deprecated name of ``invalid_score``: it still works, with a ``FutureWarning``.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from typing import Any
 
 from trl import GRPOConfig
 
-from vpo.core.estimators import ESTIMATORS, get_estimator
-from vpo.core.weights import validate_sampler_args
+from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
+from vpo.core.weights import renamed_setting, validate_sampler_args
 
 # estimators that are TRL's own advantage code, reachable for side-by-side comparison
 TRL_NATIVE_ESTIMATORS = {
@@ -64,7 +69,7 @@ class VPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Seed of the weight sampler's generator (default: `seed`). Saved in every checkpoint."},
     )
-    invalid_answer_score: float = field(
+    invalid_score: float = field(
         default=0.0,
         metadata={"help": "Scalar of a rollout with no valid answer (VPO paper: 0). It still counts in group stats."},
     )
@@ -79,6 +84,13 @@ class VPOConfig(GRPOConfig):
     strict_rewards: bool = field(
         default=False,
         metadata={"help": "Raise on NaN/inf rewards or scorer exceptions instead of counting the answer invalid."},
+    )
+    compute_dtype: str = field(
+        default="float32",
+        metadata={
+            "help": "Precision of the VPO set score and its weights: 'float32' (default) or 'float64' (reproduces "
+            "float64 references to rounding; draws a different weight stream from the same seed)."
+        },
     )
     task: str | None = field(
         default=None,
@@ -99,6 +111,10 @@ class VPOConfig(GRPOConfig):
     data_seed_task: int | None = field(
         default=None,
         metadata={"help": "Seed passed to task.load() for subsampling/generating the splits (default: the task's own)."},
+    )
+    invalid_answer_score: float | None = field(
+        default=None,
+        metadata={"help": "Deprecated name of invalid_score."},
     )
 
     def __post_init__(self):
@@ -124,7 +140,14 @@ class VPOConfig(GRPOConfig):
             )
         if self.estimator == "multi_rlvr" and self.num_answers == 1:
             raise ValueError("multi_rlvr with num_answers=1 is plain GRPO; use estimator: grpo, or num_answers > 1")
+        self.invalid_score = renamed_setting(
+            "VPOConfig", "invalid_score", self.invalid_score, 0.0, "invalid_answer_score", self.invalid_answer_score,
+            category=FutureWarning, stacklevel=4,
+        )
+        self.invalid_answer_score = None  # resolved: a saved and reloaded config does not warn again
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
+        if self.compute_dtype not in ("float32", "float64"):
+            raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")
         if self.max_at_k is not None and self.max_at_k < 1:
             raise ValueError(f"max_at_k must be >= 1, got {self.max_at_k}")
         if self.estimator in TRL_NATIVE_ESTIMATORS:
@@ -134,6 +157,18 @@ class VPOConfig(GRPOConfig):
                 f"num_generations (G) must be >= 2: advantages are normalised within a group; got {self.num_generations}"
             )
         super().__post_init__()
+
+    def estimator_config(self) -> EstimatorConfig:
+        """The :class:`vpo.core.EstimatorConfig` of these settings (the same field names)."""
+        return EstimatorConfig(
+            num_weightings=self.num_weightings,
+            weight_alpha=self.weight_alpha,
+            weight_sampler=self.weight_sampler,
+            invalid_score=self.invalid_score,
+            strict_rewards=self.strict_rewards,
+            max_at_k=self.max_at_k,
+            compute_dtype=self.compute_dtype,
+        )
 
     @property
     def is_multi_answer_estimator(self) -> bool:

@@ -25,7 +25,7 @@ import torch
 from trl import GRPOTrainer
 
 from vpo.core.answers import answer_instruction
-from vpo.core.estimators import EstimatorConfig, compute_advantages
+from vpo.core.estimators import compute_advantages
 from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
@@ -185,14 +185,7 @@ class VPOTrainer(GRPOTrainer):
             **kwargs,
         )
         seed = args.seed if args.weight_seed is None else args.weight_seed
-        self.vpo_estimator_config = EstimatorConfig(
-            num_weightings=args.num_weightings,
-            alpha=args.weight_alpha,
-            sampler=args.weight_sampler,
-            invalid_score=args.invalid_answer_score,
-            strict=args.strict_rewards,
-            max_at_k=args.max_at_k,
-        )
+        self.vpo_estimator_config = args.estimator_config()
         self.vpo_sampler = SimplexSampler(args.num_weightings, args.weight_alpha, args.weight_sampler, seed=seed)
         self._goal_seed = seed
         self._example_cache: dict[int, dict] = {}
