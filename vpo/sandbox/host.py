@@ -74,7 +74,7 @@ class SandboxConfig:
     """After this many timed-out tests, skip the program's remaining tests (status ``not_run``):
     faster on programs that loop forever, but no longer exact per test. ``None``: run every test."""
     site_packages: bool = False
-    """Let programs import from site-packages (numpy...). Off: stdlib only, and ~20 ms faster start."""
+    """Let programs import from site-packages (numpy...). Off: stdlib only, and a faster start."""
     prelude: str = ""
     """Python run in the program's namespace before it (e.g. ``from typing import *``)."""
     max_program_bytes: int = 1 << 20
