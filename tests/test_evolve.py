@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from helpers.loopback import JSONHandler, start_server
 from pathlib import Path
 
 import pytest
+from helpers.loopback import JSONHandler, start_server
 
 pytest.importorskip("openevolve", reason="openevolve is not installed (pip install -e '.[evolve]')")
 
@@ -382,7 +379,7 @@ class _BrokenPipeStdin:
 def test_lost_evaluator_process_is_reported_with_its_cause(square, tmp_path):
     """Writing a program to a worker whose pipe broke scores 0 with the OS error in the message
     (the reason used to be built and then dropped, leaving a bare 'the evaluator process died')."""
-    from vpo.integrations.evolve import _EvalWorker, _write_eval_files
+    from vpo.integrations.evolve.worker import _EvalWorker, _write_eval_files
 
     spec = _write_eval_files(problem_from_dir(square), tmp_path)
     worker = _EvalWorker(spec, timeout=10.0, log_path=tmp_path / "stderr.log")

@@ -17,7 +17,7 @@ from vpo.errors import UserError
 _COMMAND_MODULES = (
     "vpo.train.cli",  # train
     "vpo.search.cli",  # eval, compare
-    "vpo.integrations.evolve_cli",  # evolve
+    "vpo.integrations.evolve.cli",  # evolve
     "vpo.demo",  # demo
 )
 

@@ -1,22 +1,10 @@
 """``vpo evolve``: OpenEvolve search with one or more models side by side (m programs per call).
 
-Problems come from OpenEvolve folders (``--problem DIR``: ``initial_program.py`` + ``evaluator.py``
-+ optional ``problem.yaml``) or from a vpo task (``--task code --task-options '{"path": ...}'``, one
-problem per example). Models are ``--model`` specs of comma-separated ``key=value`` pairs::
-
-    --model name=grpo,api_base=http://127.0.0.1:8000/v1,model=ckpt-grpo
-    --model name=vpo,answers=3,api_base=http://127.0.0.1:8001/v1,model=ckpt-vpo
-    --model name=tiny,answers=3,client=vpo.integrations.evolve:LocalHFClient,path=runs/tiny
-
-Keys: name, answers (m), api_base, model, api_key, client, temperature, max_tokens, timeout,
-retries; any other key is passed to the ``client`` factory (values parsed as JSON when they can
-be). A ``--config FILE.yaml`` may hold ``models:`` (list of such mappings), ``problems:`` (list of
-``{dir: ...}`` or ``{task: ..., task_options: ..., split: ..., n: ...}``) and ``settings:``
-(fields of :class:`vpo.integrations.evolve.EvolveSettings`); flags add to / override it.
-
-Writes ``OUT/report.json``, ``OUT/evolve_progress.png`` and per run ``OUT/<model>/<problem>/``
-(history, OpenEvolve checkpoints, best program). Module import is light; the work happens in
-:mod:`vpo.integrations.evolve`.
+Registered in :data:`vpo.cli._COMMAND_MODULES`. Turns flags and an optional YAML config into
+:class:`EvolveModel`/:class:`EvolveProblem`/:class:`EvolveSettings`, runs
+:func:`~vpo.integrations.evolve.report.run_comparison` and prints one line per model. Bad specs
+and run failures (:class:`EvolveError`) become :class:`~vpo.errors.UserError` (one line, exit 2).
+The help text below is the user's reference; docs/evolve.md has the long version.
 """
 
 from __future__ import annotations
@@ -25,7 +13,30 @@ import argparse
 import json
 from pathlib import Path
 
+from vpo.errors import UserError
+
+_DESCRIPTION = "OpenEvolve search with one or more models side by side (m candidate programs per LLM call)."
+_EPILOG = """\
+Problems come from OpenEvolve folders (--problem DIR: initial_program.py + evaluator.py
++ optional problem.yaml) or from a vpo task (--task code --task-options '{"data": "problems.jsonl"}',
+one problem per example). Models are --model specs of comma-separated key=value pairs:
+
+    --model name=grpo,api_base=http://127.0.0.1:8000/v1,model=ckpt-grpo
+    --model name=vpo,answers=3,api_base=http://127.0.0.1:8001/v1,model=ckpt-vpo
+    --model name=tiny,answers=3,client=vpo.integrations.evolve:LocalHFClient,path=runs/tiny
+
+Keys: name, answers (m), api_base, model, api_key, client, temperature, max_tokens, timeout,
+retries; any other key is passed to the client factory (values parsed as JSON when they can
+be). A --config FILE.yaml may hold models: (list of such mappings), problems: (list of
+{dir: ...} or {task: ..., task_options: ..., split: ..., n: ...}) and settings:
+(fields of vpo.integrations.evolve.EvolveSettings); flags add to / override it.
+
+Writes OUT/report.json, OUT/evolve_progress.png and per run OUT/<model>/<problem>/
+(history, OpenEvolve checkpoints, best program). See docs/evolve.md.
+"""
+
 _MODEL_KEYS = {"name", "answers", "api_base", "model", "api_key", "client", "temperature", "max_tokens", "timeout", "retries"}
+_NUMERIC_MODEL_KEYS = {"answers", "temperature", "max_tokens", "timeout", "retries"}
 _SETTINGS_FLAGS = {
     "budget": "budget",
     "budget_unit": "budget_unit",
@@ -42,9 +53,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "evolve",
         help="OpenEvolve search with several models side by side (m candidate programs per LLM call)",
-        description=__doc__.split("\n\n")[0],
+        description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n\n", 1)[1],
+        epilog=_EPILOG,
     )
     p.add_argument("--config", help="YAML with models / problems / settings")
     p.add_argument("--problem", action="append", default=[], metavar="DIR", help="OpenEvolve problem folder (repeatable)")
@@ -74,25 +85,27 @@ def _value(v: str):
         return v
 
 
+def _spec_items(spec: str | dict) -> dict:
+    if isinstance(spec, dict):
+        return dict(spec)
+    items = {}
+    for part in [s for s in spec.split(",") if s.strip()]:
+        if "=" not in part:
+            raise UserError(f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,answers=3,api_base=http://...)")
+        k, v = part.split("=", 1)
+        items[k.strip()] = v.strip()
+    return items
+
+
 def parse_model_spec(spec: str | dict) -> dict:
     """``"name=a,answers=3,api_base=..."`` (or a mapping) -> EvolveModel keyword arguments."""
-    from vpo.errors import UserError
-
-    if isinstance(spec, dict):
-        items = dict(spec)
-    else:
-        items = {}
-        for part in [s for s in spec.split(",") if s.strip()]:
-            if "=" not in part:
-                raise UserError(f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,answers=3,api_base=http://...)")
-            k, v = part.split("=", 1)
-            items[k.strip()] = v.strip()
+    items = _spec_items(spec)
     if "m" in items and "answers" not in items:
         items["answers"] = items.pop("m")
     kwargs = {"client_options": dict(items.pop("client_options", {}) or {})}
     for k, v in items.items():
         if k in _MODEL_KEYS:
-            kwargs[k] = _value(v) if k in {"answers", "temperature", "max_tokens", "timeout", "retries"} and isinstance(v, str) else v
+            kwargs[k] = _value(v) if k in _NUMERIC_MODEL_KEYS and isinstance(v, str) else v
         else:
             kwargs["client_options"][k] = _value(v) if isinstance(v, str) else v
     if "name" not in kwargs:
@@ -104,39 +117,51 @@ def parse_model_spec(spec: str | dict) -> dict:
     return kwargs
 
 
-def run(args) -> int:
-    from vpo.errors import UserError
-    from vpo.integrations import evolve as ev
+def _read_config(path: str | None) -> dict:
+    if not path:
+        return {}
+    import yaml
 
-    cfg = {}
-    if args.config:
-        import yaml
+    try:
+        cfg = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise UserError(f"cannot read --config {path}: {e}") from e
+    if not isinstance(cfg, dict) or set(cfg) - {"models", "problems", "settings"}:
+        raise UserError(f"--config {path}: expected a mapping with models / problems / settings")
+    return cfg
 
-        try:
-            cfg = yaml.safe_load(Path(args.config).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise UserError(f"cannot read --config {args.config}: {e}") from e
-        if not isinstance(cfg, dict) or set(cfg) - {"models", "problems", "settings"}:
-            raise UserError(f"--config {args.config}: expected a mapping with models / problems / settings")
+
+def _problems(cfg: dict, args, seed: int) -> list:
+    """The config file's problems, then --problem folders, then --task examples."""
+    from vpo.integrations.evolve import problems as pr
+
+    problems = []
+    for entry in list(cfg.get("problems") or []):
+        if "dir" in entry:
+            problems.append(pr.problem_from_dir(entry["dir"]))
+        elif "task" in entry:
+            problems += pr.problems_from_task(entry["task"], entry.get("task_options"), entry.get("split", "test"),
+                                              entry.get("n"), seed)
+        else:
+            raise UserError(f"--config problems entry {entry!r}: needs dir: or task:")
+    problems += [pr.problem_from_dir(d) for d in args.problem]
+    if args.task:
+        problems += pr.problems_from_task(args.task, json.loads(args.task_options), args.split, args.n, seed)
+    return problems
+
+
+def _build(cfg: dict, args):
+    """``(settings, models, problems)`` from the config file and the flags."""
+    from vpo.integrations.evolve.config import EvolveModel, EvolveSettings
+
     try:
         settings_kw = dict(cfg.get("settings") or {})
         for flag, field in _SETTINGS_FLAGS.items():
             if getattr(args, flag) is not None:
                 settings_kw[field] = getattr(args, flag)
-        settings = ev.EvolveSettings(**settings_kw)
-        models = [ev.EvolveModel(**parse_model_spec(s)) for s in list(cfg.get("models") or []) + args.model]
-        problems = []
-        for entry in list(cfg.get("problems") or []):
-            if "dir" in entry:
-                problems.append(ev.problem_from_dir(entry["dir"]))
-            elif "task" in entry:
-                problems += ev.problems_from_task(entry["task"], entry.get("task_options"), entry.get("split", "test"),
-                                                  entry.get("n"), settings.seed)
-            else:
-                raise UserError(f"--config problems entry {entry!r}: needs dir: or task:")
-        problems += [ev.problem_from_dir(d) for d in args.problem]
-        if args.task:
-            problems += ev.problems_from_task(args.task, json.loads(args.task_options), args.split, args.n, settings.seed)
+        settings = EvolveSettings(**settings_kw)
+        models = [EvolveModel(**parse_model_spec(s)) for s in list(cfg.get("models") or []) + args.model]
+        problems = _problems(cfg, args, settings.seed)
     except UserError:
         raise
     except (TypeError, ValueError, ImportError) as e:
@@ -145,9 +170,17 @@ def run(args) -> int:
         raise UserError("no model: give --model name=...,api_base=... (or client=...) at least once")
     if not problems:
         raise UserError("no problem: give --problem DIR or --task NAME")
+    return settings, models, problems
+
+
+def run(args) -> int:
+    from vpo.integrations.evolve.config import EvolveError
+    from vpo.integrations.evolve.report import run_comparison
+
+    settings, models, problems = _build(_read_config(args.config), args)
     try:
-        report = ev.run_comparison(problems, models, settings, args.out, resume=args.resume, progress=not args.no_progress)
-    except ev.EvolveError as e:
+        report = run_comparison(problems, models, settings, args.out, resume=args.resume, progress=not args.no_progress)
+    except EvolveError as e:
         raise UserError(str(e)) from e
     out = Path(args.out)
     print(f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'calls':>6s} {'cands':>6s}")

