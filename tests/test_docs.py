@@ -79,7 +79,7 @@ def test_method_maps_the_loop_to_functions_that_exist():
 
     text = (DOCS / "method.md").read_text(encoding="utf-8")
     section = text.split("### The vectorised estimator", 1)[1].split("\n## ", 1)[0]
-    cited = set(re.findall(r"`(_[a-z_]+)`", section)) | {"group_index_from", "vpo_estimator"}
+    cited = set(re.findall(r"`(_[a-z_]+)[`(]", section)) | {"group_index_from", "vpo_estimator"}
     assert {"_prepare", "_fill_invalid", "_group_set_score", "_zscore"} <= cited
     missing = sorted(n for n in cited if not callable(getattr(estimators, n, None)))
     assert not missing, f"docs/method.md §3 names functions vpo/core/estimators.py no longer has: {missing}"
