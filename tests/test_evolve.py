@@ -392,3 +392,36 @@ def test_lost_evaluator_process_is_reported_with_its_cause(square, tmp_path):
         assert worker.proc is None  # closed, so the next evaluation starts a fresh worker
     finally:
         worker.close()
+
+
+def test_cli_help_example_passes_options_the_code_task_accepts():
+    """The --task-options example in `vpo evolve --help` builds a CodeTask (it once passed `path`)."""
+    import re
+
+    from vpo import tasks
+    from vpo.integrations.evolve.cli import _EPILOG
+
+    example = re.search(r"--task (\w+) --task-options '([^']*)'", _EPILOG)
+    assert example is not None
+    task = tasks.get(example.group(1), **json.loads(example.group(2)))
+    assert task.name == "code"
+
+
+def test_package_keeps_the_old_import_paths_and_worker_entry_point():
+    import subprocess
+    import sys
+
+    import vpo.integrations.evolve as ev
+
+    for name in ("EvolveError", "EvolveModel", "EvolveProblem", "EvolveSettings", "ScriptedLLM", "LocalHFClient",
+                 "split_programs", "problem_from_dir", "problems_from_task", "evolve_problem", "run_comparison",
+                 "plot_report", "check_endpoint", "shim_evaluate"):
+        assert name in ev.__all__ and hasattr(ev, name)
+    from vpo.errors import VPOError
+
+    assert issubclass(ev.EvolveError, VPOError) and issubclass(ev.EvolveError, RuntimeError)
+    # the worker is started as `python -m vpo.integrations.evolve --eval-worker SPEC`
+    from vpo.integrations.evolve.worker import _WORKER_MODULE
+
+    res = subprocess.run([sys.executable, "-m", _WORKER_MODULE], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--eval-worker SPEC.json" in res.stderr
