@@ -71,7 +71,7 @@ def metrics_loop(rewards, valid, prompt_index, num_tokens, cfg: EvalConfig) -> d
     """Every metric one prompt at a time, written plainly (the baseline)."""
     _, m, d = rewards.shape
     w_star = np.full(d, 1.0 / d)
-    W = fixed_weights(d, cfg.num_weightings, cfg.alpha, cfg.weights_seed)
+    W = fixed_weights(d, cfg.num_weightings, cfg.weight_alpha, cfg.weight_seed)
     P_ = int(prompt_index.max()) + 1
     out = {k: [] for k in ("best", "exact", "unbiased", "pass", "ew", "div", "rho", "front", "tok")}
     orders = {s: np.argsort(np.random.default_rng(s).random((P_, SLOTS // m)), axis=1) for s in cfg.seeds}

