@@ -23,8 +23,8 @@ from vpo.tasks.code import (
     canonical_program,
     normalize_problem,
     select_tests,
+    json_values_equal,
     stdout_matches,
-    values_match,
 )
 from vpo.sandbox import SandboxConfig
 
@@ -118,8 +118,8 @@ def test_float_tolerance_and_output_normalisation(task, problems):
     assert stdout_matches("1 2  \n3\n\n\n", "1 2\n3")
     assert not stdout_matches("1 2 3\n", "1 2\n3\n")
     assert stdout_matches("0.1000001\n", "0.1\n") and not stdout_matches("0.11\n", "0.1\n")
-    assert values_match([1, 2.0000000001], [1, 2]) and not values_match([1, 2], [2, 1])
-    assert values_match({"a": [1.5]}, {"a": [1.5]}) and not values_match("1", 1) and not values_match(True, 1)
+    assert json_values_equal([1, 2.0000000001], [1, 2]) and not json_values_equal([1, 2], [2, 1])
+    assert json_values_equal({"a": [1.5]}, {"a": [1.5]}) and not json_values_equal("1", 1) and not json_values_equal(True, 1)
 
 
 def test_duplicates_detected_by_ast():
@@ -215,7 +215,7 @@ def test_bad_inputs_give_clear_errors(tmp_path, task):
         normalize_problem({"id": "x", "tests": [{"args": [1], "expected": 1}]})
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "tests": []}\n{not json\n')
-    with pytest.raises(ValueError, match="bad.jsonl:2"):
+    with pytest.raises(ValueError, match="bad.jsonl: line 2 is not valid JSON"):
         CodeTask(str(bad)).load()
     # a problem without tests is a caller error: it is reported per answer, not a crash
     with pytest.warns(RuntimeWarning, match="raised on 1 answer"):

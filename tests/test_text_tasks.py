@@ -7,6 +7,7 @@ The offline-Hub test runs a subprocess with HF_HUB_OFFLINE=1 so that `datasets` 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import socket
@@ -104,6 +105,19 @@ def test_squad_normalisation_and_f1_hand_worked():
 )
 def test_values_match(pred, gold, same):
     assert values_match(pred, gold) is same
+
+
+def test_values_match_takes_the_prediction_first():
+    """One argument order: (model's value, expected value); the expected value's type decides the
+    comparison, so swapping them changes the answer. The code task's strict comparison of program
+    results (a different function on purpose: "1" is not 1 there) takes the same order."""
+    from vpo.tasks.code import json_values_equal
+
+    assert values_match("null", None) and not values_match(None, "null")
+    assert values_match(predicted="5", expected=5)
+    assert list(inspect.signature(values_match).parameters)[:2] == ["predicted", "expected"]
+    assert list(inspect.signature(json_values_equal).parameters)[:2] == ["predicted", "expected"]
+    assert not json_values_equal("5", 5)
 
 
 # -------------------------------------------------------------------------------------------

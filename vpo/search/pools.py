@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from vpo._util import read_jsonl
 
 __all__ = ["Pool", "PoolError", "PoolWriter", "load_pool", "evaluate_pool", "POOL_FORMAT"]
 
@@ -224,7 +225,7 @@ class Pool:
         m = int(meta["m"])
         jsonl, npz = src / ROLLOUTS_FILE, src / ARRAYS_FILE
         if jsonl.exists() and (texts or not npz.exists()):
-            records = read_records(jsonl)
+            records = _read_pool_records(jsonl)
             return cls.from_records(records, objectives, w, m, meta, where=str(jsonl))
         if npz.exists():
             with np.load(npz, allow_pickle=False) as z:
@@ -301,7 +302,7 @@ class PoolWriter:
                     "Use another output directory, or resume=False (--no-resume) to start it over"
                 )
             if jsonl.exists():
-                self.records = read_records(jsonl, repair=True)
+                self.records = _read_pool_records(jsonl, repair=True)
             if (self.dir / ARRAYS_FILE).exists():  # stale once we append; finish() rewrites it
                 (self.dir / ARRAYS_FILE).unlink()
         else:
@@ -345,31 +346,16 @@ class PoolWriter:
         self.close()
 
 
-def read_records(path: Path, repair: bool = False) -> list[dict]:
+def _read_pool_records(path: Path, repair: bool = False) -> list[dict]:
     """Read ``rollouts.jsonl``. A torn last line (a crash mid-write) is dropped, and with
     ``repair=True`` cut from the file so appends continue cleanly; a bad line elsewhere is an error."""
-    raw = Path(path).read_bytes()
-    lines = raw.split(b"\n")
-    records, good_bytes = [], 0
-    for i, line in enumerate(lines):
-        if not line.strip():
-            good_bytes += len(line) + 1
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            rest = [ln for ln in lines[i + 1 :] if ln.strip()]
-            if rest:
-                raise PoolError(f"{path}: line {i + 1} is not valid JSON; the pool file is corrupt") from None
-            warnings.warn(f"{path}: dropping a torn last line (an interrupted write)", RuntimeWarning, stacklevel=2)
-            if repair:
-                with open(path, "r+b") as f:
-                    f.truncate(good_bytes)
-            break
+    try:
+        records = read_jsonl(path, torn_tail=True, repair=repair)
+    except ValueError as e:
+        raise PoolError(f"{e}; the pool file is corrupt") from None
+    for i, rec in enumerate(records):
         if not isinstance(rec, dict) or "prompt_id" not in rec or "rewards" not in rec:
-            raise PoolError(f"{path}: line {i + 1} is not a pool record (no prompt_id/rewards)")
-        records.append(rec)
-        good_bytes += len(line) + 1
+            raise PoolError(f"{path}: record {i + 1} is not a pool record (no prompt_id/rewards)")
     return records
 
 

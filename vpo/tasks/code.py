@@ -64,6 +64,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from vpo._util import read_jsonl
 from vpo.tasks.base import Example, Task
 from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
 
@@ -255,20 +256,22 @@ def stdout_matches(actual: str, expected: str, float_tol: float = 1e-6) -> bool:
     return True
 
 
-def values_match(actual: Any, expected: Any, float_tol: float = 1e-6) -> bool:
-    """Structural equality of JSON values; floats (and int vs float) within ``float_tol``; booleans
-    equal only booleans."""
-    if isinstance(expected, bool) or isinstance(actual, bool):  # JSON true is not 1
-        return isinstance(expected, bool) and isinstance(actual, bool) and actual == expected
-    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
-        if isinstance(expected, int) and isinstance(actual, int):
-            return actual == expected
-        return _close(float(actual), float(expected), float_tol)
-    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
-        return len(actual) == len(expected) and all(values_match(x, y, float_tol) for x, y in zip(actual, expected))
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        return actual.keys() == expected.keys() and all(values_match(actual[k], expected[k], float_tol) for k in expected)
-    return type(actual) is type(expected) and actual == expected
+def json_values_equal(predicted: Any, expected: Any, float_tol: float = 1e-6) -> bool:
+    """Whether a program's returned value equals the expected one: structural equality of JSON
+    values, floats (and int vs float) within ``float_tol``, booleans equal only booleans, lists in
+    order. Stricter than :func:`vpo.tasks.text.values_match` (the lenient comparison of tool-call
+    arguments); both take the model's value first."""
+    if isinstance(expected, bool) or isinstance(predicted, bool):  # JSON true is not 1
+        return isinstance(expected, bool) and isinstance(predicted, bool) and predicted == expected
+    if isinstance(expected, (int, float)) and isinstance(predicted, (int, float)):
+        if isinstance(expected, int) and isinstance(predicted, int):
+            return predicted == expected
+        return _close(float(predicted), float(expected), float_tol)
+    if isinstance(expected, (list, tuple)) and isinstance(predicted, (list, tuple)):
+        return len(predicted) == len(expected) and all(json_values_equal(x, y, float_tol) for x, y in zip(predicted, expected))
+    if isinstance(expected, dict) and isinstance(predicted, dict):
+        return predicted.keys() == expected.keys() and all(json_values_equal(predicted[k], expected[k], float_tol) for k in expected)
+    return type(predicted) is type(expected) and predicted == expected
 
 
 def outcome_passes(test: dict, outcome, float_tol: float = 1e-6) -> bool:
@@ -284,9 +287,9 @@ def outcome_passes(test: dict, outcome, float_tol: float = 1e-6) -> bool:
     except (ValueError, RecursionError):
         return False
     exp = test.get("expected")
-    if values_match(value, exp, float_tol):
+    if json_values_equal(value, exp, float_tol):
         return True
-    return bool(test.get("wrapped")) and isinstance(exp, list) and len(exp) == 1 and values_match(value, exp[0], float_tol)
+    return bool(test.get("wrapped")) and isinstance(exp, list) and len(exp) == 1 and json_values_equal(value, exp[0], float_tol)
 
 
 # -------------------------------------------------------------------------------------------
@@ -468,7 +471,7 @@ class CodeTask(Task):
                 path = os.path.join(path, f"{split}.jsonl")
             if not os.path.exists(path):
                 raise FileNotFoundError(f"code task: no problem file {path!r} (split {split!r})")
-            return _read_jsonl(path)
+            return read_jsonl(path)
         return list(src)
 
     def _hf_rows(self, split: str) -> list:
@@ -571,16 +574,3 @@ class CodeTask(Task):
     def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
         return [[r.rewards if isinstance(r, CodeEvaluation) else r for r in row]
                 for row in self.evaluate(examples, answers)]
-
-
-def _read_jsonl(path: str) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e})") from None
-    return rows

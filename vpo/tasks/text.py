@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from vpo._util import read_jsonl
 from vpo.core.answers import MAX_ANSWER_CHARS
 
 __all__ = [
@@ -153,38 +154,40 @@ def _as_bool(x: Any) -> bool | None:
     return None
 
 
-def values_match(predicted: Any, gold: Any, _depth: int = 0) -> bool:
-    """Whether a predicted argument value equals the gold one, up to harmless formatting.
+def values_match(predicted: Any, expected: Any, _depth: int = 0) -> bool:
+    """Whether a predicted argument value (the model's, first) equals the expected one, up to
+    harmless formatting; the expected value's type decides how they are compared.
 
     Numbers compare numerically (``5`` == ``5.0`` == ``"5"``, relative tolerance 1e-9); booleans
     accept ``"true"``/``"false"`` strings; strings compare case-insensitively with whitespace
     collapsed; lists compare as multisets of matching elements; dicts need the same keys with
-    matching values; ``None`` matches only ``None``/``"null"``/``"none"``.
+    matching values; ``None`` matches only ``None``/``"null"``/``"none"``. Code results use the
+    strict :func:`vpo.tasks.code.json_values_equal` instead.
     """
     if _depth > 20:  # pathological nesting: count as a mismatch rather than recurse forever
         return False
-    gb = _as_bool(gold) if isinstance(gold, bool) else None
-    if gb is not None:
-        return _as_bool(predicted) is gb
-    if gold is None:
+    eb = _as_bool(expected) if isinstance(expected, bool) else None
+    if eb is not None:
+        return _as_bool(predicted) is eb
+    if expected is None:
         return predicted is None or (isinstance(predicted, str) and predicted.strip().lower() in ("null", "none"))
-    gn = _as_number(gold) if isinstance(gold, (int, float)) else None
-    if gn is not None:
+    en = _as_number(expected) if isinstance(expected, (int, float)) else None
+    if en is not None:
         pn = _as_number(predicted)
-        return pn is not None and math.isclose(pn, gn, rel_tol=1e-9, abs_tol=1e-12)
-    if isinstance(gold, str):
+        return pn is not None and math.isclose(pn, en, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(expected, str):
         if isinstance(predicted, str):
-            return " ".join(gold.lower().split()) == " ".join(predicted.lower().split())
-        pn, gn2 = _as_number(predicted), _as_number(gold)
-        if pn is not None and gn2 is not None:
-            return math.isclose(pn, gn2, rel_tol=1e-9, abs_tol=1e-12)
+            return " ".join(expected.lower().split()) == " ".join(predicted.lower().split())
+        pn, en2 = _as_number(predicted), _as_number(expected)
+        if pn is not None and en2 is not None:
+            return math.isclose(pn, en2, rel_tol=1e-9, abs_tol=1e-12)
         pb = _as_bool(predicted)
-        return pb is not None and _as_bool(gold) is pb
-    if isinstance(gold, (list, tuple)):
-        if not isinstance(predicted, (list, tuple)) or len(predicted) != len(gold):
+        return pb is not None and _as_bool(expected) is pb
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(predicted, (list, tuple)) or len(predicted) != len(expected):
             return False
         unused = list(predicted)
-        for g in gold:
+        for g in expected:
             for j, p in enumerate(unused):
                 if values_match(p, g, _depth + 1):
                     del unused[j]
@@ -192,11 +195,11 @@ def values_match(predicted: Any, gold: Any, _depth: int = 0) -> bool:
             else:
                 return False
         return True
-    if isinstance(gold, dict):
-        if not isinstance(predicted, dict) or set(predicted) != set(gold):
+    if isinstance(expected, dict):
+        if not isinstance(predicted, dict) or set(predicted) != set(expected):
             return False
-        return all(values_match(predicted[k], gold[k], _depth + 1) for k in gold)
-    return predicted == gold
+        return all(values_match(predicted[k], expected[k], _depth + 1) for k in expected)
+    return predicted == expected
 
 
 # -------------------------------------------------------------------------------------------
@@ -228,15 +231,7 @@ def read_records(path: str | os.PathLike) -> list[dict]:
         raise FileNotFoundError(f"data file {str(p)!r} does not exist")
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        rows = []
-        with p.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{p}: line {lineno} is not valid JSON ({e.msg})") from None
+        rows = read_jsonl(p)
     elif suffix == ".json":
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
