@@ -209,8 +209,8 @@ def bench_noise(d: int, seeds: int, kind: str, lms_seeds: int) -> dict:
     ref = reference_set_score(rewards, valid, d)
     index = torch.arange(N_GROUPS * G) // G
     draws = {
-        "iid": lambda s: SimplexSampler(K, kind="iid", seed=s).sample(N_GROUPS, d),
-        "sobol": lambda s: SimplexSampler(K, kind="sobol", seed=s).sample(N_GROUPS, d),
+        "iid": lambda s: SimplexSampler(K, weight_sampler="iid", seed=s).sample(N_GROUPS, d),
+        "sobol": lambda s: SimplexSampler(K, weight_sampler="sobol", seed=s).sample(N_GROUPS, d),
         "sobol-spacings": lambda s: sobol_spacings(N_GROUPS, K, d, torch.Generator().manual_seed(s)),
         "sobol-lms": lambda s: sobol_lms(N_GROUPS, K, d, torch.Generator().manual_seed(s)),
     }

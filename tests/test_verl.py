@@ -175,7 +175,7 @@ def test_hashed_weightings_error_vs_exact_matches_core_sampler():
     keys = list(dict.fromkeys(uids))
     err = {}
     for kind in ("iid", "sobol"):
-        cfg = EstimatorConfig(sampler=kind)
+        cfg = EstimatorConfig(weight_sampler=kind)
         hashed = [
             compute_advantages("vpo", R, V, group_ids=uids, config=cfg, sampler=HashedGroupSampler(keys, 100, 1.0, kind, s))
             for s in range(4)
@@ -227,7 +227,34 @@ def test_score_function_rejects_bad_configuration_clearly():
     with pytest.raises(ValueError, match="unknown task"):
         compute_score("vpo/no_such_task", comp, GT, {"vpo_group": "g"}, method="vpo")
     with pytest.raises(ValueError, match="sobol"):
-        _score(comp, "g", sampler="sobol", alpha=0.5)
+        _score(comp, "g", weight_sampler="sobol", weight_alpha=0.5)
+
+
+@pytest.mark.parametrize(
+    "old, new, value, clash",
+    [("alpha", "weight_alpha", 0.5, (0.5, 2.0)), ("sampler", "weight_sampler", "sobol", ("iid", "sobol")), ("seed", "weight_seed", 7, (7, 8))],
+)
+def test_score_function_reward_kwargs_deprecated_names(old, new, value, clash):
+    """reward_kwargs use vpo train's names; the old ones map to them with a FutureWarning (they sit
+    in users' veRL configs), and both names with different values is an error naming both."""
+    from vpo.errors import UserError
+
+    comp = _completion(["9 0 0", "0 9 0"])
+    with pytest.warns(FutureWarning, match=f"'{old}' is deprecated; use '{new}'"):
+        old_way = _score(comp, "g", **{old: value})
+    assert old_way == _score(comp, "g", **{new: value})
+    assert old_way != _score(comp, "g")  # the setting did reach the score
+    with pytest.raises(UserError, match=f"{new}=.*{old}="):
+        _score(comp, "g", **{old: clash[0], new: clash[1]})
+
+
+def test_group_weightings_and_hashed_sampler_old_keyword_names():
+    with pytest.warns(DeprecationWarning, match="'sampler' is deprecated; use 'weight_sampler'"):
+        w = group_weightings("u", 3, 8, sampler="sobol")
+    assert torch.equal(w, group_weightings("u", 3, 8, weight_sampler="sobol"))
+    with pytest.warns(DeprecationWarning, match="'kind' is deprecated; use 'weight_sampler'"):
+        s = HashedGroupSampler(["u"], 8, kind="sobol")
+    assert s.weight_sampler == "sobol" and torch.equal(s.sample(1, 3)[0], w)
 
 
 def test_without_uid_the_prompt_keys_the_weightings_with_a_warning():

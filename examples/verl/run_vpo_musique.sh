@@ -38,9 +38,9 @@ OVERRIDES=(
   "+reward.custom_reward_function.reward_kwargs.task=musique"
   "+reward.custom_reward_function.reward_kwargs.m=${M}"
   "+reward.custom_reward_function.reward_kwargs.num_weightings=${K}"
-  "+reward.custom_reward_function.reward_kwargs.alpha=1.0"
-  "+reward.custom_reward_function.reward_kwargs.sampler=${SAMPLER}"
-  "+reward.custom_reward_function.reward_kwargs.seed=${SEED}"
+  "+reward.custom_reward_function.reward_kwargs.weight_alpha=1.0"
+  "+reward.custom_reward_function.reward_kwargs.weight_sampler=${SAMPLER}"
+  "+reward.custom_reward_function.reward_kwargs.weight_seed=${SEED}"
   # --- data: 128 prompts x 8 rollouts -----------------------------------------------------
   "data.train_files=${DATA_DIR}/train.parquet"
   "data.val_files=${DATA_DIR}/validation.parquet"

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     ).advantages
     print(f"P={a.groups} G={a.group_size} m={a.m} d={a.d} K={a.k}, {a.reps} reps: mean |A - A_exact| (std over reps)")
     for kind in ("iid", "sobol"):
-        cfg = EstimatorConfig(num_weightings=a.k, sampler=kind)
+        cfg = EstimatorConfig(num_weightings=a.k, weight_sampler=kind)
         for route in ("hashed", "core"):
             errs = []
             for rep in range(a.reps):

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from vpo.core.estimators import EstimatorConfig, compute_advantages
-from vpo.core.weights import SimplexSampler, validate_sampler_args
+from vpo.core.weights import SimplexSampler, renamed_setting, validate_sampler_args
 
 __all__ = [
     "VERL_METHODS",
@@ -94,13 +94,19 @@ def group_weightings(
     group_key: Any,
     d: int,
     num_weightings: int = 100,
-    alpha: float = 1.0,
-    sampler: str = "iid",
+    weight_alpha: float = 1.0,
+    weight_sampler: str = "iid",
     seed: int = 0,
+    *,
+    alpha: float | None = None,
+    sampler: str | None = None,
 ) -> torch.Tensor:
     """The ``[K, d]`` float64 weightings of one group: a :class:`SimplexSampler` seeded by
-    :func:`group_seed`. Same key and settings -> bit-identical weightings, in any process."""
-    s = SimplexSampler(num_weightings, alpha, sampler, seed=group_seed(group_key, seed))
+    :func:`group_seed`. Same key and settings -> bit-identical weightings, in any process.
+    ``alpha``/``sampler`` are deprecated names of ``weight_alpha``/``weight_sampler``."""
+    weight_alpha = renamed_setting("group_weightings", "weight_alpha", weight_alpha, 1.0, "alpha", alpha)
+    weight_sampler = renamed_setting("group_weightings", "weight_sampler", weight_sampler, "iid", "sampler", sampler)
+    s = SimplexSampler(num_weightings, weight_alpha, weight_sampler, seed=group_seed(group_key, seed))
     return s.sample(1, d)[0]
 
 
@@ -115,11 +121,14 @@ class HashedGroupSampler(SimplexSampler):
         self,
         group_keys: Sequence[Any],
         num_weightings: int = 100,
-        alpha: float = 1.0,
-        kind: str = "iid",
+        weight_alpha: float = 1.0,
+        weight_sampler: str = "iid",
         seed: int = 0,
+        *,
+        alpha: float | None = None,
+        kind: str | None = None,
     ) -> None:
-        super().__init__(num_weightings, alpha, kind, seed)
+        super().__init__(num_weightings, weight_alpha, weight_sampler, seed, alpha=alpha, kind=kind)
         self.group_keys = list(group_keys)
 
     def sample(
@@ -135,7 +144,7 @@ class HashedGroupSampler(SimplexSampler):
         if num_groups == 0:
             return torch.zeros(0, k, d, dtype=dtype)
         return torch.stack(
-            [group_weightings(g, d, k, self.alpha, self.kind, self.seed) for g in self.group_keys]
+            [group_weightings(g, d, k, self.weight_alpha, self.weight_sampler, self.seed) for g in self.group_keys]
         ).to(dtype)
 
 
@@ -221,11 +230,14 @@ def compute_score(
     m: int = 3,
     method: str | None = None,
     num_weightings: int = 100,
-    alpha: float = 1.0,
-    sampler: str = "iid",
-    seed: int = 0,
+    weight_alpha: float = 1.0,
+    weight_sampler: str = "iid",
+    weight_seed: int = 0,
     invalid_score: float = 0.0,
     dedup: bool = True,
+    alpha: float | None = None,
+    sampler: str | None = None,
+    seed: int | None = None,
     **unused: Any,
 ) -> dict[str, float]:
     """veRL score function (``reward.custom_reward_function``): one completion in, a dict out.
@@ -242,9 +254,16 @@ def compute_score(
     * ``vpo_r{i}_{objective}`` / ``vpo_valid{i}`` (i < m): the ``[m, d]`` reward matrix and mask;
     * ``vpo_num_answers``, ``vpo_num_parsed``, ``vpo_best_target`` (best ``w*^T r`` over the answers).
 
-    Keyword options come from ``reward.custom_reward_function.reward_kwargs``; ``extra_info`` may
-    carry ``vpo_group`` (the uid) and ``vpo_method`` (from :class:`VPORewardManager`).
+    Keyword options come from ``reward.custom_reward_function.reward_kwargs``, under the names of
+    ``vpo train`` (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``weight_seed``,
+    ``invalid_score``); ``alpha``, ``sampler`` and ``seed`` are their deprecated names (a
+    FutureWarning). ``extra_info`` may carry ``vpo_group`` (the uid) and ``vpo_method`` (from
+    :class:`VPORewardManager`).
     """
+    where = "vpo compute_score reward_kwargs"
+    weight_alpha = renamed_setting(where, "weight_alpha", weight_alpha, 1.0, "alpha", alpha, category=FutureWarning)
+    weight_sampler = renamed_setting(where, "weight_sampler", weight_sampler, "iid", "sampler", sampler, category=FutureWarning)
+    weight_seed = renamed_setting(where, "weight_seed", weight_seed, 0, "seed", seed, category=FutureWarning)
     extra_info = dict(extra_info or {})
     name = _resolve_method(method, extra_info)
     core = VERL_METHODS[name]
@@ -255,7 +274,7 @@ def compute_score(
             f"vpo compute_score: method {name!r} scores one answer per rollout, but m={m}; "
             "set reward_kwargs.m=1 and prepare the prompts with m=1"
         )
-    validate_sampler_args(num_weightings, alpha, sampler)
+    validate_sampler_args(num_weightings, weight_alpha, weight_sampler)
     task_name = task or (data_source[4:] if isinstance(data_source, str) and data_source.startswith("vpo/") else None)
     if not task_name:
         raise ValueError(
@@ -268,7 +287,9 @@ def compute_score(
         batch = t.score_completions([example], [solution_str], m, dedup_answers=dedup)
     rewards, valid = batch.rewards[0], batch.valid[0]  # [m, d], [m]
     group = _group_key(data_source, ground_truth, extra_info)
-    cfg = EstimatorConfig(num_weightings=num_weightings, alpha=alpha, sampler=sampler, invalid_score=invalid_score)
+    cfg = EstimatorConfig(
+        num_weightings=num_weightings, weight_alpha=weight_alpha, weight_sampler=weight_sampler, invalid_score=invalid_score
+    )
     # vpo.core computes the scalar; the group statistics come later in the veRL estimator. Two copies
     # make a legal group of 2 (core needs G >= 2); only .scores[0] is used.
     res = compute_advantages(
@@ -278,7 +299,7 @@ def compute_score(
         group_ids=[group, group],
         target_weights=t.target_weights,
         config=cfg,
-        sampler=HashedGroupSampler([group], num_weightings, alpha, sampler, seed),
+        sampler=HashedGroupSampler([group], num_weightings, weight_alpha, weight_sampler, weight_seed),
     )
     target = rewards @ np.asarray(t.target_weights, dtype=np.float64)
     out: dict[str, float] = {"score": float(res.scores[0])}
