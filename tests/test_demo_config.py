@@ -13,7 +13,9 @@ import yaml
 pytest.importorskip("trl")
 
 from vpo.cli import main as cli_main  # noqa: E402
-from vpo.demo import METHODS, DemoConfig, make_task, train_config  # noqa: E402
+from vpo.demo.config import ALL_METHODS, METHODS, DemoConfig, method_spec  # noqa: E402
+from vpo.demo.stages import make_task, train_config  # noqa: E402
+from vpo.errors import UserError  # noqa: E402
 from vpo.train.cli import parse_train_args  # noqa: E402
 from vpo.train.config import VPOConfig  # noqa: E402
 
@@ -30,7 +32,7 @@ def test_train_config_is_a_valid_vpo_config_with_the_methods_setting(method, tmp
     assert (args.estimator, args.num_answers) == (estimator, m)
     assert args.num_generations == cfg.num_generations * mult
     assert args.per_device_train_batch_size == cfg.prompts_per_step * args.num_generations
-    assert args.max_completion_length == (24 if m == 1 else 64)
+    assert args.max_completion_length == (cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi)
     assert (args.learning_rate, args.beta, args.max_steps, args.seed) == (cfg.rl_lr, cfg.beta, cfg.rl_steps, 1)
     # the CPU speed settings (docs/demo.md): fp32, no recomputation, preallocated KV cache
     assert not args.bf16 and not args.gradient_checkpointing and args.cache_implementation == "static"
@@ -50,17 +52,22 @@ def test_demo_task_renders_the_configured_instruction():
     "kw, match",
     [
         (dict(methods=("grpo", "ppo")), "unknown demo method"),
-        (dict(methods=()), "unknown demo method"),
+        (dict(methods=()), "at least one demo method"),
+        (dict(methods=("vpo", "vpo")), "methods repeat"),
+        (dict(split="dev"), "split must be"),
+        (dict(lava=(2, 1)), "inclusive range"),
+        (dict(warm_wander=1.5), "warm_wander must be in"),
+        (dict(maze_size=6), "maze settings"),
         (dict(seeds=()), "at least one seed"),
         (dict(instruction="terse"), "instruction must be"),
         (dict(weight_sampler="halton"), "weight_sampler must be one of"),
-        (dict(rl_steps=0), "rl_steps must be >= 1"),
+        (dict(rl_steps=0), "rl_steps must be an integer >= 1"),
         (dict(num_generations=1), "num_generations must be >= 2"),
         (dict(eval_budget=10), "exceed eval_budget"),
     ],
 )
 def test_bad_settings_fail_at_construction(kw, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(UserError, match=match):
         DemoConfig(**kw)
 
 
@@ -78,9 +85,56 @@ def test_cli_set_errors_exit_2_before_any_work(tmp_path, capsys):
 
 
 def test_cli_set_parses_tuples_and_method_lists():
-    from vpo.demo import _parse_setting
+    from vpo.demo.cli import _parse_setting
 
     assert _parse_setting("methods", "grpo,vpo", ("grpo",)) == ("grpo", "vpo")
     assert _parse_setting("ks", "1,5,10", (1,)) == (1, 5, 10)
     assert _parse_setting("rl_lr", "0.0004", 3e-4) == 4e-4
     assert _parse_setting("instruction", "tags", "short") == "tags"
+    assert _parse_setting("methods", "default,maxrl", ("grpo",))[-1] == "maxrl"
+    assert _parse_setting("methods", "all", ("grpo",)) == ALL_METHODS
+
+
+def test_any_registered_estimator_runs_by_name(tmp_path):
+    """A method outside the demo's table is any registered estimator: m from its kind."""
+    from vpo.core.estimators import ESTIMATORS
+
+    for name, spec in ESTIMATORS.items():
+        label, estimator, m, mult = method_spec(name)
+        assert estimator == name and m == (3 if spec.multi_answer else 1) and mult == 1
+    with pytest.raises(UserError, match="unknown demo method 'ppo'"):
+        method_spec("ppo")
+
+
+def test_demo_evaluates_the_split_it_is_given(tmp_path):
+    """Settings are chosen on validation mazes, the report uses test mazes: eval jobs say which."""
+    from vpo.demo.stages import build_jobs
+
+    for split in ("validation", "test"):
+        cfg = DemoConfig(out=str(tmp_path / split), split=split, seeds=(0,), methods=("vpo",))
+        jobs = build_jobs(cfg, tmp_path / split, tmp_path / "ws")
+        evals = [j for j in jobs if j.name.startswith("eval")]
+        assert evals and all(j.argv[j.argv.index("--split") + 1] == split for j in evals)
+    val = make_task(DemoConfig()).load("validation", 100)
+    test = make_task(DemoConfig()).load("test", 100)
+    train = make_task(DemoConfig()).load("train", 1000)
+    key = lambda e: (tuple(e["grid"]), e["budget"])  # noqa: E731
+    assert not {key(e) for e in val} & ({key(e) for e in test} | {key(e) for e in train})
+
+
+def test_every_stage_records_the_settings_it_depends_on(tmp_path):
+    """A changed RL setting changes the train and eval jobs' settings, not the warm start's; a changed
+    warm-start setting changes all of them."""
+    from dataclasses import replace
+
+    from vpo.demo.jobs import settings_hash
+    from vpo.demo.stages import build_jobs
+
+    base = DemoConfig(out=str(tmp_path), seeds=(0,), methods=("vpo",))
+    h = lambda cfg: {j.name: settings_hash(j.settings) for j in build_jobs(cfg, tmp_path, tmp_path / "ws")}  # noqa: E731
+    a, lr, warm, ev = h(base), h(replace(base, rl_lr=4e-4)), h(replace(base, warm_steps=601)), h(replace(base, eval_temperature=1.0))
+    assert a["train vpo s0"] != lr["train vpo s0"] and a["eval vpo_s0"] != lr["eval vpo_s0"]
+    assert a["eval warmstart_m1"] == lr["eval warmstart_m1"]
+    assert all(a[k] != warm[k] for k in a)
+    assert a["train vpo s0"] == ev["train vpo s0"] and a["eval vpo_s0"] != ev["eval vpo_s0"]
+    assert base.warm_settings() == replace(base, rl_lr=4e-4).warm_settings()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["plot_best_at_k", "plot_diversity", "plot_summary"]
+__all__ = ["draw_bars", "draw_curve", "new_figure", "plot_best_at_k", "plot_diversity", "plot_summary"]
 
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -35,7 +35,8 @@ def _nan(x):
     return float("nan") if x is None else float(x)
 
 
-def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str) -> None:
+def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str,
+           reference: tuple[float, str] | None = None) -> None:
     all_ks = sorted({k for r in results.values() for k in r["metrics"][metric]["k"]})
     for i, (name, r) in enumerate(results.items()):
         e = r["metrics"][metric]
@@ -43,10 +44,14 @@ def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str
         ks = e["k"]
         mean = [_nan(x) for x in e["mean"]]
         label = f"{name} (m={r['shape']['m']})"
-        ax.plot(ks, mean, marker="o", ms=4, color=c, label=label)
+        style = r.get("style", {})
+        ax.plot(ks, mean, marker=style.get("marker", "o"), ms=style.get("ms", 4), color=style.get("color", c),
+                lw=style.get("lw", 1.5), ls=style.get("ls", "-"), label=label)
         lo, hi = e.get("ci_low"), e.get("ci_high")
         if lo and hi and all(v is not None for v in lo + hi):
-            ax.fill_between(ks, lo, hi, color=c, alpha=0.18, linewidth=0)
+            ax.fill_between(ks, lo, hi, color=style.get("color", c), alpha=0.15, linewidth=0)
+    if reference is not None:
+        ax.axhline(reference[0], color="k", ls=":", lw=1.2, label=reference[1])
     vals = [float(v) for r in results.values() for v in r["metrics"][metric]["mean"] if v is not None]
     if vals and min(vals) >= 0 and max(vals) - min(vals) < 1e-9:  # flat (e.g. all zero): show the [0, 1] scale
         ax.set_ylim(-0.02, max(1.02, max(vals) + 0.05))
@@ -73,7 +78,8 @@ def _bars(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str)
         err = None
         if lo == lo and hi == hi and mean == mean:
             err = [[max(mean - lo, 0.0)], [max(hi - mean, 0.0)]]
-        ax.bar(i, 0.0 if mean != mean else mean, color=_COLORS[i % len(_COLORS)], yerr=err, capsize=4, width=0.65)
+        color = results[name].get("style", {}).get("color", _COLORS[i % len(_COLORS)])
+        ax.bar(i, 0.0 if mean != mean else mean, color=color, yerr=err, capsize=4, width=0.65)
         top = 0.0 if mean != mean else (max(mean, hi) if hi == hi else mean)
         ax.annotate(
             "n/a" if mean != mean else f"{mean:.3g}", (i, top),
@@ -91,6 +97,16 @@ def _bars(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str)
         highs = [_nan(results[n]["metrics"][metric].get("ci_high")) for n in names if results[n]["metrics"].get(metric)]
         top = max([0.0] + finite + [h for h in highs if h == h])
         ax.set_ylim(0.0, top * 1.15 if top > 0 else 1.0)
+
+
+new_figure = _figure
+"""``new_figure(w, h, ncols)`` -> ``(fig, axes)``: an Agg-backed figure, no pyplot state."""
+draw_curve = _curve
+"""``draw_curve(ax, results, metric, ylabel, title, reference=None)``: one line per method with its
+interval band (``ci_low``/``ci_high``), an optional horizontal reference line ``(y, label)``, and a
+per-method ``results[name]["style"]`` (color, marker, ms, lw, ls) when given."""
+draw_bars = _bars
+"""``draw_bars(ax, results, metric, ylabel, title)``: one bar per method with interval whiskers."""
 
 
 def _suptitle(fig, title: str | None, results: Mapping[str, dict]) -> None:

@@ -61,6 +61,9 @@ class Task:
     answer_noun: str = "answer"
     system_prompt: str | None = None
     instruction_style: str = "full"  # "short": one-line answer instruction (tiny char-level models)
+    preferences: dict[str, tuple[float, ...]] = {}
+    """Named deployment weightings besides w* (e.g. a user who cares most about one objective), for
+    best@k under other preferences in evaluation reports; each has ``d`` non-negative entries."""
 
     # -- identity ---------------------------------------------------------------------------
     @property

@@ -80,8 +80,8 @@ LEGEND = "S start, E exit, # wall, $ gold, * diamond, ~ lava"
 MAX_ROUTE_CHARS = 100_000
 """Answers longer than this (after stripping) are unparseable: no budget needs that many moves."""
 
-SPLITS = ("train", "test")
-PAPER_SPLIT_SIZES = {"train": 1000, "test": 100}
+SPLITS = ("train", "validation", "test")
+PAPER_SPLIT_SIZES = {"train": 1000, "validation": 100, "test": 100}
 """Default ``n`` of :meth:`MazeTask.load` (the paper's split sizes)."""
 
 
@@ -795,14 +795,20 @@ class MazeTask(Task):
     """Designed-conflict mazes (docs/method.md §5). Options are :class:`MazeConfig`'s fields plus:
 
     ``seed`` train-split seed (paper: 42); ``test_seed`` test-split seed (default ``seed + 4200``,
-    4242 for the paper's pair); ``compact`` render prompts with no legend or instructions and a
-    one-line answer instruction (for tiny character-level models); ``instruction`` the answer
+    4242 for the paper's pair); ``validation_seed`` validation-split seed (default ``seed + 2100``;
+    the paper has no validation split: use it to choose settings, then report on test); ``compact``
+    render prompts with no legend or instructions and a one-line answer instruction (for tiny character-level models); ``instruction`` the answer
     instruction's style (``full``, ``short`` or ``tags``; default ``short`` when compact, else
     ``full``; see :func:`vpo.core.answers.answer_instruction`).
     """
 
     name = "maze"
     objectives = OBJECTIVES
+    preferences = {
+        "gold-first": (0.2, 0.6, 0.0, 0.2),
+        "diamond-first": (0.2, 0.0, 0.6, 0.2),
+        "lava-averse": (0.2, 0.1, 0.1, 0.6),
+    }
     answer_noun = "route"
 
     def __init__(
@@ -818,13 +824,18 @@ class MazeTask(Task):
         compact: bool = False,
         max_attempts: int = 5000,
         instruction: str | None = None,
+        validation_seed: int | None = None,
     ) -> None:
         self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts)
         self.config.resolved()  # validate now, with a clear message
-        for nm, v in (("seed", seed), ("test_seed", test_seed)):
+        for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
                 raise ValueError(f"maze option {nm} must be an integer, got {v!r}")
-        self.seeds = {"train": int(seed), "test": int(seed) + 4200 if test_seed is None else int(test_seed)}
+        self.seeds = {
+            "train": int(seed),
+            "validation": int(seed) + 2100 if validation_seed is None else int(validation_seed),
+            "test": int(seed) + 4200 if test_seed is None else int(test_seed),
+        }
         self.compact = bool(compact)
         style = instruction if instruction is not None else ("short" if self.compact else "full")
         if style not in INSTRUCTION_STYLES:
@@ -839,7 +850,7 @@ class MazeTask(Task):
         *,
         exclude: Iterable[Example] = (),
     ) -> list[Example]:
-        """The first ``n`` distinct instances of ``split`` (default n: 1000 train, 100 test).
+        """The first ``n`` distinct instances of ``split`` (default n: 1000 train, 100 validation, 100 test).
 
         Generator index i depends only on (config, seed, split, i); a maze equal (same grid and
         budget) to an earlier one or to one in ``exclude`` is skipped, so ``load(s, 10)`` is a

@@ -1,0 +1,235 @@
+"""From the demo's evaluation pools to its numbers: per-maze statistics per run, then per method with
+intervals that include seed-to-seed variance.
+
+For every run (a method trained with one seed, or the warm start) and every evaluated maze:
+best@k under w*, under each of the task's named deployment preferences and E_w[best@k] over fixed
+Dir(1) weightings; completion rate; reward-space diversity over all answers (the paper's definition)
+and over completed answers only; Pareto coverage at each k (fraction of the maze's exact Pareto-front
+trade-offs the first k answers hit); distinct finishing routes; union coverage Σ_j max_i r_ij.
+
+Intervals (:func:`two_level_interval`): a two-level bootstrap that resamples the seeds, then the
+mazes (one maze resample shared by every seed of a replicate, since all seeds are evaluated on the
+same mazes). Paired differences (VPO minus another method) pair seed s with seed s and each maze
+with itself. With 3 seeds the seed level is coarse, so the report also gives every seed's own value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from vpo.demo.config import DemoConfig
+from vpo.demo.stages import eval_entries, make_task
+
+SCALARS = ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer",
+           "completion_rate", "completed_diversity", "distinct_routes", "union_coverage")
+CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
+
+
+class DemoDataError(ValueError):
+    """Evaluations that cannot be compared (different mazes, orders or shapes)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# per run
+# ---------------------------------------------------------------------------------------------
+
+
+def maze_fronts(examples: list[dict]) -> list[np.ndarray]:
+    """Each maze's exact Pareto-front reward vectors ``[F, 4]`` (:func:`vpo.tasks.maze.pareto_routes`)."""
+    from vpo.tasks.maze import Maze, pareto_routes
+
+    return [np.stack([r.reward for r in pareto_routes(Maze.from_example(ex))]) for ex in examples]
+
+
+def preference_ceilings(fronts: list[np.ndarray], prefs: dict[str, np.ndarray]) -> dict[str, float]:
+    """Mean over mazes of the best single route's score under each weighting (exact): no best@k under
+    that weighting can exceed it. A linear score with non-negative weights peaks on the Pareto front."""
+    return {name: float(np.mean([float((f @ w).max()) for f in fronts])) for name, w in prefs.items()}
+
+
+def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray], prefs: dict[str, np.ndarray],
+              ks: list[int], eval_seeds: int) -> dict:
+    """Per-maze arrays of one evaluated run: scalars ``[P]`` and curves ``[P, len(ks)]``."""
+    from vpo.search.metrics import group_by_prompt, matched_best_at_k, scalarize
+    from vpo.search.poolstats import (
+        completed_diversity, completed_mask, distinct_count, matched_prefix, pareto_coverage, union_coverage,
+    )
+    from vpo.tasks.maze import Maze, parse_route, run_route
+
+    ids = [ex["id"] for ex in examples]
+    if list(pool.prompt_ids) != ids or list(report["per_prompt"]["prompt_ids"]) != ids:
+        raise DemoDataError(
+            f"run {pool.meta.get('name', '?')}: its pool lists other mazes, or the same mazes in another order, "
+            "than the evaluation split; delete its eval directory and rerun the demo"
+        )
+    g = group_by_prompt(pool.rewards, pool.valid, pool.prompt_index, num_prompts=len(ids))
+    P, R, m, d = g.shape
+    comp_idx = list(pool.objectives).index("completion") if "completion" in pool.objectives else None
+    done = completed_mask(g.rewards, g.valid, comp_idx)  # [P, R, m]
+    # executed moves of each completed answer (two texts that walk the same route count once)
+    keys = np.empty((P, R, m), dtype=object)
+    pos = np.zeros(P, dtype=np.int64)
+    mazes = [Maze.from_example(ex) for ex in examples]
+    for i, p in enumerate(pool.prompt_index):
+        r = pos[p]
+        pos[p] += 1
+        for j in range(m):
+            text = pool.answers[i][j] if pool.answers is not None and j < len(pool.answers[i]) else ""
+            mv = parse_route(text) if done[p, r, j] else None
+            keys[p, r, j] = run_route(mazes[p], mv).moves if mv is not None else None
+    pts = g.rewards.reshape(P, R * m, d)
+    out: dict[str, np.ndarray] = {}
+    pp = report["per_prompt"]
+    rk = report["metrics"]["best_at_k"]["k"]
+    for name in ("best_at_k", "ew_best_at_k"):
+        arr = np.asarray(pp[name], dtype=float)
+        out[name] = arr[:, [rk.index(k) for k in ks]]
+    for name in ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer"):
+        out[name] = np.asarray(pp[name], dtype=float)
+    flat_done = done.reshape(P, R * m)
+    out["completion_rate"] = flat_done.sum(1) / (g.num_rollouts * m)
+    out["completed_diversity"] = completed_diversity(pts, flat_done)
+    out["distinct_routes"] = distinct_count(keys.reshape(P, R * m).tolist(), flat_done)
+    out["union_coverage"] = union_coverage(pts, g.valid.reshape(P, R * m))
+    seeds = list(range(eval_seeds))
+    out["pareto_coverage"] = matched_prefix(
+        lambda keep: pareto_coverage(pts, (keep & g.valid).reshape(P, R * m), fronts), g.present, m, ks, seeds)
+    for name, w in prefs.items():
+        s = np.where(g.present[..., None], scalarize(g.rewards, g.valid, w), -np.inf)
+        draws = [matched_best_at_k(s, g.present, ks, rng=seed) for seed in seeds]
+        out[f"pref_{name}"] = np.mean(draws, axis=0)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# intervals
+# ---------------------------------------------------------------------------------------------
+
+
+def two_level_interval(values: np.ndarray, num_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of the grand mean of ``values [S, P]`` (seeds x mazes): each replicate
+    resamples the S seeds with replacement, then the P mazes with replacement (one maze draw shared
+    by the replicate's seeds). NaN entries are ignored. ``(nan, nan)`` with no resamples."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 2:
+        raise ValueError(f"values must be [seeds, mazes], got shape {v.shape}")
+    if num_resamples <= 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    S, P = v.shape
+    si = rng.integers(0, S, size=(num_resamples, S))
+    pi = rng.integers(0, P, size=(num_resamples, P))
+    stats = np.empty(num_resamples)
+    for b in range(num_resamples):
+        stats[b] = np.nanmean(v[si[b]][:, pi[b]])
+    a = (1 - level) / 2
+    return float(np.nanquantile(stats, a)), float(np.nanquantile(stats, 1 - a))
+
+
+def summarize(values: np.ndarray, num_resamples: int, seed: int = 0) -> dict:
+    """``values [S, P]`` -> mean, per-seed means, SE over seeds, two-level interval, and the maze-level
+    SE of the seed-averaged values (conditional on the trained models)."""
+    v = np.asarray(values, dtype=float)
+    per_seed = np.nanmean(v, axis=1)
+    S = v.shape[0]
+    maze_mean = np.nanmean(v, axis=0)
+    maze_mean = maze_mean[np.isfinite(maze_mean)]
+    lo, hi = two_level_interval(v, num_resamples, seed=seed)
+    return {
+        "mean": float(np.nanmean(v)),
+        "per_seed": per_seed.tolist(),
+        "se_seeds": float(per_seed.std(ddof=1) / math.sqrt(S)) if S > 1 else float("nan"),
+        "ci_low": lo,
+        "ci_high": hi,
+        "se_mazes_given_models": float(maze_mean.std(ddof=1) / math.sqrt(len(maze_mean))) if len(maze_mean) > 1 else float("nan"),
+    }
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a [S, P]`` minus ``b [S', P]`` seed by seed (a one-seed ``b``, the warm start, is broadcast)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape[1] != b.shape[1]:
+        raise DemoDataError(f"paired difference over different maze counts: {a.shape[1]} vs {b.shape[1]}")
+    if b.shape[0] not in (1, a.shape[0]):
+        raise DemoDataError(f"paired difference needs matching seeds: {a.shape[0]} vs {b.shape[0]}")
+    return a - b
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole demo
+# ---------------------------------------------------------------------------------------------
+
+
+def _stack(per_run: list[dict], name: str) -> np.ndarray:
+    return np.stack([r[name] for r in per_run])  # [S, P] or [S, P, K]
+
+
+def aggregate_runs(cfg: DemoConfig, runs: dict[str, list[dict]], labels: dict[str, str], ms: dict[str, int],
+                   prefs: list[str], extra: dict | None = None) -> dict:
+    """Methods' summaries and paired differences vs VPO from per-run statistics.
+
+    ``runs[key]`` lists one :func:`run_stats` result per seed (one for the warm start); every run
+    must cover the same mazes in the same order (checked by shape; the caller checks ids).
+    """
+    ks = list(cfg.ks)
+    B = cfg.bootstrap
+    shapes = {key: {r["best_at_k"].shape for r in rs} for key, rs in runs.items()}
+    if len({s for ss in shapes.values() for s in ss}) != 1:
+        raise DemoDataError(f"evaluations differ in shape (mazes x ks): {shapes}")
+    curves = list(CURVES) + [f"pref_{p}" for p in prefs]
+    rows: dict[str, dict] = {}
+    for key, rs in runs.items():
+        row = {"label": labels[key], "m": ms[key], "num_seeds": len(rs)}
+        for name in SCALARS:
+            row[name] = summarize(_stack(rs, name), B)
+        for name in curves:
+            arr = _stack(rs, name)
+            row[name] = {k: summarize(arr[:, :, i], B) for i, k in enumerate(ks)}
+        rows[key] = row
+    diffs: dict[str, dict] = {}
+    if "vpo" in runs:
+        for other in (k for k in runs if k != "vpo"):
+            d: dict = {}
+            for name in curves:
+                a, b = _stack(runs["vpo"], name), _stack(runs[other], name)
+                d[name] = {k: summarize(paired(a[:, :, i], b[:, :, i]), B) for i, k in enumerate(ks)}
+            for name in ("completed_diversity", "completion_rate", "distinct_routes", "union_coverage", "diversity"):
+                d[name] = summarize(paired(_stack(runs["vpo"], name), _stack(runs[other], name)), B)
+            diffs[other] = d
+    return {"config": cfg.as_dict(), "methods": rows, "paired_vs_vpo": diffs, **(extra or {})}
+
+
+def _load_run(out: Path, name: str):
+    from vpo.search.pools import load_pool
+
+    rep = json.loads((out / "eval" / name / "report.json").read_text())["results"][name]
+    return rep, load_pool(out / "eval" / name / "pool")
+
+
+def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str, str], dict[str, int], dict]:
+    """Per-run statistics of every evaluation of a finished demo directory."""
+    task = make_task(cfg)
+    examples = task.load(cfg.split, n=cfg.eval_mazes)
+    fronts = maze_fronts(examples)
+    prefs = {"w*": np.full(task.d, 1.0 / task.d), **{k: np.asarray(v, dtype=float) for k, v in task.preferences.items()}}
+    runs: dict[str, list[dict]] = {}
+    labels: dict[str, str] = {}
+    ms: dict[str, int] = {}
+    for key, label, names in eval_entries(cfg):
+        stats = []
+        for n in names:
+            rep, pool = _load_run(out, n)
+            stats.append(run_stats(rep, pool, examples, fronts, prefs, list(cfg.ks), cfg.eval_seeds))
+            ms[key] = pool.m
+        runs[key], labels[key] = stats, label
+    extra = {
+        "ceilings": preference_ceilings(fronts, prefs),
+        "preferences": {k: v.tolist() for k, v in prefs.items()},
+        "front_size": float(np.mean([len(f) for f in fronts])),
+        "num_mazes": len(examples),
+    }
+    return runs, labels, ms, extra

@@ -1,0 +1,153 @@
+"""Run the demo's stages as subprocesses, a few at a time, and resume safely.
+
+A stage is done when its output file exists **and** its settings record (``<output>.settings.json``,
+written when the stage succeeds) equals the settings the current run would use. A stage whose
+settings changed is run again, and the log names the settings that changed, so a resumed demo never
+reports models that were trained under other settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def settings_hash(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _record_path(marker: Path) -> Path:
+    return marker.with_name(marker.name + ".settings.json")
+
+
+def changed_settings(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the settings that differ between two records (for the log)."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k, "<absent>"), new.get(k, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += changed_settings(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: {a!r} -> {b!r}")
+    return out
+
+
+def stage_state(marker: Path, settings: dict) -> tuple[bool, list[str]]:
+    """``(done, changes)``: done when the marker exists and was produced with these settings;
+    ``changes`` lists what differs when the marker exists under other settings."""
+    if not marker.exists():
+        return False, []
+    rec = _record_path(marker)
+    if not rec.exists():
+        return False, ["(no settings record: produced by an older vpo)"]
+    old = json.loads(rec.read_text())
+    if old.get("hash") == settings_hash(settings):
+        return True, []
+    return False, changed_settings(old.get("settings", {}), settings) or ["(settings differ)"]
+
+
+def mark_done(marker: Path, settings: dict) -> None:
+    _record_path(marker).write_text(json.dumps({"hash": settings_hash(settings), "settings": settings}, indent=1, default=str))
+
+
+def clear_stage(marker: Path) -> None:
+    """Forget a stage's result before running it again (its record first: a crash in between
+    leaves a stage that will run again, never one that looks done)."""
+    for p in (_record_path(marker), marker):
+        if p.exists():
+            p.unlink()
+
+
+@dataclass
+class Job:
+    name: str
+    argv: list[str]
+    log: Path
+    done_marker: Path
+    settings: dict = field(default_factory=dict)
+    after: list[str] = field(default_factory=list)
+    progress_total: int = 0  # steps to expect in the log (train jobs), for the status line
+
+
+def status(msg: str) -> None:
+    print(f"[vpo demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _train_step_from_log(log: Path) -> int | None:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    return text.count("'step_time'")
+
+
+def _pending(jobs: list[Job]) -> tuple[list[Job], set[str]]:
+    pending, done = [], set()
+    for j in jobs:
+        ok, changes = stage_state(j.done_marker, j.settings)
+        if ok and all(a in done for a in j.after):
+            done.add(j.name)
+            continue
+        if changes:
+            status(f"{j.name}: settings changed, running it again ({'; '.join(changes[:4])})")
+        clear_stage(j.done_marker)
+        pending.append(j)
+    return pending, done
+
+
+def run_jobs(jobs: list[Job], parallel: int) -> dict[str, float]:
+    """Run jobs as subprocesses, ``parallel`` at a time, respecting ``after`` dependencies (a job whose
+    dependency reruns also reruns). Returns seconds per job run. Prints a status line when a job
+    starts or ends and every ~20 s while any runs. A failed job stops the demo with its log's tail
+    (finished jobs stay on disk and are skipped next time)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    pending, done = _pending(jobs)
+    if len(pending) < len(jobs):
+        status(f"{len(jobs) - len(pending)} job(s) already done with the same settings, skipped")
+    running: dict[str, tuple[Job, subprocess.Popen, float]] = {}
+    seconds: dict[str, float] = {}
+    last, total = 0.0, len(pending)
+    try:
+        while pending or running:
+            for name, (job, proc, t0) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[name]
+                if proc.returncode != 0 or not job.done_marker.exists():
+                    tail = job.log.read_text(errors="replace")[-4000:] if job.log.exists() else ""
+                    raise RuntimeError(f"job {name} failed (exit {proc.returncode}); log {job.log}:\n{tail}")
+                mark_done(job.done_marker, job.settings)
+                seconds[name] = time.time() - t0
+                done.add(name)
+                status(f"done  {name} in {seconds[name]:.0f} s ({len(seconds)}/{total})")
+            while len(running) < parallel:
+                ready = [j for j in pending if all(a in done for a in j.after)]
+                if not ready:
+                    break
+                job = ready[0]
+                pending.remove(job)
+                job.log.parent.mkdir(parents=True, exist_ok=True)
+                with open(job.log, "w") as fh:
+                    proc = subprocess.Popen(job.argv, stdout=fh, stderr=subprocess.STDOUT, env=env)
+                running[job.name] = (job, proc, time.time())
+                status(f"start {job.name}")
+            if running and time.time() - last > 20:
+                parts = []
+                for name, (job, _, t0) in running.items():
+                    step = _train_step_from_log(job.log) if job.progress_total else None
+                    prog = f" step {step}/{job.progress_total}" if step is not None else ""
+                    parts.append(f"{name}{prog} ({time.time() - t0:.0f} s)")
+                status("running: " + ", ".join(parts))
+                last = time.time()
+            if not running and pending and not any(all(a in done for a in j.after) for j in pending):
+                raise RuntimeError("unsatisfiable job dependencies: " + ", ".join(j.name for j in pending))
+            time.sleep(0.5)
+    finally:
+        for _, proc, _ in running.values():
+            proc.kill()
+    return seconds

@@ -1,0 +1,215 @@
+"""The demo's report: ``report.md`` (tables) and PNG plots drawn with :mod:`vpo.search.plots`.
+
+Every interval in the report includes seed-to-seed variance (the two-level bootstrap of
+:mod:`vpo.demo.analysis`); the maze-level SE, which treats the trained models as fixed, appears only
+where labelled so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vpo.search.plots import draw_bars, draw_curve, new_figure
+
+COLORS = {"warmstart_m1": "#999999", "warmstart_m3": "#555555", "grpo": "#1f77b4", "grpo_3x": "#17becf",
+          "gdpo": "#2ca02c", "max_at_k": "#9467bd", "multi_rlvr": "#ff7f0e", "vpo": "#d62728",
+          "maxrl": "#8c564b", "random_weight": "#e377c2", "goal_conditioned": "#bcbd22"}
+# distinct markers, largest first: collapsed methods often share one flat curve and must stay visible
+MARKERS = {"grpo": ("s", 10), "grpo_3x": ("D", 8), "gdpo": ("^", 6), "max_at_k": ("P", 6), "multi_rlvr": ("v", 5)}
+
+
+def _fmt(x: float, digits: int = 3, signed: bool = False) -> str:
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _ci(s: dict, digits: int = 3, signed: bool = False) -> str:
+    return f"{_fmt(s['mean'], digits, signed)} [{_fmt(s['ci_low'], digits, signed)}, {_fmt(s['ci_high'], digits, signed)}]"
+
+
+def _style(key: str) -> dict:
+    marker, ms = MARKERS.get(key, ("o", 5))
+    return {"color": COLORS.get(key), "marker": marker, "ms": ms, "lw": 2.5 if key == "vpo" else 1.5,
+            "ls": "--" if key.startswith("warm") else "-"}
+
+
+def _as_results(agg: dict, metric: str) -> dict:
+    """The demo's rows in the ``results`` layout that :mod:`vpo.search.plots` draws."""
+    out = {}
+    ks = agg["config"]["ks"]
+    for key, row in agg["methods"].items():
+        entry = row[metric]
+        if isinstance(entry, dict) and "mean" in entry:  # a scalar
+            m = {"mean": entry["mean"], "ci_low": entry["ci_low"], "ci_high": entry["ci_high"]}
+        else:
+            m = {"k": ks, **{f: [entry[str(k)][f] if str(k) in entry else entry[k][f] for k in ks] for f in ("mean", "ci_low", "ci_high")}}
+        out[row["label"]] = {"metrics": {metric: m}, "shape": {"m": row["m"]}, "style": _style(key)}
+    return out
+
+
+def plot_demo(agg: dict, out: Path) -> dict[str, Path]:
+    paths: dict[str, Path] = {}
+    band = "band: 95 % two-level bootstrap (seeds, then mazes)"
+    fig, (ax,) = new_figure(7.5, 4.8)
+    draw_curve(ax, _as_results(agg, "best_at_k"), "best_at_k", "best@k of w*ᵀr (mean over mazes)",
+               f"best@k on held-out mazes vs answer budget\n({band})",
+               reference=(agg["ceilings"]["w*"], "ceiling: best single route (exact search)"))
+    paths["best_at_k"] = out / "best_at_k.png"
+    fig.savefig(paths["best_at_k"])
+
+    fig, (ax,) = new_figure(7.5, 4.8)
+    draw_curve(ax, _as_results(agg, "pareto_coverage"), "pareto_coverage",
+               "fraction of the exact Pareto front hit", f"Pareto coverage vs answer budget\n({band})")
+    paths["pareto_coverage"] = out / "pareto_coverage.png"
+    fig.savefig(paths["pareto_coverage"])
+
+    prefs = [p for p in agg["preferences"] if p != "w*"]
+    fig, axes = new_figure(4.6 * (len(prefs) + 1), 4.4, len(prefs) + 1)
+    for ax, p in zip(axes, prefs):
+        draw_curve(ax, _as_results(agg, f"pref_{p}"), f"pref_{p}", f"best@k under '{p}'",
+                   f"preference '{p}' w = {agg['preferences'][p]}", reference=(agg["ceilings"][p], "ceiling"))
+    draw_curve(axes[-1], _as_results(agg, "ew_best_at_k"), "ew_best_at_k", "E_w[best@k], w ~ Dir(1)",
+               "E_w[best@k] over fixed Dir(1) weightings")
+    fig.suptitle(f"Search under other preferences ({band})", fontsize=10)
+    paths["preferences"] = out / "preferences.png"
+    fig.savefig(paths["preferences"])
+
+    fig, axes = new_figure(12.0, 4.2, 3)
+    draw_bars(axes[0], _as_results(agg, "diversity"), "diversity", "mean pairwise L1 (all answers)",
+              "diversity, all answers (paper's definition)")
+    draw_bars(axes[1], _as_results(agg, "completed_diversity"), "completed_diversity",
+              "mean pairwise L1 (completed answers)", "diversity among completed answers")
+    draw_bars(axes[2], _as_results(agg, "completion_rate"), "completion_rate", "fraction of answers", "completion rate")
+    paths["diversity"] = out / "diversity.png"
+    fig.savefig(paths["diversity"])
+
+    curves = agg.get("training_curves") or {}
+    if curves:
+        fig, axes = new_figure(11.0, 4.2, 2)
+        for method, c in curves.items():
+            for ax, key, ylabel in ((axes[0], "diversity", "within-group reward-space diversity"),
+                                    (axes[1], "reward", "mean w*ᵀr per rollout")):
+                runs = [np.asarray(r, dtype=float) for r in c[key] if len(r)]
+                if not runs:
+                    continue
+                n = min(len(r) for r in runs)
+                mean = np.stack([r[:n] for r in runs]).mean(0)
+                win = max(1, n // 10)  # moving average: one step of one batch is noisy
+                smooth = np.convolve(mean, np.ones(win) / win, mode="valid")
+                ax.plot(np.arange(win, n + 1), smooth, label=agg["methods"][method]["label"], color=COLORS.get(method))
+                ax.set_xlabel("RL step")
+                ax.set_ylabel(ylabel)
+                ax.grid(alpha=0.3)
+        axes[0].set_title("Diversity during training (seed mean, moving average)", fontsize=10)
+        axes[1].set_title("Training reward (seed mean, moving average)", fontsize=10)
+        axes[1].legend(fontsize=8)
+        paths["training"] = out / "training_curves.png"
+        fig.savefig(paths["training"])
+    return paths
+
+
+def _k(entry: dict, k) -> dict:
+    return entry[str(k)] if str(k) in entry else entry[k]
+
+
+def markdown(agg: dict) -> str:
+    cfg = agg["config"]
+    ks = cfg["ks"]
+    kmax = max(ks)
+    top = [k for k in (10, 30) if k in ks] or [kmax]
+    rows = agg["methods"]
+    L = [
+        f"# vpo demo: VPO vs GRPO and the baselines on designed-conflict mazes (CPU, {cfg['split']} split)",
+        "",
+        f"{cfg['maze_size']}x{cfg['maze_size']} mazes, budget slack {cfg['budget_slack']}, items per zone "
+        f"{cfg['items_per_zone']}, lava {cfg['lava']}; tiny Qwen2 ({cfg['num_layers']} layers, hidden "
+        f"{cfg['hidden_size']}, one token per character); warm start {cfg['warm_steps']} steps on random routes "
+        f"(waypoints {cfg['warm_waypoints']}, wander {cfg['warm_wander']}); RL {cfg['rl_steps']} steps x "
+        f"{cfg['prompts_per_step']} mazes x {cfg['num_generations']} rollouts at lr {cfg['rl_lr']}; seeds "
+        f"{cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} mazes at T = {cfg['eval_temperature']}, "
+        f"{cfg['eval_budget']} answers per maze, best@k at a matched answer budget (multi-answer policies: "
+        f"ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws.",
+        "",
+        "Intervals: [95 % two-level bootstrap: seeds, then mazes]. They include seed-to-seed variance; "
+        "with few seeds the seed level is coarse, so every seed's own value is listed below too.",
+        "",
+        "## Search on w* and what the pools contain",
+        "",
+        "| method | " + " | ".join(f"best@{k}" for k in ks) + " | reward@1 | pass@1 | completion | "
+        "diversity (all) | diversity (completed) | Pareto cov.@" + str(kmax) + " | distinct routes | union cov. | tokens/rollout |",
+        "|---|" + "---|" * (len(ks) + 9),
+    ]
+    for key, r in rows.items():
+        L.append(
+            f"| {r['label']} | " + " | ".join(_fmt(_k(r['best_at_k'], k)['mean']) for k in ks)
+            + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['pass_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
+            f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
+            f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
+            f" | {_fmt(r['union_coverage']['mean'])} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+        )
+    L += [
+        "",
+        f"Ceiling (best single route per maze by exact search, under w*): {agg['ceilings']['w*']:.3f}; the exact "
+        f"Pareto front has {agg['front_size']:.2f} trade-offs per maze on average. Completion: fraction of answers "
+        "that reach E. Diversity (all): mean pairwise L1 of reward vectors over every answer (the paper's "
+        "definition; a failed route is the all-zero vector, so failing raises it). Diversity (completed): the "
+        "same over completed answers only (0 for a maze with fewer than two). Pareto cov.: fraction of the "
+        "maze's exact Pareto-front vectors that some answer hits. Distinct routes: distinct executed routes "
+        "among completed answers in the pool. Union cov.: Σ_j max_i r_ij over the pool. pass@1 (all four "
+        "objectives at 1) is impossible by design.",
+        "",
+        "## With intervals",
+        "",
+        "| method | " + " | ".join(f"best@{k}" for k in top) + f" | Pareto cov.@{kmax} | diversity (completed) | completion |",
+        "|---|" + "---|" * (len(top) + 3),
+    ]
+    for key, r in rows.items():
+        L.append(f"| {r['label']} | " + " | ".join(_ci(_k(r['best_at_k'], k)) for k in top)
+                 + f" | {_ci(_k(r['pareto_coverage'], kmax))} | {_ci(r['completed_diversity'])} | {_ci(r['completion_rate'])} |")
+    L += ["", "## Per seed", "",
+          "| method | " + " | ".join(f"best@{k} per seed" for k in top) + f" | Pareto cov.@{kmax} per seed | diversity (completed) per seed |",
+          "|---|" + "---|" * (len(top) + 2)]
+    per = lambda s: " / ".join(_fmt(x) for x in s["per_seed"])  # noqa: E731
+    for key, r in rows.items():
+        L.append(f"| {r['label']} | " + " | ".join(per(_k(r['best_at_k'], k)) for k in top)
+                 + f" | {per(_k(r['pareto_coverage'], kmax))} | {per(r['completed_diversity'])} |")
+    if agg["paired_vs_vpo"]:
+        L += ["", "## VPO minus each method (paired: same seed index, same mazes)", "",
+              "mean [95 % two-level bootstrap]; in brackets after the slash, the SE over seeds of the per-seed "
+              "differences; the last column is the maze-level SE of best@" + str(top[-1]) + " given the trained models.",
+              "",
+              "| vs | " + " | ".join(f"Δbest@{k}" for k in top) + f" | ΔPareto cov.@{kmax} | Δdiversity (completed) | maze-level SE (given models) |",
+              "|---|" + "---|" * (len(top) + 3)]
+        for other, d in agg["paired_vs_vpo"].items():
+            cells = [f"{_ci(_k(d['best_at_k'], k), signed=True)} / {_fmt(_k(d['best_at_k'], k)['se_seeds'])}" for k in top]
+            L.append(f"| {rows[other]['label']} | " + " | ".join(cells)
+                     + f" | {_ci(_k(d['pareto_coverage'], kmax), signed=True)} | {_ci(d['completed_diversity'], signed=True)}"
+                     + f" | {_fmt(_k(d['best_at_k'], top[-1])['se_mazes_given_models'])} |")
+    prefs = [p for p in agg["preferences"] if p != "w*"]
+    L += ["", f"## Search under other preferences (best@{kmax})", "",
+          "Each column scores the same pools under another deployment weighting of (completion, gold, diamond, "
+          "avoid_lava); E_w is the mean over fixed Dir(1) weightings.", "",
+          "| method | w* | " + " | ".join(prefs) + f" | E_w[best@{kmax}] |", "|---|" + "---|" * (len(prefs) + 2)]
+    L.append("| ceiling | " + " | ".join(_fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |")
+    for key, r in rows.items():
+        L.append(f"| {r['label']} | " + " | ".join(_ci(_k(r[f'pref_{p}'], kmax)) for p in ["w*"] + prefs)
+                 + f" | {_ci(_k(r['ew_best_at_k'], kmax))} |")
+    L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
+    if agg.get("wall_seconds"):
+        L += [f"Wall time: {agg['wall_seconds'] / 60:.1f} min on this machine ({os.cpu_count()} cores, "
+              f"{cfg['jobs']} jobs at a time).", ""]
+    L += ["![best@k](best_at_k.png)", "", "![Pareto coverage](pareto_coverage.png)", "",
+          "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", "![training](training_curves.png)", "",
+          f"Reproduce: `vpo demo --out {cfg['out']}" + (" --set split=validation" if cfg["split"] == "validation" else "") + "`."]
+    return "\n".join(L) + "\n"
+
+
+def write_report(agg: dict, out: Path) -> None:
+    (out / "demo.json").write_text(json.dumps(agg, indent=1))
+    plot_demo(agg, out)
+    (out / "report.md").write_text(markdown(agg))

@@ -1,0 +1,168 @@
+"""The demo's stages: the warm start (in process), then one ``vpo train`` and one ``vpo eval`` job per
+method and seed (subprocesses), built from one :class:`~vpo.demo.config.DemoConfig`.
+
+Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its routes come
+from :func:`vpo.tasks.maze.random_route` (valid, with random detours whose breadth the config sets).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vpo.demo.config import DemoConfig, method_spec
+from vpo.demo.jobs import Job, clear_stage, mark_done, stage_state, status
+
+
+def make_task(cfg: DemoConfig):
+    from vpo.tasks.maze import MazeTask
+
+    return MazeTask(**cfg.task_options())
+
+
+def warm_start(cfg: DemoConfig, out: Path) -> Path:
+    """Build the tiny model and fine-tune it on diverse mediocre routes (both formats)."""
+    from vpo.tasks.maze import Maze, random_route
+    from vpo.train.tiny import build_tiny_model
+    from vpo.train.warmstart import format_answers, supervised_warm_start
+
+    ws = out / "warmstart"
+    marker = ws / "warmstart.json"
+    done, changes = stage_state(marker, cfg.warm_settings())
+    if done:
+        status(f"warm start exists with the same settings: {ws}")
+        return ws
+    if changes:
+        status(f"warm start: settings changed, training it again ({'; '.join(changes[:4])})")
+    clear_stage(marker)
+    task = make_task(cfg)
+    train = task.load("train", n=cfg.train_mazes)
+    rng = np.random.default_rng(12345)
+    route = lambda maze: random_route(maze, rng, waypoints=cfg.warm_waypoints, wander=cfg.warm_wander).moves  # noqa: E731
+    pairs = []
+    for ex in train:
+        maze = Maze.from_example(ex)
+        for _ in range(cfg.warm_routes_per_maze):
+            pairs.append((task.build_prompt(ex, 1), format_answers([route(maze)], 1)))
+            pairs.append((task.build_prompt(ex, 3), format_answers([route(maze) for _ in range(3)], 3)))
+    init = build_tiny_model(out / "init", hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=4)
+    status(f"warm start: {len(pairs)} (prompt, routes) pairs, {cfg.warm_steps} steps")
+    import torch
+
+    torch.set_num_threads(max(1, min(cfg.jobs, os.cpu_count() or 1)))
+    t0 = time.time()
+    info = supervised_warm_start(
+        init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=0
+    )
+    marker.write_text(json.dumps({**info, "seconds": time.time() - t0}, indent=1))
+    mark_done(marker, cfg.warm_settings())
+    status(f"warm start done in {time.time() - t0:.0f} s, loss {info['loss_first']:.2f} -> {info['loss_last']:.3f}")
+    return ws
+
+
+def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: Path) -> dict:
+    """The ``vpo train`` YAML of one method and seed."""
+    _, estimator, m, mult = method_spec(method)
+    G = cfg.num_generations * mult
+    return {
+        "model_name_or_path": str(init),
+        "task": "maze",
+        "task_options": json.dumps(cfg.task_options()),
+        "train_size": cfg.train_mazes,
+        "estimator": estimator,
+        "num_answers": m,
+        "num_weightings": cfg.num_weightings,
+        "weight_sampler": cfg.weight_sampler,
+        "weight_alpha": cfg.weight_alpha,
+        "num_generations": G,
+        "per_device_train_batch_size": cfg.prompts_per_step * G,
+        "max_completion_length": cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi,
+        "max_steps": cfg.rl_steps,
+        "learning_rate": cfg.rl_lr,
+        "lr_scheduler_type": "constant",
+        "beta": cfg.beta,
+        "temperature": cfg.train_temperature,
+        # fp32 and no activation checkpointing: on a CPU with a 0.7 M-parameter model, bf16 autocast
+        # buys nothing and recomputing activations costs ~10 % of a step (docs/demo.md)
+        "bf16": False,
+        "activation_checkpointing": False,
+        # a preallocated KV cache: the default one grows by concatenation at every decoding step
+        # (benchmarks/generation.py)
+        "cache_implementation": "static",
+        "seed": seed,
+        "weight_seed": 1000 + seed,
+        "output_dir": str(out_dir),
+        "use_cpu": True,
+        "report_to": "none",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+
+
+def eval_argv(cfg: DemoConfig, model: Path, m: int, out_dir: Path, name: str, seed: int) -> list[str]:
+    opts = []
+    for k, v in cfg.task_options().items():
+        opts += ["--task-option", f"{k}={json.dumps(v)}"]
+    max_new = cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi
+    return [
+        sys.executable, "-m", "vpo.cli", "eval",
+        "--model", str(model), "--task", "maze", *opts,
+        "--split", cfg.split, "--num-prompts", str(cfg.eval_mazes),
+        "--m", str(m), "--rollouts", str(math.ceil(cfg.eval_budget / m)),
+        "--temperature", str(cfg.eval_temperature), "--max-new-tokens", str(max_new),
+        "--seed", str(seed), "--batch-rows", "512", "--threads", "1",
+        "--ks", ",".join(map(str, cfg.ks)), "--eval-seeds", str(cfg.eval_seeds), "--no-plots",
+        "--out", str(out_dir), "--name", name, "--quiet",
+    ]  # fmt: skip
+
+
+def eval_entries(cfg: DemoConfig) -> list[tuple[str, str, list[str]]]:
+    """``(row key, label, eval run names)`` in report order: the warm start, then each method's seeds."""
+    rows = [("warmstart_m1", "Warm start (m=1)", ["warmstart_m1"]), ("warmstart_m3", "Warm start (m=3)", ["warmstart_m3"])]
+    rows += [(mth, method_spec(mth)[0], [f"{mth}_s{s}" for s in cfg.seeds]) for mth in trained_methods(cfg)]
+    return rows
+
+
+def trained_methods(cfg: DemoConfig) -> tuple[str, ...]:
+    return () if cfg.warm_only else cfg.methods
+
+
+def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
+    import yaml
+
+    jobs: list[Job] = []
+    warm = cfg.warm_settings()
+    for seed in cfg.seeds:
+        for method in trained_methods(cfg):
+            run = out / "runs" / f"{method}_s{seed}"
+            conf = out / "configs" / f"{method}_s{seed}.yaml"
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            tc = train_config(cfg, method, seed, ws, run)
+            conf.write_text(yaml.safe_dump(tc, sort_keys=False))
+            jobs.append(Job(
+                f"train {method} s{seed}", [sys.executable, "-m", "vpo.cli", "train", str(conf)],
+                out / "logs" / f"train_{method}_s{seed}.log", run / "model.safetensors",
+                settings={"warm_start": warm, "train": tc}, progress_total=cfg.rl_steps,
+            ))
+    evals = [("warmstart_m1", ws, 1, [], 0, {"warm_start": warm}), ("warmstart_m3", ws, 3, [], 0, {"warm_start": warm})]
+    for seed in cfg.seeds:
+        for method in trained_methods(cfg):
+            train_job = next(j for j in jobs if j.name == f"train {method} s{seed}")
+            evals.append((f"{method}_s{seed}", out / "runs" / f"{method}_s{seed}", method_spec(method)[2],
+                          [train_job.name], seed, train_job.settings))
+    for name, model, m, after, seed, upstream in evals:
+        ev = out / "eval" / name
+        jobs.append(Job(
+            f"eval {name}", eval_argv(cfg, model, m, ev, name, seed), out / "logs" / f"eval_{name}.log",
+            ev / "report.json", settings={"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed}, after=after,
+        ))
+    # evaluations of finished models can start while other models still train
+    return jobs
