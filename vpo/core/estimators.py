@@ -456,8 +456,14 @@ def goal_conditioned_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     return s, adv, std
 
 
-def _log_comb(n: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """log C(n, k) elementwise, -inf where the binomial is 0 (k < 0 or k > n)."""
+def log_comb(n, k) -> torch.Tensor:
+    """``log C(n, k)`` elementwise (broadcast), ``-inf`` where the binomial is 0 (k < 0 or k > n).
+
+    Tensors keep their dtype and device; anything else (ints, numpy arrays) is computed in float64.
+    The one implementation behind Max@k here and the search metrics (:mod:`vpo.search.metrics`).
+    """
+    n = n if isinstance(n, torch.Tensor) else torch.as_tensor(n, dtype=torch.float64)
+    k = k if isinstance(k, torch.Tensor) else torch.as_tensor(k, dtype=torch.float64)
     ok = (k >= 0) & (k <= n)
     n_, k_ = n.clamp(min=0), k.clamp(min=0)
     val = torch.lgamma(n_ + 1) - torch.lgamma(k_ + 1) - torch.lgamma((n_ - k_).clamp(min=0) + 1)
@@ -477,11 +483,7 @@ def max_at_k_transform(s: torch.Tensor, b: _Batch, k_fixed: int | None) -> torch
             f"max_at_k: k={int(k.max().item())} exceeds the group size {int(n.min().item())}; "
             "use k <= G (default max(2, G // 2))"
         )
-    # position of each rollout inside its group (stable: order of appearance)
-    order = torch.argsort(b.index, stable=True)
-    starts = torch.cumsum(n, 0) - n
-    pos = torch.empty_like(b.index)
-    pos[order] = torch.arange(b.index.numel(), device=s.device) - starts.long()[b.index[order]]
+    pos = _within_group_position(b.index, n)
     grid = torch.full((P, gmax), float("inf"), dtype=s.dtype, device=s.device)
     grid[b.index, pos] = s
     sorted_vals, perm = torch.sort(grid, dim=1, stable=True)  # ascending, pads (inf) last
@@ -489,9 +491,9 @@ def max_at_k_transform(s: torch.Tensor, b: _Batch, k_fixed: int | None) -> torch
     real = rank <= n.unsqueeze(1)
     vals = torch.where(real, sorted_vals, torch.zeros_like(sorted_vals))
     kk = k.unsqueeze(1)
-    log_den = _log_comb(n.unsqueeze(1), kk)
-    own = torch.exp(_log_comb(rank - 1, kk - 1) - log_den) * vals
-    above_coef = torch.exp(_log_comb(rank - 2, kk - 2) - log_den)  # coefficient of s_j as "j above i"
+    log_den = log_comb(n.unsqueeze(1), kk)
+    own = torch.exp(log_comb(rank - 1, kk - 1) - log_den) * vals
+    above_coef = torch.exp(log_comb(rank - 2, kk - 2) - log_den)  # coefficient of s_j as "j above i"
     c = torch.where(real, above_coef * vals, torch.zeros_like(vals))
     suffix = torch.flip(torch.cumsum(torch.flip(c, [1]), 1), [1])  # sum_{j>=i}
     above = torch.cat([suffix[:, 1:], torch.zeros_like(suffix[:, :1])], dim=1)  # sum_{j>i}

@@ -57,6 +57,7 @@ from typing import Sequence
 
 import numpy as np
 
+from vpo.core.estimators import log_comb as _core_log_comb
 from vpo.core.weights import FIXED_NUM_WEIGHTINGS, FIXED_WEIGHT_SEED, renamed_setting
 
 __all__ = [
@@ -251,21 +252,9 @@ def scalarize(rewards: np.ndarray, valid: np.ndarray, weights: np.ndarray, inval
     return np.where(valid[..., None], s, invalid_score)
 
 
-_LOGFACT = np.zeros(1)
-
-
 def log_comb(n, k) -> np.ndarray:
-    """``log C(n, k)`` elementwise for integer arrays; ``-inf`` where k < 0 or k > n."""
-    global _LOGFACT
-    n = np.asarray(n, dtype=np.int64)
-    k = np.asarray(k, dtype=np.int64)
-    top = int(max(n.max(initial=0), k.max(initial=0))) + 1
-    if _LOGFACT.shape[0] < top + 1:
-        _LOGFACT = np.array([math.lgamma(i + 1.0) for i in range(max(top + 1, 2 * _LOGFACT.shape[0]))])
-    ok = (k >= 0) & (k <= n)
-    nn, kk = np.clip(n, 0, None), np.clip(k, 0, None)
-    val = _LOGFACT[nn] - _LOGFACT[kk] - _LOGFACT[np.clip(nn - kk, 0, None)]
-    return np.where(ok, val, -np.inf)
+    """``log C(n, k)`` elementwise as a numpy array (:func:`vpo.core.estimators.log_comb`)."""
+    return _core_log_comb(n, k).numpy()
 
 
 def _check_ks(ks: Sequence[int], limit: np.ndarray, what: str, ids: Sequence[str] | None = None) -> np.ndarray:
