@@ -1,35 +1,18 @@
 """Advantage estimators on one reward tensor: VPO and every baseline of docs/method.md §4.
 
-Every estimator reads the same batch (docs/design.md "one data shape"):
+Every estimator reads the same batch (docs/design.md "One data shape"): ``rewards [N, m, d]``,
+``valid [N, m]``, the groups (``group_size=G``, TRL's contiguous layout, or ``group_ids [N]``,
+veRL's, any order) and the deployment weights ``target_weights [d]`` (``w*``), and returns an
+:class:`AdvantageResult`: one advantage per rollout, the scalar it normalised and diagnostics.
+Everything is vectorised over groups with scatter/gather ops, no Python loop over groups.
 
-* ``rewards``  ``[N, m, d]`` float — N rollouts, up to m answers each, d objectives;
-* ``valid``    ``[N, m]`` bool — which answer slots hold a real (parsed, non-duplicate) answer;
-* groups: ``group_size=G`` for G consecutive rollouts per prompt (TRL's layout) or ``group_ids``
-  ``[N]`` (veRL's layout: any ints or strings, groups need not be contiguous);
-* ``target_weights`` ``[d]`` — the task's deployment scalarisation ``w*`` (uniform by default).
+Conventions (docs/estimators.md has them all): padding never wins a max; a rollout without a valid
+answer scores ``config.invalid_score`` and still counts in its group; NaN/inf rewards make the
+answer invalid (``config.strict_rewards`` raises instead); ``diagnostics["pool_set_score"]`` uses
+the fixed weight set :func:`vpo.core.weights.fixed_weights` of ``vpo eval``'s E_w metrics; all is
+float64 except VPO's weights and set score, which use ``config.compute_dtype`` (float32 default).
 
-and returns an :class:`AdvantageResult` with per-rollout ``advantages [N]`` (every response token of
-rollout n gets ``advantages[n]``), the per-rollout scalar each estimator normalises (``scores [N]``)
-and diagnostics. Everything is vectorised over groups with scatter/gather ops; there is no Python
-loop over groups or rollouts.
-
-Conventions (each estimator's docstring repeats its own):
-
-* padding never wins a max: invalid slots are masked with -inf, not zero, so negative rewards are
-  safe; a rollout with no valid answer scores ``config.invalid_score`` (paper: 0) and still counts
-  in its group's statistics;
-* ``diagnostics["pool_set_score"]`` is each group's E_w[max over all its answers] on the fixed
-  weight set :func:`vpo.core.weights.fixed_weights` (the one ``vpo eval``'s E_w metrics use);
-* non-finite rewards (NaN/inf) make that answer invalid and are counted in
-  ``diagnostics["nonfinite_answers"]``; with ``config.strict_rewards=True`` they raise instead;
-* computation is float64 on the rewards' device, except VPO's set score (the ``[N, m, K]`` scores
-  of every answer under every weighting and the weights themselves), which runs in
-  ``config.compute_dtype`` (float32 by default: relative rounding ~1e-7 against a K = 100 Monte
-  Carlo error ~1e-2; twice the throughput on CPUs and far more on GPUs). Advantages are float64;
-  cast them where you use them.
-
-Simplifications: estimators return one advantage per rollout (no per-token credit), exactly as the
-paper and its baselines do.
+Simplification: one advantage per rollout (no per-token credit), as the paper and its baselines do.
 """
 
 from __future__ import annotations

@@ -1,32 +1,19 @@
-"""Simplex weight samplers for the VPO set objective.
+"""Simplex weightings for the VPO set objective ``E_{w ~ Dir(alpha)}[max_y w^T r(y)]`` (docs/method.md §3).
 
-VPO scores a set of answers by ``E_{w ~ Dir(alpha)}[max_y w^T r(y)]`` and estimates the expectation
-with ``K`` weightings per prompt group (docs/method.md §3). This module draws those weightings.
+* ``SimplexSampler``: K weightings per prompt group, ``iid`` Dirichlet(alpha) draws (alpha = 1:
+  normalised exponentials; otherwise normalised Gamma draws) or ``sobol``: one Sobol net per call
+  with a random digital shift and sub-digit jitter per group, mapped to the simplex by normalised
+  exponentials ``w_j = E_j / sum E``, ``E_j = -log(1 - u_j)``, so each point is exactly Dir(1) and the
+  estimate unbiased with less noise (alpha = 1 only). The reference implementation's sorted-spacings
+  map keeps little of the QMC gain at larger d (docs/estimators.md gives the figures).
+* ``fixed_weights``: the one fixed weight set of diagnostics and metrics (the trainer's logged pool
+  set score and ``vpo eval``'s E_w metrics), drawn from a generator of its own.
+* ``renamed_setting``: the weighting settings have one name in every config (``num_weightings``,
+  ``weight_alpha``, ``weight_sampler``, ``weight_seed``; docs/estimators.md); it maps the old ones.
 
-* ``iid``: independent Dirichlet(alpha) draws. alpha = 1 takes a fast path (normalised
-  exponentials, i.e. uniform on the simplex); other alphas normalise Gamma(alpha) draws.
-* ``sobol``: a randomised Sobol point set in ``d`` dimensions mapped to the simplex by normalised
-  exponentials ``w_j = E_j / sum E``, ``E_j = -log(1 - u_j)`` (exactly Dir(1) for a uniform input).
-  Each group gets its own random digital shift (XOR of the base-2 digits with a uniform random
-  integer per dimension) plus a uniform jitter below the last digit, which keeps the net's
-  stratification and makes every point marginally uniform on [0, 1)^d, so the estimate stays
-  unbiased while its noise drops. The reference implementation maps ``d - 1`` uniforms by sorted
-  spacings instead; that map mixes all coordinates through the sort and loses most of the QMC gain
-  at larger d (measured in ``benchmarks/estimators.py``: noise vs iid 0.38 at d = 4 but 0.91 at
-  d = 16, against 0.26 and 0.39 with the exponential map). Only alpha = 1 is supported with Sobol:
-  the map is a Dir(1) construction and there is no cheap exact inverse-CDF map for other alphas.
-
-Every draw comes from an explicit, seeded ``torch.Generator`` owned by the sampler; its state is
-saved and restored with ``state_dict``/``load_state_dict`` so a resumed run continues the exact
-stream. No global RNG, no environment variables.
-
-Shapes: ``sample(num_groups, d)`` returns ``[num_groups, K, d]`` float64 (``dtype=torch.float32``
-on request: the VPO estimator draws in float32 by default), rows on the simplex.
-
-:func:`fixed_weights` is the one fixed weight set of diagnostics and metrics (the trainer's logged
-pool set score and ``vpo eval``'s E_w[best@k]); the names of the weighting settings
-(``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``weight_seed``) are the same in every
-config, and :func:`renamed_setting` maps the older ones onto them (docs/estimators.md).
+Every draw comes from an explicit seeded ``torch.Generator`` (no global RNG); ``state_dict`` /
+``load_state_dict`` resume a sampler's exact stream. ``sample(num_groups, d)`` returns
+``[num_groups, K, d]`` float64 rows on the simplex (float32 on request).
 """
 
 from __future__ import annotations
