@@ -80,6 +80,9 @@ class DemoConfig:
     """*regime*: items in each zone (inclusive range)."""
     lava: tuple[int, int] = (1, 1)
     """*regime*: lava tiles (inclusive range)."""
+    zones: str = "split"
+    """'split' (designed conflict: gold and diamond zones at opposite corners, never both in budget) or
+    'shared' (both in one zone: the objectives move together, the control where VPO should not help)."""
     instruction: str = "short"
     """Answer instruction style in the prompt ('short' one line, or 'tags' alone)."""
     train_mazes: int = 1000
@@ -180,7 +183,8 @@ class DemoConfig:
         try:
             from vpo.tasks.maze import MazeConfig
 
-            MazeConfig(self.maze_size, None, tuple(self.items_per_zone), 2, tuple(self.lava), self.budget_slack).resolved()
+            MazeConfig(self.maze_size, None, tuple(self.items_per_zone), 2, tuple(self.lava), self.budget_slack,
+                       zones=self.zones).resolved()
         except ValueError as e:
             raise UserError(f"maze settings: {e}") from None
 
@@ -203,7 +207,7 @@ class DemoConfig:
     def task_options(self) -> dict:
         return {
             "size": self.maze_size, "budget_slack": self.budget_slack, "items_per_zone": list(self.items_per_zone),
-            "lava": list(self.lava), "compact": True, "instruction": self.instruction,
+            "lava": list(self.lava), "zones": self.zones, "compact": True, "instruction": self.instruction,
         }
 
     def warm_settings(self) -> dict:

@@ -122,6 +122,11 @@ class MazeConfig:
     """Budget = max(route via gold, route via diamond) + this; None: 7 at 9x9, floor(7 (n-1)/8) elsewhere (1 at 5x5)."""
     max_attempts: int = 5000
     """Redraws allowed per instance before giving up with an error (a config that cannot conflict)."""
+    zones: str = "split"
+    """``split``: gold and diamond zones at opposite corners, and no route within budget visits both
+    (the designed conflict); ``shared``: both kinds of item in one corner zone, so a route that
+    collects one collects the other and the objectives move together (the control where VPO should
+    not help: docs/demo.md)."""
 
     # -- resolved values -------------------------------------------------------------------
     @property
@@ -178,9 +183,17 @@ class MazeConfig:
                 raise ValueError(f"maze option budget_slack must be an integer >= 0, got {slack!r}")
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError(f"maze option max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        if self.zones not in ("split", "shared"):
+            raise ValueError(f"maze option zones must be 'split' or 'shared', got {self.zones!r}")
+        if self.zones == "shared" and 2 * items[1] > zone_tiles:
+            raise ValueError(
+                f"maze option zones='shared' puts both kinds of item in one zone of {zone_tiles} tiles; "
+                f"items_per_zone={self.items_per_zone!r} needs up to {2 * items[1]}: lower it or raise zone_radius"
+            )
         return dict(
             rows=rows, cols=cols, extra_openings=openings, items_per_zone=items,
             zone_radius=int(r), lava=lava, budget_slack=int(slack), max_attempts=self.max_attempts,
+            zones=self.zones,
         )
 
 
@@ -523,10 +536,13 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
         s, e = e, s
     if rnd.below(2):
         z1, z2 = z2, z1
+    shared = cfg.get("zones", "split") == "shared"
     zones = []
-    for corner in (z1, z2):
+    for corner in ((z1, z1) if shared else (z1, z2)):
         k = rnd.between(cfg["items_per_zone"])
         tiles = _zone_tiles(corner, cfg["zone_radius"], R, C)
+        if shared and zones:  # the second kind goes on the zone's tiles the first kind left free
+            tiles = [t for t in tiles if t not in zones[0]]
         if sum(is_open[t] for t in tiles) < k:
             for t in rnd.shuffle([t for t in tiles if not is_open[t]]):
                 if any(is_open[j] for j in tile_nbrs(t)):
@@ -561,7 +577,7 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
     budget = max(lengths["gold"], lengths["diamond"]) + cfg["budget_slack"]
     if lengths["safe"] is None or lengths["safe"] > budget:
         return None
-    if lengths["both"] is not None and lengths["both"] <= budget:
+    if not shared and lengths["both"] is not None and lengths["both"] <= budget:
         return None
     return Maze(rows, budget)
 
@@ -825,8 +841,9 @@ class MazeTask(Task):
         max_attempts: int = 5000,
         instruction: str | None = None,
         validation_seed: int | None = None,
+        zones: str = "split",
     ) -> None:
-        self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts)
+        self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts, zones)
         self.config.resolved()  # validate now, with a clear message
         for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
