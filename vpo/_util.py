@@ -14,16 +14,30 @@ from pathlib import Path
 from typing import Any
 
 
-def positive_int(value: Any, name: str, where: str = "", *, minimum: int = 1, hint: str = "", error: type[Exception] = ValueError) -> int:
+def positive_int(
+    value: Any,
+    name: str,
+    where: str = "",
+    *,
+    minimum: int = 1,
+    allow_none: bool = False,
+    hint: str = "",
+    error: type[Exception] = ValueError,
+) -> Any:
     """``value`` as an ``int`` if it is an integer (not a bool) ``>= minimum``, else ``error``.
 
     The message reads ``"{where}: {name} must be an integer >= {minimum}, got {value!r}{hint}"``
-    (``where`` names the task/config/function, and is left out when empty). numpy integers count as
-    integers; floats, even integral ones, do not.
+    ("a non-negative integer" when ``minimum`` is 0; "... or None" with ``allow_none``, which passes
+    ``None`` through); ``where`` names the task, config or function and is left out when empty. numpy
+    integers count as integers; floats, even integral ones, do not.
     """
+    if value is None and allow_none:
+        return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         prefix = f"{where}: " if where else ""
-        raise error(f"{prefix}{name} must be an integer >= {minimum}, got {value!r}{hint}")
+        kind = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+        alt = " or None" if allow_none else ""
+        raise error(f"{prefix}{name} must be {kind}{alt}, got {value!r}{hint}")
     return int(value)
 
 

@@ -24,6 +24,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from vpo._util import positive_int
+
 FORMATS = ("tags", "code")
 INSTRUCTION_STYLES = ("full", "short", "tags")
 MAX_ANSWER_CHARS = 20_000
@@ -76,8 +78,7 @@ def style_choices() -> str:
 
 
 def _check_m(m) -> None:
-    if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
-        raise ValueError(f"m (answers per rollout) must be an integer >= 1, got {m!r}")
+    positive_int(m, "m (answers per rollout)")
 
 
 def parse_answers(text, m: int, fmt: str = "tags") -> list[str]:

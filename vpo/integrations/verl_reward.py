@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from vpo._util import positive_int
 from vpo.core.estimators import EstimatorConfig, compute_advantages
 from vpo.core.weights import SimplexSampler, renamed_setting, validate_sampler_args
 
@@ -267,8 +268,7 @@ def compute_score(
     extra_info = dict(extra_info or {})
     name = _resolve_method(method, extra_info)
     core = VERL_METHODS[name]
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        raise ValueError(f"vpo compute_score: m (answers per rollout) must be an integer >= 1, got {m!r}")
+    positive_int(m, "m (answers per rollout)", "vpo compute_score")
     if core not in _MULTI_ANSWER and m != 1:
         raise ValueError(
             f"vpo compute_score: method {name!r} scores one answer per rollout, but m={m}; "

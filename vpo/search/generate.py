@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.search.pools import Pool, PoolError, PoolWriter
 
 __all__ = [
@@ -121,10 +122,8 @@ class PoolConfig:
     """System message for chat templates (None = the task's system_prompt)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.m, int) or self.m < 1:
-            raise ValueError(f"m (answers per rollout) must be an integer >= 1, got {self.m!r}")
-        if not isinstance(self.n_rollouts, int) or self.n_rollouts < 1:
-            raise ValueError(f"n_rollouts must be an integer >= 1, got {self.n_rollouts!r}")
+        positive_int(self.m, "m (answers per rollout)")
+        positive_int(self.n_rollouts, "n_rollouts")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not (0 < self.top_p <= 1):

@@ -57,6 +57,7 @@ from typing import Sequence
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.core.estimators import log_comb as _core_log_comb
 from vpo.core.weights import FIXED_NUM_WEIGHTINGS, FIXED_WEIGHT_SEED, renamed_setting
 
@@ -131,10 +132,8 @@ class EvalConfig:
             raise MetricsError("give at least one eval seed")
         if not (0.0 < self.ci_level < 1.0):
             raise MetricsError(f"ci_level must be in (0, 1), got {self.ci_level}")
-        if self.bootstrap < 0:
-            raise MetricsError(f"bootstrap must be >= 0, got {self.bootstrap}")
-        if self.num_weightings < 1:
-            raise MetricsError(f"num_weightings must be >= 1, got {self.num_weightings}")
+        positive_int(self.bootstrap, "bootstrap", minimum=0, error=MetricsError)
+        positive_int(self.num_weightings, "num_weightings", error=MetricsError)
         if not math.isfinite(self.invalid_score):
             raise MetricsError(f"invalid_score must be finite, got {self.invalid_score}")
 

@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from vpo._util import read_jsonl
+from vpo._util import positive_int, read_jsonl
 
 __all__ = ["Pool", "PoolError", "PoolWriter", "load_pool", "evaluate_pool", "POOL_FORMAT"]
 
@@ -142,7 +142,7 @@ class Pool:
         if group_size is not None and prompt_index is not None:
             raise PoolError("give group_size or prompt_index, not both")
         if group_size is not None:
-            if group_size < 1 or N % group_size:
+            if N % positive_int(group_size, "group_size", error=PoolError):
                 raise PoolError(f"N={N} rollouts is not a multiple of group_size={group_size}")
             idx = np.arange(N) // group_size
         elif prompt_index is not None:

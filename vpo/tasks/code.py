@@ -64,7 +64,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from vpo._util import read_jsonl
+from vpo._util import positive_int, read_jsonl
 from vpo.tasks.base import Example, Task
 from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
 
@@ -412,8 +412,7 @@ class CodeTask(Task):
         float_tol: float = 1e-6,
         progress: bool = False,
     ) -> None:
-        if not isinstance(max_tests, int) or isinstance(max_tests, bool) or max_tests < 1:
-            raise ValueError(f"max_tests must be an integer >= 1, got {max_tests!r} (the paper uses 16)")
+        positive_int(max_tests, "max_tests", "code task", hint=" (the paper uses 16)")
         if data is not None and hf_dataset is not None:
             raise ValueError("give either data= (files/rows) or hf_dataset=, not both")
         self.max_tests = max_tests

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.tasks.base import Example, Task
 from vpo.tasks.text import as_text, load_hub, load_local, normalize_answer, sample_records
 
@@ -144,8 +145,7 @@ class EureqaTask(Task):
     answer_noun = "answer"
 
     def __init__(self, path: str | None = None, hub_id: str = HUB_ID, split_seed: int = 0) -> None:
-        if isinstance(split_seed, bool) or not isinstance(split_seed, int) or split_seed < 0:
-            raise ValueError(f"eureqa: split_seed must be a non-negative integer, got {split_seed!r}")
+        positive_int(split_seed, "split_seed", "eureqa", minimum=0)
         self.path = path
         self.hub_id = hub_id
         self.split_seed = split_seed

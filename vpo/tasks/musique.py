@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.tasks.base import Example, Task
 from vpo.tasks.text import as_text, best_f1, load_hub, load_local, normalize_answer, sample_records
 
@@ -155,10 +156,7 @@ class MusiqueTask(Task):
     ) -> None:
         if short_chains not in SHORT_CHAIN_MODES:
             raise ValueError(f"musique: short_chains must be one of {SHORT_CHAIN_MODES}, got {short_chains!r}")
-        if max_citations is not None and (
-            isinstance(max_citations, bool) or not isinstance(max_citations, int) or max_citations < 1
-        ):
-            raise ValueError(f"musique: max_citations must be a positive integer or None, got {max_citations!r}")
+        positive_int(max_citations, "max_citations", "musique", allow_none=True)
         self.path = path
         self.hub_id = hub_id
         self.short_chains = short_chains

@@ -41,7 +41,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from vpo._util import read_jsonl
+from vpo._util import positive_int, read_jsonl
 from vpo.core.answers import MAX_ANSWER_CHARS
 
 __all__ = [
@@ -359,8 +359,7 @@ def sample_records(records: Sequence[dict], n: int | None, seed: int) -> list[di
     order; all of them when ``n`` is None or at least ``len(records)``."""
     if n is None:
         return list(records)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"n (number of examples) must be a non-negative integer or None, got {n!r}")
+    positive_int(n, "n (number of examples)", minimum=0, allow_none=True)
     if n >= len(records):
         return list(records)
     idx = np.random.default_rng(seed).permutation(len(records))[:n]

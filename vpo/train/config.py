@@ -21,6 +21,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from vpo._util import positive_int
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
 from vpo.core.weights import renamed_setting, validate_sampler_args
 
@@ -131,8 +132,7 @@ class VPOConfig(GRPOConfig):
         multi = self.is_multi_answer_estimator
         if self.num_answers is None:
             self.num_answers = 3 if multi else 1
-        if not isinstance(self.num_answers, int) or self.num_answers < 1:
-            raise ValueError(f"num_answers (m) must be an integer >= 1, got {self.num_answers!r}")
+        positive_int(self.num_answers, "num_answers (m)")
         if not multi and self.num_answers != 1:
             raise ValueError(
                 f"estimator {self.estimator!r} scores one answer per rollout, but num_answers={self.num_answers}; "

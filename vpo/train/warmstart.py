@@ -16,6 +16,8 @@ import random
 from pathlib import Path
 from typing import Sequence
 
+from vpo._util import positive_int
+
 
 def format_answers(answers: Sequence[str], m: int) -> str:
     """The completion text that states ``answers`` in the m-answer tag format of vpo.core.answers."""
@@ -49,8 +51,8 @@ def supervised_warm_start(
 
     if not pairs:
         raise ValueError("no (prompt, completion) pairs to train on")
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps and batch_size must be >= 1, got {steps}, {batch_size}")
+    positive_int(steps, "steps", "warm start")
+    positive_int(batch_size, "batch_size", "warm start")
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tok = AutoTokenizer.from_pretrained(model_dir)

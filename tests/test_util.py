@@ -1,0 +1,51 @@
+"""vpo._util: the shared integer-option check and JSON-lines reader."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vpo._util import positive_int, read_jsonl
+
+
+def test_positive_int_accepts_integers_and_names_what_was_wrong():
+    assert positive_int(3, "m") == 3 and type(positive_int(np.int64(2), "m")) is int
+    assert positive_int(0, "n", minimum=0) == 0 and positive_int(None, "k", allow_none=True) is None
+    with pytest.raises(ValueError, match=r"^maze: budget must be an integer >= 1, got 0 \(try 5\)$"):
+        positive_int(0, "budget", "maze", hint=" (try 5)")
+    for bad in (True, 2.0, "3", None):
+        with pytest.raises(ValueError, match="must be an integer >= 1"):
+            positive_int(bad, "m")
+    with pytest.raises(ValueError, match=r"^n must be a non-negative integer or None, got -1$"):
+        positive_int(-1, "n", minimum=0, allow_none=True)
+
+    class Custom(ValueError):
+        pass
+
+    with pytest.raises(Custom):
+        positive_int(0, "k", error=Custom)
+
+
+def test_read_jsonl(tmp_path):
+    p = tmp_path / "rows.jsonl"
+    p.write_text('{"a": 1}\n\n  \n[2]\n"x"\n')
+    assert read_jsonl(p) == [{"a": 1}, [2], "x"]
+    p.write_text('{"a": 1}\n{not json\n{"b": 2}\n')
+    with pytest.raises(ValueError, match="rows.jsonl: line 2 is not valid JSON"):
+        read_jsonl(p)
+    with pytest.raises(ValueError, match="line 2"):  # not the last line: still an error
+        read_jsonl(p, torn_tail=True)
+
+
+def test_read_jsonl_drops_and_repairs_a_torn_last_line(tmp_path):
+    p = tmp_path / "rows.jsonl"
+    p.write_text('{"a": 1}\n{"b": 2}\n{"c": ')
+    with pytest.raises(ValueError, match="line 3"):
+        read_jsonl(p)
+    with pytest.warns(RuntimeWarning, match="torn last line"):
+        assert read_jsonl(p, torn_tail=True) == [{"a": 1}, {"b": 2}]
+    assert p.read_text().endswith('{"c": ')  # left alone without repair
+    with pytest.warns(RuntimeWarning):
+        read_jsonl(p, torn_tail=True, repair=True)
+    assert p.read_text() == '{"a": 1}\n{"b": 2}\n'  # appends continue on a clean line
+    assert read_jsonl(p) == [{"a": 1}, {"b": 2}]
