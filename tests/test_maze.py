@@ -307,7 +307,7 @@ def test_pinned_instance():
 def test_splits_seeds_and_json():
     task = MazeTask(size=7)
     train, test = task.load("train", 200), task.load("test", 100)
-    assert task.seeds == {"train": 42, "test": 4242}
+    assert task.seeds == {"train": 42, "validation": 2142, "test": 4242}
     assert not {tuple(x["grid"]) for x in train} & {tuple(x["grid"]) for x in test}
     assert len(task.load("test")) == 100  # the paper's split size by default
     # the same seed in two splits still gives different streams
@@ -450,7 +450,9 @@ def test_impossible_config_and_bad_inputs():
     with pytest.raises(RuntimeError, match="budget_slack"):
         MazeTask(size=5, budget_slack=12, max_attempts=30).load("train", 1)
     with pytest.raises(ValueError, match="splits"):
-        MazeTask().load("validation", 1)
+        MazeTask().load("dev", 1)
+    with pytest.raises(ValueError, match="maze: n must be a non-negative integer"):
+        MazeTask().load("train", -1)
     with pytest.raises(ValueError, match="exactly one 'E'"):
         Maze(("S....",), 3)
     with pytest.raises(ValueError, match="unknown symbol"):

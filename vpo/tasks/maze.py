@@ -67,6 +67,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.core.answers import INSTRUCTION_STYLES, style_choices
 from vpo.tasks.base import Example, Task
 
@@ -178,11 +179,8 @@ class MazeConfig:
             # 5x5 is special-cased: with slack 2-3 most draws let a route visit both zones
             slack = 1 if min(rows, cols) == 5 else (7 * (min(rows, cols) - 1)) // 8
         else:
-            slack = self.budget_slack
-            if not isinstance(slack, (int, np.integer)) or isinstance(slack, bool) or slack < 0:
-                raise ValueError(f"maze option budget_slack must be an integer >= 0, got {slack!r}")
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ValueError(f"maze option max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+            slack = positive_int(self.budget_slack, "option budget_slack", "maze", minimum=0)
+        positive_int(self.max_attempts, "option max_attempts", "maze")
         if self.zones not in ("split", "shared"):
             raise ValueError(f"maze option zones must be 'split' or 'shared', got {self.zones!r}")
         if self.zones == "shared" and 2 * items[1] > zone_tiles:
@@ -233,8 +231,7 @@ class Maze:
         for s in (START, EXIT):
             if len(found[s]) != 1:
                 raise ValueError(f"maze grid needs exactly one {s!r}, found {len(found[s])}")
-        if isinstance(self.budget, bool) or not isinstance(self.budget, (int, np.integer)) or self.budget < 1:
-            raise ValueError(f"maze budget must be a positive integer, got {self.budget!r}")
+        positive_int(self.budget, "budget", "maze")
         object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "budget", int(self.budget))
         object.__setattr__(self, "rows", len(grid))
@@ -879,8 +876,7 @@ class MazeTask(Task):
         if split not in SPLITS:
             raise ValueError(f"maze task has splits {SPLITS}, not {split!r}")
         n = PAPER_SPLIT_SIZES[split] if n is None else n
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        positive_int(n, "n", "maze", minimum=0)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
         base = self.seeds[split] if seed is None else int(seed)
