@@ -1,22 +1,14 @@
 """Candidate pools: the scored generations of a model on a task's prompts, on disk and in memory.
 
 A :class:`Pool` is the shared shape of docs/design.md plus what produced it: ``rewards [N, m, d]``,
-``valid [N, m]``, ``prompt_index [N]`` (0..P-1 into ``prompt_ids [P]``), ``num_tokens [N]``
-(completion tokens per rollout, NaN when unknown), the completions and parsed answers (optional:
-pools built from arrays have none) and ``meta`` (task, objectives, w*, m, model, sampling settings).
-
-On disk a pool is a directory:
-
-* ``meta.json``      what produced it (written first; resuming checks it matches);
-* ``rollouts.jsonl`` one line per finished prompt, appended and flushed as generation goes: the
-  prompt, its R completions, parsed answers, reward rows (R x m x d), validity (R x m), token
-  counts. It is the source of truth; a crash leaves every finished prompt in it (a torn last line
-  is dropped on reopen);
-* ``pool.npz``       the arrays (rewards, valid, prompt_index, num_tokens, prompt_ids), written by
-  :meth:`Pool.save` / when generation finishes, so metrics reload without parsing text.
-
-Simplification: a prompt is the unit of saving; an interrupted batch loses only its unfinished
-prompts, which a resumed run regenerates.
+``valid [N, m]``, ``prompt_index [N]`` (into ``prompt_ids [P]``), ``num_tokens [N]`` (NaN when
+unknown), the completions and parsed answers (optional) and ``meta`` (task, objectives, w*, m, model,
+sampling settings). On disk a pool is a directory: ``meta.json`` (written first; resuming checks it
+matches), ``rollouts.jsonl`` (one line per finished prompt, appended and flushed as generation goes:
+the source of truth, so a crash keeps every finished prompt and a torn last line is dropped on
+reopen) and ``pool.npz`` (the arrays, so metrics reload without parsing text). docs/eval.md lists
+the fields. Simplification: a prompt is the unit of saving; an interrupted batch loses only its
+unfinished prompts, which a resumed run regenerates.
 """
 
 from __future__ import annotations

@@ -1,52 +1,18 @@
 """The code task: per-test pass/fail of model-written Python programs (LiveCodeBench / DeepCoder).
 
-A problem is a statement plus test cases of one of two kinds (docs/method.md §5):
-
-* **stdin/stdout**: the program reads the test's ``input`` from stdin and must print ``output``;
-* **call-based**: the program defines a function ``fn_name`` (or a ``Solution`` class with that
-  method, LeetCode style); it is called with the test's positional ``args`` and must return
-  ``expected``.
-
-The reward of one program is a vector with one component per test: 1 if the test passes, 0 if not
-(wrong answer, crash, timeout, memory, ...). Every program runs in :mod:`vpo.sandbox` (one
-sandboxed interpreter per program, one fork per test, many programs in parallel); expected outputs
-never enter the sandbox, the comparison happens here.
-
-**Fixed dimension.** A task instance needs a fixed d, but problems have different numbers of tests.
-The task keeps the ``max_tests`` (D, default 16) *smallest* tests of each problem (paper: "the ≤16
-smallest tests"; size = characters of input + expected output; ties keep dataset order; selected
-tests keep their dataset order) and defines objectives ``test_1..test_D``. A problem with n < D
-tests fills slots n+1..D with the **mean pass rate over its n real tests**. Why this choice:
-
-* ``w*`` stays exact: with the uniform ``w* = 1/D``, ``w*ᵀr = (Σ_real r_i + (D−n)·mean)/D = mean``,
-  the pass rate over the problem's real tests, i.e. exactly "uniform over that problem's tests";
-* the vector stays in [0, 1]; it is all ones iff every real test passes (so pass@k's "all
-  components 1" means "all tests pass") and all zeros iff none passes;
-* what it changes: a Dirichlet weighting ``w`` acts on the real tests as
-  ``w_i + (Σ_{j>n} w_j)/n`` — a valid weighting, but pulled toward uniform, so problems with few
-  tests exert less diversity pressure than Dir(1) over their n tests would; and reward-space L1
-  diversity counts a pass-rate difference (D−n) extra times. (Zero padding would make w* wrong and
-  "all pass" impossible; one padding cannot give exactly Dir(1) over n < D tests.) If every problem
-  has the same number n of tests, set ``max_tests=n`` and nothing is filled.
-  :meth:`CodeTask.num_tests` gives n, so consumers can slice ``r[:n]`` for exact per-problem figures.
-
-**Answers** are fenced code blocks (``answer_format = "code"``); duplicates are detected by AST
-(:meth:`CodeTask.canonical`: names normalised, docstrings and formatting ignored).
-
-**Data.** JSONL files in the schema below, or Hugging Face rows in the DeepCoder / LiveCodeBench /
-TACO layouts (``hf_dataset=...``, needs ``datasets``; runs on users' machines — tests use small
-fixtures in the same layouts). JSONL schema, one problem per line::
-
-    {"id": "p1", "question": "...statement...", "starter_code": "" ,
-     "fn_name": null,                                  # or "twoSum" for call-based problems
-     "tests": [{"input": "1 2\\n", "output": "3\\n"},   # stdin/stdout test
-               {"args": [[2, 7, 11], 9], "expected": [0, 1]}]}   # call-based test
-
-Output comparison (simplifications, documented): stdout matches when, after dropping trailing
-whitespace on each line and trailing blank lines, the lines are equal, or each line has the same
-whitespace-separated tokens where tokens that both parse as numbers may differ by ``float_tol``
-(absolute or relative). Return values match by JSON structure (tuples are lists) with floats within
-``float_tol``; TACO-style call tests also accept the expected value wrapped in a one-element list.
+A problem is a statement plus stdin/stdout tests or call-based tests (a function ``fn_name``, or a
+LeetCode-style ``Solution`` method, called with ``args`` that must return ``expected``). The reward
+of a program has one component per test: 1 if it passes, 0 otherwise (docs/method.md §5). Programs
+run only in :mod:`vpo.sandbox`; expected outputs never enter it, comparisons happen here
+(:func:`stdout_matches`, :func:`json_values_equal`, both with a float tolerance).
+Fixed dimension: objectives are ``test_1..test_D`` (``max_tests``, default 16, the paper's "≤16
+smallest tests"); a problem with n < D tests fills slots n+1..D with its mean pass rate, which keeps
+``w*ᵀr`` exactly its pass rate and "all ones" exactly "all tests pass", at the price of pulling
+Dirichlet weightings toward uniform on problems with few tests (:meth:`CodeTask.num_tests` gives n).
+Answers are fenced code blocks; duplicates are found by AST (:func:`canonical_program`). Data: JSONL
+in the schema of docs/sandbox.md ("Data"), or Hugging Face rows in the DeepCoder / LiveCodeBench /
+TACO layouts (:func:`normalize_problem`). docs/sandbox.md ("The reward vector") says why this
+padding and not another.
 """
 
 from __future__ import annotations
@@ -81,7 +47,6 @@ DEFAULT_PRELUDE = (
 ``Optional``, ``Counter``, ``heappush``...). Shadows no builtin (no ``from math import *``)."""
 
 HF_DEEPCODER = "agentica-org/DeepCoder-Preview-Dataset"
-HF_DEEPCODER_TRAIN_SUBSETS = ("primeintellect", "taco", "lcbv5")
 
 
 # -------------------------------------------------------------------------------------------
@@ -457,7 +422,7 @@ class CodeTask(Task):
         src = self.data
         if src is None:
             raise ValueError(
-                "CodeTask has no data: pass data='problems.jsonl' (schema in vpo/tasks/code.py), a list of "
+                "CodeTask has no data: pass data='problems.jsonl' (schema: docs/sandbox.md, section Data), a list of "
                 f"problem rows, or hf_dataset={HF_DEEPCODER!r} with hf_subsets=[...]"
             )
         if isinstance(src, Mapping):

@@ -1,41 +1,16 @@
 """EUREQA (5-hop): identify every masked entity of a reasoning chain; exact match per entity.
 
 A question is a short narrative built from a DBpedia chain of six entities; the first five are
-masked by labels such as "Person A", "Film B", ... and the last one is named. The model must walk
-back along the chain and name A..E (A answers the question). Reward vector (d = 5, docs/method.md §5):
-``entity_A..entity_E``, each 1 if the answer names that entity exactly (after normalisation), else 0.
-``w*`` is the uniform mean.
-
-Answer format (one answer body, the text inside ``<answer_i>`` tags)::
-
-    A: Quentin Tarantino
-    B: Inglourious Basterds
-    C: Christoph Waltz
-    D: Vienna
-    E: Austria
-
-Parsing is robust to order and formatting: one entity per line, or several separated by ``;``,
-``|`` or ``, `` before the next label; the label may be the bare letter or the mask's words
-("Person A", "Entity C", "**B**", "- (D)"), followed by ``:``, ``=``, ``->``, a dash, ``.`` or
-"is" (after ``(A)``, ``[A]`` or ``A)`` the separator is optional);
-``<entity_A>..</entity_A>`` / ``<A>..</A>`` tags (the reference implementation's format) work too.
-The first value given for a letter counts. A body without any letter label is read positionally:
-its first five non-empty lines are A..E.
-
-Exact match compares normalised names: underscores become spaces, accents are folded, then SQuAD
-normalisation (lower-case, no punctuation, no articles, collapsed whitespace), so
-``Robert_Rodriguez`` equals "the Robert Rodriguez!". Extension (documented choice): a trailing
-parenthesised disambiguator is optional on either side, so ``Queen_(band)`` matches "Queen" and
-"Hamlet (play)" matches ``Hamlet`` — Wikipedia's disambiguation suffix is a page-title
-convention, not part of the name.
-
-Data: Hugging Face ``vincentleebang/EUREQA`` (fields ``idx``, ``question`` — the narrative as a list
-of sentences — ``entity_masks`` and ``entities``), 5-hop splits ``questions_hard_5`` and
-``questions_normal_5``, or local files in that schema via ``path=``. Besides the raw split names,
-``load("train")`` / ``load("test")`` give the paper's split (the reference implementation's
-"mixed split"): ``questions_hard_5`` permuted with ``numpy.random.default_rng(split_seed)`` (what
-``datasets.Dataset.shuffle(seed=split_seed)`` does), test = its second half, train =
-``questions_normal_5`` + its first half.
+masked ("Person A", "Film B", ...), the last is named, and the model must name A..E (A answers the
+question). Reward vector (d = 5, docs/method.md §5): ``entity_A..entity_E``, each 1 if the answer
+names that entity exactly after normalisation (underscores to spaces, accents folded, SQuAD
+normalisation), else 0; ``w*`` uniform. An answer body has lines ``A: ...`` to ``E: ...``;
+:func:`parse_eureqa_answer` accepts any order and many label styles, and a body without labels is
+read positionally. Extension of the reference's exact match: a trailing parenthesised Wikipedia
+disambiguator is optional on either side (``Queen_(band)`` matches "Queen").
+``load("train")``/``load("test")`` give the paper's split (``questions_hard_5`` permuted with
+``default_rng(split_seed)``: test = its second half, train = ``questions_normal_5`` + the first
+half). docs/paper_tasks.md ("EUREQA") has the parsing rules and data layout.
 """
 
 from __future__ import annotations

@@ -1,58 +1,18 @@
 """The Maze task: synthetic "designed conflict" grid mazes with a 4-dimensional reward.
 
-The agent writes a route (a string of moves U/D/L/R) from S to the exit E. Objectives
-(docs/method.md §5), each in [0, 1], deployment weights ``w*`` uniform:
-
-* ``completion``  1 if the route reaches E within the step budget, else the whole vector is 0;
-* ``gold``        fraction of the gold zone's items collected (``$`` tiles stepped on);
-* ``diamond``     fraction of the diamond zone's items collected (``*`` tiles stepped on);
-* ``avoid_lava``  1 - (distinct lava tiles stepped on) / (lava tiles in the maze).
-
-Every generated instance is a *designed conflict*, checked by exact search: a lava-free route to E
-fits the budget, and no route within the budget visits both zones ("visits a zone" = collects at
-least one of its items). So no single route scores well on everything; a diverse set of routes can.
-
-Generation (one instance; all counts drawn uniformly from their inclusive ranges):
-
-1. tile grid of ``rows x cols`` (both odd): "cells" sit at even (row, col); a randomized Prim
-   spanning tree over the cells opens the wall tile between each tree edge's two cells;
-2. ``extra_openings`` wall tiles are opened in random order (a tile is opened only if it touches an
-   open tile, so every open tile stays connected); default 18-28 at 9x9, i.e. 56-88 % of the walls
-   left by the tree, the same fractions at other sizes;
-3. S and E go on the two ends of a random diagonal (random order); the gold and the diamond zones
-   sit at the two other corners (random assignment); each gets ``items_per_zone`` items on open
-   tiles within Manhattan distance ``zone_radius`` of its corner (if the zone has too few open
-   tiles, walls inside it that touch an open tile are opened first);
-4. ``lava`` tiles on open interior tiles (not on the outer ring, not on S, E or an item);
-5. ``budget = max(shortest route via gold, shortest route via diamond) + budget_slack`` where "via
-   a zone" = collecting at least one of its items; lava does not block moves, so these lengths
-   ignore it;
-6. keep the instance only if a lava-free route fits the budget and a route visiting both zones
-   does not; otherwise redraw (same random stream, so instance i of a split is deterministic).
-
-Route rules (the scorer, :func:`run_route`): moves are executed one by one from S; a move into a
-wall or off the grid is *blocked*: the agent stays put but the move **still costs a step** (the
-budget counts moves written, which is what a model controls). The route stops the first time it
-stands on E; later moves are ignored. If E is not reached within ``budget`` moves the reward is
-all zero. Items and lava count once per tile however often it is stepped on. A maze written by hand
-with no gold (diamond, lava) scores that component 1 (nothing to miss).
-
-Answers are parsed by :func:`parse_route`: letters U/D/L/R and words up/down/left/right, any case,
-separated (or not) by spaces, commas, semicolons, ``-``/``>``/``→``; one pair of surrounding quotes
-or brackets and a final period are tolerated. Anything else makes the answer unparseable, which
-scores all zero; the parser and scorer never raise on any string (or bytes).
-
-Examples are JSON-serialisable dicts that carry the rendered grid and the budget, so a saved pool
-can be rescored with no generator (:meth:`Maze.from_example`). Grid symbols: ``#`` wall, ``.``
-floor, ``S`` start, ``E`` exit, ``$`` gold, ``*`` diamond, ``~`` lava; rows top to bottom, U moves
-up one row.
-
-Simplifications / choices not fixed by the paper: tile walls (one character per tile, so a prompt
-is short); odd sizes only; blocked moves cost a step; splits are seeded with a (seed, split, index)
-triple so train and test never share a random stream; randomness uses only ``random.Random.random``
-(whose sequence Python guarantees across versions), so instances are reproducible across
-numpy/Python upgrades. Solver helpers (:func:`pareto_routes`, :func:`reference_routes`,
-:func:`random_route`) search the exact product graph (tile x items collected x lava stepped).
+The model writes a route of moves U/D/L/R from S to the exit E. Objectives (docs/method.md §5), each
+in [0, 1], ``w*`` uniform: ``completion`` (E reached within the step budget, else the whole vector
+is 0), ``gold`` and ``diamond`` (fraction of that zone's items stepped on) and ``avoid_lava``.
+Every generated instance is a designed conflict, checked by exact search: a lava-free route fits the
+budget and no route within the budget visits both zones, so no single route scores well on
+everything while a diverse set can. Generation: a randomized Prim spanning tree on a tile grid,
+extra openings, S/E on one diagonal and the item zones on the other corners, lava, then the budget
+from the longer single-zone route, redrawn until the conflict holds (:func:`generate_maze`).
+:func:`parse_route` and :func:`run_route` never raise on any input; examples carry the rendered grid
+and budget, so a saved pool rescores without the generator. Choices the paper leaves open: tile
+walls, odd sizes only, blocked moves still cost a step, splits seeded per (seed, split, index) with
+only ``random.Random.random`` (reproducible across numpy/Python upgrades). docs/tasks.md ("Maze")
+has the route rules, generation steps, options and the exact solver helpers.
 """
 
 from __future__ import annotations

@@ -1,47 +1,16 @@
 """MuSiQue (answerable): multi-hop QA over numbered paragraphs, scored per reasoning hop + answer F1.
 
-Reward vector (d = 5, docs/method.md §5): ``hop_1..hop_4`` — did the answer cite the gold supporting
-paragraph of reasoning step i — and ``answer_f1`` — SQuAD token F1 of the answer against the gold
-answer and its aliases (max over them). ``w* = (hop_1 + hop_2 + hop_3 + hop_4 + 3·answer_f1) / 7``.
-
-Answer format (one answer body, i.e. the text inside ``<answer_i>`` tags)::
-
-    Paragraphs: 3, 7
-    Answer: Miquette Giraudy
-
-The prompt numbers the paragraphs ``[1]..[P]`` in the dataset's order. Parsing is lenient: the
-citation label may be ``Paragraphs``/``Paragraph(s)``/``Support``/``Evidence``/``Citations``/
-``Sources``/``References`` (any case, ``:``/``=`` or directly followed by a number), numbers may be
-written ``3, 7``, ``[3] [7]``, ``#3 and #7``; the two parts may come in either order or on one line
-(``Paragraphs: 3, 7. Answer: Paris``). Without a citation label, bracketed ``[n]`` references
-anywhere in the body count as citations. Without an ``Answer:`` label, the last non-empty line left
-after removing citations is the answer; with several ``Answer:`` labels the last non-empty one wins.
-
-Choices the spec leaves open (and why):
-
-* **Questions with 2 or 3 hops** (``short_chains="stretch"``, default). The k gold steps are
-  stretched over the four hop slots: slot j (covering the quarter [(j-1)/4, j/4] of the chain) is the
-  overlap-weighted mean of the steps covering that quarter. For k = 2 that is
-  ``(h1, h1, h2, h2)``, for k = 3 ``(h1, h1/3 + 2h2/3, 2h2/3 + h3/3, h3)``, for k = 4 the identity.
-  So ``hop_1`` is always "first step cited", ``hop_4`` always "final step cited", every gold step
-  carries the same total weight 4/(7k) in ``w*`` whatever k, a perfect answer scores 1 and an
-  answer citing nothing scores 0 on every hop. The alternatives are worse: filling missing hops
-  with 0 caps a 2-hop question at ``w* = 5/7`` (mixing hop count into difficulty); filling them with
-  1 — what the authors' reference implementation does, available as ``short_chains="pass"`` to
-  reproduce its numbers — gives free reward (``w* = 2/7`` for citing nothing on a 2-hop question),
-  makes two components constant (zero variance, undefined correlation, no diversity signal) and
-  lets Dirichlet draws that weight them reward nothing.
-* **Citation flooding.** Only the first ``max_citations`` (default 4, the largest hop count) distinct
-  valid paragraph numbers count, so citing every paragraph cannot collect every hop (the reference
-  implementation truncates the same way). Numbers outside ``1..P`` are ignored.
-* **No answer text** (only citations, or nothing parsable): the whole vector is 0 (as in the
-  reference), so a cite-only policy earns nothing.
-
-Data: Hugging Face ``dgslibisey/MuSiQue`` (the answerable ``musique_ans_v1.0`` files; splits
-``train`` and ``validation``), or local files in the same JSONL schema via ``path=``. Rows with
-``answerable: false`` are dropped. ``load("validation", n=300, seed=42)`` draws a hop-stratified
-sample (100 each of 2/3/4-hop) exactly like the reference implementation's paper eval split.
-Simplification: paragraphs are shown in full, unshortened; no retrieval step.
+Reward vector (d = 5, docs/method.md §5): ``hop_1..hop_4`` (did the answer cite the gold supporting
+paragraph of reasoning step i) and ``answer_f1`` (SQuAD token F1 against the gold answer and its
+aliases); ``w* = (hop_1 + hop_2 + hop_3 + hop_4 + 3·answer_f1) / 7``. An answer body reads
+``Paragraphs: 3, 7`` / ``Answer: ...``; :func:`parse_musique_answer` is lenient about labels, order
+and number formats. Choices the paper leaves open: 2- and 3-hop questions stretch their k steps over
+the four hop slots (``short_chains="stretch"``: every step weighs the same in ``w*`` and no slot is
+free reward; ``"pass"`` fills them with 1 like the authors' reference), only the first
+``max_citations`` distinct paragraphs count (no citation flooding), and no answer text scores 0.
+``load("validation", n=300, seed=42)`` is the reference's hop-stratified eval split.
+docs/paper_tasks.md ("MuSiQue") has the parsing rules, the hand-worked vectors and the data layout.
+Simplification: paragraphs are shown in full, unshortened; there is no retrieval step.
 """
 
 from __future__ import annotations

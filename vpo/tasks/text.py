@@ -1,30 +1,17 @@
 """Shared helpers of the text tasks (MuSiQue, EUREQA, ToolRL): answer normalisation, F1 scores,
 value matching, and loading examples from local files or the Hugging Face Hub.
 
-Scoring helpers
-    * :func:`normalize_answer` is SQuAD's normalisation (lower-case, drop punctuation, drop the
-      articles a/an/the, collapse whitespace). Simplification/extension: punctuation is ASCII
-      punctuation plus every Unicode punctuation character (category ``P*``), so typographic dashes
-      and quotes behave like their ASCII forms.
-    * :func:`token_f1` is SQuAD's token F1 on normalised answers; :func:`best_f1` takes the max over
-      several gold strings (an answer and its aliases).
-    * :func:`multiset_f1` is F1 between two lists counted as multisets (used for tool names and
-      (tool, key) pairs).
-    * :func:`as_text` turns whatever a caller passes as an answer (str, bytes, None, anything) into a
-      string of at most ``MAX_ANSWER_CHARS`` characters, so scorers never see megabytes.
-
-Loading helpers
-    * :func:`read_records` reads ``.jsonl``, ``.json`` (a list, or ``{"data": [...]}``) or
-      ``.parquet`` (needs ``pyarrow``) into a list of plain dicts;
-    * :func:`load_local` resolves a split inside a directory by file-name aliases;
-    * :func:`load_hub` calls ``datasets.load_dataset`` (imported lazily) and turns every failure
-      (``datasets`` missing, offline, unknown split) into a :class:`DatasetUnavailableError` that
-      says what to do (install ``vpo[data]``, or pass ``path=`` to local files);
-    * :func:`download_cached` fetches a file once into ``$VPO_CACHE`` (default ``~/.cache/vpo``),
-      honouring ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` / ``VPO_OFFLINE``;
-    * :func:`sample_records` is the deterministic ``n``-of-``N`` subset every task's ``load`` uses.
-
-Nothing here touches the network at import time.
+Scoring: :func:`normalize_answer` is SQuAD's normalisation (extension: every Unicode punctuation
+character counts as punctuation, so typographic dashes and quotes behave like ASCII ones);
+:func:`token_f1` / :func:`best_f1` are SQuAD's token F1 (max over aliases); :func:`multiset_f1`
+compares lists as multisets; :func:`values_match` compares tool-call argument values leniently;
+:func:`as_text` turns any answer-like value into a string of bounded length, so scorers never see
+megabytes. Loading: :func:`read_records` (``.jsonl``/``.json``/``.parquet``), :func:`load_local`
+(a split's file in a directory, by name aliases), :func:`load_hub` (``datasets``, imported lazily;
+every failure becomes a :class:`DatasetUnavailableError` that says what to do),
+:func:`download_cached` (once into ``$VPO_CACHE``, honouring the offline variables) and
+:func:`sample_records` (the deterministic n-of-N subset every task's ``load`` uses). Nothing here
+touches the network at import time.
 """
 
 from __future__ import annotations

@@ -1,50 +1,17 @@
 """ToolRL (rlla_4k): function calling scored on format, tool names, argument keys and values.
 
-Each example gives a system message listing the available tools and a dialogue; the gold answer
-(``reward_model.ground_truth``) is ToolRL's ``<think>..</think>`` + ``<tool_call>`` (one JSON object
-``{"name": ..., "parameters": {...}}`` per line) and/or ``<response>..</response>``.
-
-Answer format (one answer body, the text inside ``<answer_i>`` tags)::
-
-    <tool_call>
-    {"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}
-    {"name": "get_time", "parameters": {"timezone": "Europe/Paris"}}
-    </tool_call>
-    <response>optional message to the user</response>
-
-An optional ``<think>..</think>`` may come first (in a VPO rollout the shared reasoning already
-precedes the answers, so it is not required, unlike ToolRL's single-answer format).
-
-Reward vector (d = 4, docs/method.md §5), each in [0, 1], ``w*`` uniform:
-
-* ``format`` — 1 iff the body is only tag blocks (whitespace between them; ``think`` first if
-  present, ``tool_call`` before ``response``; no block repeated or left open), the ``tool_call``
-  block parses completely into call objects (a JSON object per line, objects separated by
-  whitespace/commas, or one JSON array; each object has a string ``name`` and a dict
-  ``parameters`` — ``arguments`` is accepted as a synonym, also as a JSON-encoded string), and the
-  sections present match the gold answer's: a non-empty ``tool_call`` iff the gold calls tools, a
-  non-empty ``response`` iff the gold responds.
-* ``tool_name`` — multiset F1 between predicted and gold tool names (names compared exactly after
-  stripping whitespace). No calls on both sides: 1.
-* ``arg_key`` — multiset F1 over (tool name, argument key) pairs of all calls. None on both sides: 1.
-* ``arg_value`` — value match over matching keys: each gold call is paired with an unused predicted
-  call of the same name (greedy, in gold order, taking the candidate with most matching values,
-  then most shared keys); over the (call, key) pairs present in both a gold call and its partner,
-  the fraction whose values match (:func:`vpo.tasks.text.values_match`: numbers numerically,
-  strings case/whitespace-insensitively, lists as multisets, dicts recursively). With no such pair
-  it is 1 when the gold has no arguments at all and 0 otherwise. Missing or extra keys are the
-  ``arg_key`` component's business, so the two stay separate objectives.
-
-Content is scored even when the format fails: calls are read from every ``tool_call`` block, or,
-when there is none, from bare JSON in the body outside ``think``/``response`` blocks. The text of
-``<response>`` is not compared (ToolRL does not score it either).
-
-Data: ``rlla_4k`` ``train.parquet`` / ``test.parquet`` (3920 / 80 rows) as published in the ToolRL
-repository (github.com/qiancheng0/ToolRL, ``dataset/rlla_4k``): downloaded once into
-``$VPO_CACHE`` (default ``~/.cache/vpo``) from ``url``, or read from a Hugging Face mirror
-(``hub_id=``), or from local files in the same schema (``path=``: JSONL/JSON/parquet with
-``prompt`` [system, user messages], ``reward_model.ground_truth``, ``extra_info``). Rows whose gold
-answer does not parse are dropped with a warning.
+Each example gives a system message listing the tools and a dialogue; the gold answer is ToolRL's
+``<think>`` + ``<tool_call>`` (one JSON call per line) and/or ``<response>``. An answer body is a
+``<tool_call>`` block and/or a ``<response>``; ``<think>`` is optional (in a VPO rollout the shared
+reasoning precedes the answers). Reward vector (d = 4, docs/method.md §5), ``w*`` uniform:
+``format`` (only well-formed tag blocks, calls that parse, the same sections as the gold),
+``tool_name`` (multiset F1 of names), ``arg_key`` (multiset F1 of (name, key) pairs) and
+``arg_value`` (fraction of shared keys whose values match, :func:`vpo.tasks.text.values_match`,
+calls paired by name). Missing or extra keys count only in ``arg_key`` and missing or extra calls
+only in ``tool_name``, so the four stay distinct objectives; content is scored even when the format
+fails, and ``<response>`` text is not compared (ToolRL does not either). Data: the ToolRL repo's
+parquet files, downloaded once into ``$VPO_CACHE``, a Hub mirror (``hub_id=``) or local files
+(``path=``). docs/paper_tasks.md ("ToolRL") has the full definitions and hand-worked vectors.
 """
 
 from __future__ import annotations
