@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from vpo._util import positive_int
 from vpo.core.weights import (
     SimplexSampler,
     check_simplex,
@@ -92,8 +93,7 @@ class EstimatorConfig:
             raise ValueError(f"invalid_score must be finite, got {self.invalid_score!r}")
         if not (self.eps > 0):
             raise ValueError(f"eps must be > 0, got {self.eps!r}")
-        if self.max_at_k is not None and self.max_at_k < 1:
-            raise ValueError(f"max_at_k must be >= 1 (or None for max(2, G//2)), got {self.max_at_k}")
+        positive_int(self.max_at_k, "max_at_k", allow_none=True, hint=" (None: max(2, G // 2))")
         if self.compute_dtype not in _DTYPES:
             raise ValueError(f"compute_dtype must be one of {', '.join(_DTYPES)}, got {self.compute_dtype!r}")
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from vpo._util import positive_int
 from vpo.errors import UserError
 
 SAMPLERS = ("iid", "sobol")
@@ -88,11 +89,7 @@ class SamplerSpec:
 
 def validate_sampler_args(num_weightings: int, weight_alpha: float, weight_sampler: str) -> None:
     """Raise ValueError unless K, alpha and the sampler kind form a valid weighting setting."""
-    if not isinstance(num_weightings, int) or isinstance(num_weightings, bool) or num_weightings < 1:
-        raise ValueError(
-            f"num_weightings (K) must be an integer >= 1, got {num_weightings!r}; "
-            "the paper uses K = 100"
-        )
+    positive_int(num_weightings, "num_weightings (K)", hint="; the paper uses K = 100")
     alpha = weight_alpha
     if not (float(alpha) > 0.0) or alpha != alpha or alpha == float("inf"):
         raise ValueError(f"weight_alpha must be a finite number > 0, got {alpha!r}; the paper uses alpha = 1")
@@ -251,8 +248,7 @@ def fixed_weights(
     Returns a new tensor on every call (the cached draw is never handed out).
     """
     d, num_weightings = (int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x for x in (d, num_weightings))
-    if not isinstance(d, int) or d < 1:
-        raise ValueError(f"the reward dimension d must be an integer >= 1, got {d!r}")
+    positive_int(d, "the reward dimension d")
     validate_sampler_args(num_weightings, weight_alpha, "iid")
     key = (d, int(num_weightings), float(weight_alpha), int(weight_seed))
     if key not in _FIXED:

@@ -148,8 +148,7 @@ class VPOConfig(GRPOConfig):
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
         if self.compute_dtype not in ("float32", "float64"):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")
-        if self.max_at_k is not None and self.max_at_k < 1:
-            raise ValueError(f"max_at_k must be >= 1, got {self.max_at_k}")
+        positive_int(self.max_at_k, "max_at_k", allow_none=True)
         if self.estimator in TRL_NATIVE_ESTIMATORS:
             self.multi_objective_aggregation = TRL_NATIVE_ESTIMATORS[self.estimator]
         if self.num_generations is not None and self.num_generations < 2:
