@@ -138,7 +138,7 @@ def _fake_run(best: list[float], rng, ks=(1, 3)):
     P = len(best)
     run = {name: rng.random(P) for name in ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout",
                                              "tokens_per_answer", "completion_rate", "completed_diversity",
-                                             "distinct_routes", "union_coverage")}
+                                             "distinct_routes", "union_coverage", "collinearity")}
     b = np.asarray(best, dtype=float)
     for name in ("best_at_k", "ew_best_at_k", "pareto_coverage", "pref_w*"):
         run[name] = np.stack([b * (i + 1) for i in range(len(ks))], 1)

@@ -25,7 +25,7 @@ from vpo.demo.config import DemoConfig
 from vpo.demo.stages import eval_entries, make_task
 
 SCALARS = ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer",
-           "completion_rate", "completed_diversity", "distinct_routes", "union_coverage")
+           "completion_rate", "completed_diversity", "distinct_routes", "union_coverage", "collinearity")
 CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
 
 
@@ -88,7 +88,7 @@ def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray]
     for name in ("best_at_k", "ew_best_at_k"):
         arr = np.asarray(pp[name], dtype=float)
         out[name] = arr[:, [rk.index(k) for k in ks]]
-    for name in ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer"):
+    for name in ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer", "collinearity"):
         out[name] = np.asarray(pp[name], dtype=float)
     flat_done = done.reshape(P, R * m)
     out["completion_rate"] = flat_done.sum(1) / (g.num_rollouts * m)
