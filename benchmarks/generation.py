@@ -61,7 +61,7 @@ def main() -> None:
     settings = {"dynamic": {}, "static": {"cache_implementation": "static"}}
     times: dict[str, list[float]] = {k: [] for k in settings}
     with torch.no_grad():
-        for k, extra in settings.items():  # warm-up (allocations, lazy inits), not timed
+        for extra in settings.values():  # warm-up (allocations, lazy inits), not timed
             model.generate(**enc, **common, **extra)
         for r in range(a.repeats):
             for k, extra in settings.items():

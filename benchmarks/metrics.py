@@ -36,12 +36,9 @@ import numpy as np
 
 from vpo.search.metrics import (
     EvalConfig,
-    collinearity,
     evaluate,
     fixed_weights,
     matched_best_at_k_exact,
-    pareto_front_size,
-    reward_space_diversity,
 )
 
 P, SLOTS, D = 1000, 30, 16

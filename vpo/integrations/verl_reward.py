@@ -63,7 +63,7 @@ __all__ = [
     "compute_score",
     "reward_matrix_from_extra",
     "make_verl_rows",
-    "VPORewardManager",
+    "VPORewardManager",  # noqa: F822 (built on first access by __getattr__ below: it needs veRL)
 ]
 
 VERL_METHODS: dict[str, str] = {

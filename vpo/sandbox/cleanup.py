@@ -10,6 +10,7 @@ machine removes those whose owner is dead (once per process and scratch root).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 
@@ -21,10 +22,27 @@ _SWEPT: set = set()
 """(scratch root, cgroups) pairs already swept by this process."""
 
 
+_STALE_NAME = re.compile(r"vpo-sbx-(\d+)-")
+
+
+def _owner_dead(name: str) -> bool:
+    """Whether ``name`` is a sandbox entry (``vpo-sbx-<pid>-...``) of another process that no longer
+    exists; False for anything else, including our own entries and owners we cannot signal."""
+    m = _STALE_NAME.match(name)
+    if not m or int(m.group(1)) == os.getpid():
+        return False
+    try:
+        os.kill(int(m.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
     """Remove scratch directories and cgroups left by scoring processes that died (SIGKILL leaves
     no chance to clean up). Names carry the owner's pid; only dead owners' entries are touched."""
-    import re
     import tempfile
 
     root = scratch_root or tempfile.gettempdir()
@@ -32,41 +50,32 @@ def _sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
     if key in _SWEPT:
         return
     _SWEPT.add(key)
-    pattern = re.compile(r"vpo-sbx-(\d+)-")
-
-    def dead(name: str) -> bool:
-        m = pattern.match(name)
-        if not m or int(m.group(1)) == os.getpid():
-            return False
-        try:
-            os.kill(int(m.group(1)), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
-
     try:
         for name in os.listdir(root):
-            if dead(name):
+            if _owner_dead(name):
                 _rmtree(os.path.join(root, name))
     except OSError:
         pass
     if cgroups:
-        for base in _cgroup_dirs().values():
-            try:
-                names = os.listdir(base)
-            except OSError:
-                continue
-            for name in names:
-                if dead(name):
-                    d = os.path.join(base, name)
-                    for pid in _read_pids(os.path.join(d, "cgroup.procs")):
-                        _kill_if_in_cgroup(pid, d)
-                    try:
-                        os.rmdir(d)
-                    except OSError:
-                        pass
+        _sweep_stale_cgroups()
+
+
+def _sweep_stale_cgroups() -> None:
+    """Kill what is left in dead owners' cgroups and remove them."""
+    for base in _cgroup_dirs().values():
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            if _owner_dead(name):
+                d = os.path.join(base, name)
+                for pid in _read_pids(os.path.join(d, "cgroup.procs")):
+                    _kill_if_in_cgroup(pid, d)
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
 
 
 def _kill_session(proc) -> None:

@@ -12,7 +12,8 @@ enforces the per-test timeout, kills and reaps whatever the test left and report
 Standard library only, never vpo: it starts in a scrubbed ``-I -S`` interpreter that may not see
 site-packages, next to hostile code (tests/test_sandbox.py checks its imports). The host imports the
 protocol constants (statuses, flag, uid base) from here: one definition for both sides. What is and
-is not enforced: docs/sandbox.md.
+is not enforced: docs/sandbox.md. One file on purpose, past the ~600-line guide for modules: it is run
+by path and may import no sibling module, so it cannot be split.
 """
 
 from __future__ import annotations
@@ -271,8 +272,9 @@ def _drop_privileges(job: dict, libc) -> None:
             raise OSError("capset failed")
 
 
-def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int, int]) -> None:
-    """The per-test child: never returns."""
+def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int, int]) -> None:  # noqa: C901 (one ordered post-fork sequence ending in os._exit)
+    """The per-test child: never returns. One piece on purpose: it runs between fork and _exit, and
+    its order (session, fds, chdir, privilege drop, streams, program, flush) is the sandbox's."""
     try:
         os.setsid()
         for target, fd in enumerate(fds):
@@ -430,32 +432,17 @@ def _children_of(ppid: int) -> list[int]:
     return out
 
 
-def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> dict:
-    lim = job["limits"]
-    io_dir = os.path.join(job["scratch"], "io")
-    paths = [os.path.join(io_dir, n) for n in ("in", "out", "err", "ret")]
-    with open(paths[0], "wb") as f:
-        f.write(test.get("stdin", "").encode("utf-8"))
-    fds = (
-        os.open(paths[0], os.O_RDONLY),
-        os.open(paths[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-        os.open(paths[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-        os.open(paths[3], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-    )
-    t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child(job, test, code, prelude, libc, fds)
-    for fd in fds:
-        os.close(fd)
+def _wait_test(pid: int, t0: float, timeout_s: float) -> tuple[bool, int]:
+    """Wait for the test child until ``t0 + timeout_s``, SIGKILL it past that, and reap it:
+    ``(timed_out, wait status)``."""
     timed_out = False
     try:
         pidfd = os.pidfd_open(pid)
     except (OSError, AttributeError):
         pidfd = None
-    deadline = t0 + lim["timeout_s"]
+    deadline = t0 + timeout_s
     if pidfd is not None:
-        ready, _, _ = select.select([pidfd], [], [], lim["timeout_s"])
+        ready, _, _ = select.select([pidfd], [], [], timeout_s)
         os.close(pidfd)
         if not ready:
             timed_out = True
@@ -474,6 +461,42 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> d
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         status = 0
+    return timed_out, status
+
+
+def _exit_status(status: int, timed_out: bool) -> dict:
+    """The result fields a test's wait status gives: ``status`` and ``signal`` or ``exit_code``."""
+    if timed_out:
+        return {"status": "timeout"}
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return {"signal": sig, "status": {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit",
+                                          signal.SIGKILL: "killed"}.get(sig, "runtime_error")}
+    code_ = os.WEXITSTATUS(status)
+    return {"exit_code": code_, "status": {0: "ok", _EXIT_MEMORY: "memory_limit", _EXIT_OUTPUT: "output_limit",
+                                           _EXIT_NO_FUNCTION: "no_function", _EXIT_BAD_RETURN: "bad_return",
+                                           _EXIT_SETUP: "sandbox_error"}.get(code_, "runtime_error")}
+
+
+def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> dict:
+    lim = job["limits"]
+    io_dir = os.path.join(job["scratch"], "io")
+    paths = [os.path.join(io_dir, n) for n in ("in", "out", "err", "ret")]
+    with open(paths[0], "wb") as f:
+        f.write(test.get("stdin", "").encode("utf-8"))
+    fds = (
+        os.open(paths[0], os.O_RDONLY),
+        os.open(paths[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+        os.open(paths[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+        os.open(paths[3], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+    )
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(job, test, code, prelude, libc, fds)
+    for fd in fds:
+        os.close(fd)
+    timed_out, status = _wait_test(pid, t0, lim["timeout_s"])
     elapsed = time.monotonic() - t0
     uid_kill()
     _reap_all(job["namespaces"])
@@ -481,20 +504,8 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> d
     out = _read_cap(paths[1], cap)
     err = _read_cap(paths[2], 4000, tail=True)
     ret = _read_cap(paths[3], cap)
-    res = {"i": i, "time_s": round(elapsed, 6), "stderr": err.decode("utf-8", "replace")}
-    if timed_out:
-        res["status"] = "timeout"
-    elif os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        res["signal"] = sig
-        res["status"] = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit",
-                         signal.SIGKILL: "killed"}.get(sig, "runtime_error")
-    else:
-        code_ = os.WEXITSTATUS(status)
-        res["exit_code"] = code_
-        res["status"] = {0: "ok", _EXIT_MEMORY: "memory_limit", _EXIT_OUTPUT: "output_limit",
-                         _EXIT_NO_FUNCTION: "no_function", _EXIT_BAD_RETURN: "bad_return",
-                         _EXIT_SETUP: "sandbox_error"}.get(code_, "runtime_error")
+    res = {"i": i, "time_s": round(elapsed, 6), "stderr": err.decode("utf-8", "replace"),
+           **_exit_status(status, timed_out)}
     if res["status"] == "ok" and os.path.getsize(paths[1]) >= cap:
         res["status"] = "output_limit"
     if res["status"] == "killed" and _memcg_oom(job):
@@ -545,6 +556,25 @@ def _wipe(path: str, uid) -> None:
         pass
 
 
+def _kill_sandbox_uid(job: dict) -> None:
+    """Outside a PID namespace, as root: kill every process of the sandbox uid (setsid-proof)."""
+    uid = job.get("uid")
+    if job["namespaces"] or uid is None:
+        return
+    for _ in range(20):
+        if not _procs_of_uid(uid):
+            return
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)  # as this uid: reaches only its processes
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+
 def _worker_main(result_fd: int) -> None:
     try:
         job = json.loads(_read_all(0).decode("utf-8"))
@@ -565,24 +595,9 @@ def _worker_main(result_fd: int) -> None:
             except ImportError:
                 pass
     libc = _libc()
-    uid = job.get("uid")
 
     def uid_kill() -> None:
-        # outside a PID namespace, as root: kill every process of the sandbox uid (setsid-proof)
-        if job["namespaces"] or uid is None:
-            return
-        for _ in range(20):
-            if not _procs_of_uid(uid):
-                return
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    os.setresgid(uid, uid, uid)
-                    os.setresuid(uid, uid, uid)
-                    os.kill(-1, signal.SIGKILL)  # as this uid: reaches only its processes
-                finally:
-                    os._exit(0)
-            os.waitpid(pid, 0)
+        _kill_sandbox_uid(job)
 
     try:
         prelude = compile(job["prelude"], "<prelude>", "exec") if job.get("prelude") else None

@@ -271,7 +271,7 @@ def run_compare(args) -> int:
                 raise UserError(f"{run!r} holds neither a report.json nor a pool (run `vpo eval --out {run}` first)")
         except _user_errors() as err:
             raise UserError(f"{run}: {err}") from None
-        for j, (label, res) in enumerate(found.items()):
+        for label, res in found.items():
             if names is not None:
                 label = names[i] if len(found) == 1 else f"{names[i]}/{label}"
             key, n = label, 2

@@ -52,7 +52,7 @@ Shapes in the docstrings: P prompts, R rollouts per prompt (max), m slots, d obj
 from __future__ import annotations
 
 import math
-from dataclasses import InitVar, asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass
 from typing import Sequence
 
 import numpy as np

@@ -435,27 +435,28 @@ def _zone_tiles(corner: Cell, radius: int, rows: int, cols: int) -> list[int]:
     return out
 
 
-def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
-    R, C = cfg["rows"], cfg["cols"]
+def _tile_nbrs(i: int, R: int, C: int):
+    """The up to four tiles next to flat index ``i`` on an R x C grid (walls included)."""
+    r, c = divmod(i, C)
+    if r > 0:
+        yield i - C
+    if r < R - 1:
+        yield i + C
+    if c > 0:
+        yield i - 1
+    if c < C - 1:
+        yield i + 1
+
+
+def _carve(rnd: _Draw, R: int, C: int, extra_openings: tuple[int, int]) -> bytearray:
+    """Steps 1-2: the open tiles (1) of a randomized Prim spanning tree over the cells (even
+    coordinates), then extra openings: walls touching an open tile, in random order."""
     N = R * C
     is_open = bytearray(N)
-
-    def tile_nbrs(i: int):
-        r, c = divmod(i, C)
-        if r > 0:
-            yield i - C
-        if r < R - 1:
-            yield i + C
-        if c > 0:
-            yield i - 1
-        if c < C - 1:
-            yield i + 1
-
-    # 1. randomized Prim over the cells (even coordinates); a frontier entry is (wall tile, new cell)
     cells = [r * C + c for r in range(0, R, 2) for c in range(0, C, 2)]
     first = cells[rnd.below(len(cells))]
     is_open[first] = 1
-    frontier: list[tuple[int, int]] = []
+    frontier: list[tuple[int, int]] = []  # (wall tile, new cell)
 
     def grow(cell: int) -> None:
         r, c = divmod(cell, C)
@@ -474,17 +475,22 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
         is_open[wall] = is_open[cell] = 1
         grow(cell)
 
-    # 2. extra openings: walls touching an open tile, in random order
-    target = rnd.between(cfg["extra_openings"])
+    target = rnd.between(extra_openings)
     opened = 0
     for w in rnd.shuffle([i for i in range(N) if not is_open[i]]):
         if opened >= target:
             break
-        if any(is_open[j] for j in tile_nbrs(w)):
+        if any(is_open[j] for j in _tile_nbrs(w, R, C)):
             is_open[w] = 1
             opened += 1
+    return is_open
 
-    # 3. corners: S/E on a random diagonal, zones on the other two
+
+def _place_zones(rnd: _Draw, is_open: bytearray, cfg: dict[str, Any]) -> tuple[Cell, Cell, list[int], list[int]] | None:
+    """Step 3: S/E on a random diagonal, the gold and diamond zones on the other corners (one corner
+    for both with ``zones='shared'``), opening zone tiles where too few are open. ``(S, E, gold
+    tiles, diamond tiles)``, or None when a zone cannot hold its items."""
+    R, C = cfg["rows"], cfg["cols"]
     corners = [(0, 0), (R - 1, C - 1), (0, C - 1), (R - 1, 0)]
     if rnd.below(2):
         corners = corners[2:] + corners[:2]
@@ -494,7 +500,7 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
     if rnd.below(2):
         z1, z2 = z2, z1
     shared = cfg.get("zones", "split") == "shared"
-    zones = []
+    zones: list[list[int]] = []
     for corner in ((z1, z1) if shared else (z1, z2)):
         k = rnd.between(cfg["items_per_zone"])
         tiles = _zone_tiles(corner, cfg["zone_radius"], R, C)
@@ -502,7 +508,7 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
             tiles = [t for t in tiles if t not in zones[0]]
         if sum(is_open[t] for t in tiles) < k:
             for t in rnd.shuffle([t for t in tiles if not is_open[t]]):
-                if any(is_open[j] for j in tile_nbrs(t)):
+                if any(is_open[j] for j in _tile_nbrs(t, R, C)):
                     is_open[t] = 1
                     if sum(is_open[u] for u in tiles) >= k:
                         break
@@ -510,7 +516,18 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
         if len(avail) < k:
             return None
         zones.append(rnd.shuffle(avail)[:k])
-    gold, diamond = zones
+    return s, e, zones[0], zones[1]
+
+
+def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
+    """One draw of steps 1-6 (module doc); None when the draw fails a check (the caller redraws)."""
+    R, C = cfg["rows"], cfg["cols"]
+    N = R * C
+    is_open = _carve(rnd, R, C, cfg["extra_openings"])
+    placed = _place_zones(rnd, is_open, cfg)
+    if placed is None:
+        return None
+    s, e, gold, diamond = placed
     si, ei = s[0] * C + s[1], e[0] * C + e[1]
 
     # 4. lava on open interior tiles
@@ -534,7 +551,7 @@ def _try_generate(rnd: _Draw, cfg: dict[str, Any]) -> Maze | None:
     budget = max(lengths["gold"], lengths["diamond"]) + cfg["budget_slack"]
     if lengths["safe"] is None or lengths["safe"] > budget:
         return None
-    if not shared and lengths["both"] is not None and lengths["both"] <= budget:
+    if cfg.get("zones", "split") != "shared" and lengths["both"] is not None and lengths["both"] <= budget:
         return None
     return Maze(rows, budget)
 

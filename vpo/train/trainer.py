@@ -92,6 +92,28 @@ def check_trl_hooks() -> None:
             )
 
 
+def _checked_objectives(task: Task, args: VPOConfig) -> tuple[list[str], np.ndarray]:
+    """The task's objective names and w*, checked; ``args.reward_weights`` defaults to w*."""
+    names = list(task.objectives)
+    w = np.asarray(task.target_weights, dtype=np.float64)
+    if len(names) < 1:
+        raise ValueError("the task has no objectives")
+    if w.shape != (len(names),):
+        raise ValueError(
+            f"target weights w* have {w.size} entries but there are d={len(names)} objectives ({', '.join(names)})"
+        )
+    if (w < 0).any() or not np.isclose(w.sum(), 1.0):
+        raise ValueError(f"target weights w* must be non-negative and sum to 1, got {w.tolist()}")
+    # TRL's reward_weights scale its logged "reward" (and its own advantages for trl_*): use w*
+    if args.reward_weights is None:
+        args.reward_weights = w.tolist()
+    elif len(args.reward_weights) != len(names):
+        raise ValueError(
+            f"reward_weights has {len(args.reward_weights)} entries but there are d={len(names)} objectives"
+        )
+    return names, w
+
+
 class VPOTrainer(GRPOTrainer):
     """GRPOTrainer with vector rewards and the vpo estimators (one switch: ``args.estimator``).
 
@@ -136,44 +158,16 @@ class VPOTrainer(GRPOTrainer):
             task = RewardFunctionsTask(reward_funcs, objectives, target_weights, context=lambda: {"trainer_state": self.state})
         self.vpo_task: Task = task
         self.vpo_m = int(args.num_answers)
-        names = list(task.objectives)
-        w = np.asarray(task.target_weights, dtype=np.float64)
-        if len(names) < 1:
-            raise ValueError("the task has no objectives")
-        if w.shape != (len(names),):
-            raise ValueError(
-                f"target weights w* have {w.size} entries but there are d={len(names)} objectives ({', '.join(names)})"
-            )
-        if (w < 0).any() or not np.isclose(w.sum(), 1.0):
-            raise ValueError(f"target weights w* must be non-negative and sum to 1, got {w.tolist()}")
+        names, w = _checked_objectives(task, args)
         self.vpo_objectives = names
         self.vpo_target = w
-
-        # TRL's reward_weights scale its logged "reward" (and its own advantages for trl_*): use w*
-        if args.reward_weights is None:
-            args.reward_weights = w.tolist()
-        elif len(args.reward_weights) != len(names):
-            raise ValueError(
-                f"reward_weights has {len(args.reward_weights)} entries but there are d={len(names)} objectives"
-            )
 
         if processing_class is None:
             from transformers import AutoTokenizer
 
             name_or_path = model if isinstance(model, str) else model.config._name_or_path
             processing_class = AutoTokenizer.from_pretrained(name_or_path)
-        chat = getattr(processing_class, "chat_template", None) is not None
-        if self._vpo_task_data:
-            if train_dataset is None:
-                train_dataset = build_task_dataset(task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat)
-            if eval_dataset is None and args.eval_size:
-                eval_dataset = build_task_dataset(task, _load(task, "test", args.eval_size, args.data_seed_task), self.vpo_m, chat)
-        elif self.vpo_m > 1 and train_dataset is not None:
-            train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
-        if train_dataset is None:
-            raise ValueError("no train_dataset: pass one, or a task to build it from")
-        if args.estimator == "goal_conditioned" and (not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names):
-            raise ValueError("goal_conditioned writes the weighting into the prompt, so it needs a vpo task dataset")
+        train_dataset, eval_dataset = self._vpo_datasets(task, args, processing_class, train_dataset, eval_dataset)
 
         super().__init__(
             model=model,
@@ -191,6 +185,23 @@ class VPOTrainer(GRPOTrainer):
         self._example_cache: dict[int, dict] = {}
         self._pending: dict | None = None
         self.vpo_last: dict | None = None  # the last batch's tensors, for inspection and tests
+
+    def _vpo_datasets(self, task: Task, args: VPOConfig, processing_class, train_dataset, eval_dataset):
+        """The train and eval datasets: built from the task where not given (chat prompts when the
+        tokenizer has a chat template); a user dataset gets the m-answer instruction appended."""
+        chat = getattr(processing_class, "chat_template", None) is not None
+        if self._vpo_task_data:
+            if train_dataset is None:
+                train_dataset = build_task_dataset(task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat)
+            if eval_dataset is None and args.eval_size:
+                eval_dataset = build_task_dataset(task, _load(task, "test", args.eval_size, args.data_seed_task), self.vpo_m, chat)
+        elif self.vpo_m > 1 and train_dataset is not None:
+            train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
+        if train_dataset is None:
+            raise ValueError("no train_dataset: pass one, or a task to build it from")
+        if args.estimator == "goal_conditioned" and (not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names):
+            raise ValueError("goal_conditioned writes the weighting into the prompt, so it needs a vpo task dataset")
+        return train_dataset, eval_dataset
 
     # ---------------------------------------------------------------------------------------
     # scoring
