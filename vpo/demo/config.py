@@ -141,7 +141,7 @@ class DemoConfig:
     warm_only: bool = False
     """Stop after evaluating the warm start (a cheap probe of the task regime's headroom)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 (a flat list of independent setting checks)
         """Fail before the warm start, not after it, on a setting a later stage would refuse."""
         from vpo.core.answers import INSTRUCTION_STYLES, style_choices
         from vpo.core.weights import SAMPLERS

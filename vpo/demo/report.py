@@ -144,7 +144,7 @@ def markdown(agg: dict) -> str:
         "diversity (all) | diversity (completed) | Pareto cov.@" + str(kmax) + " | distinct routes | union cov. | ρ̄ | tokens/rollout |",
         "|---|" + "---|" * (len(ks) + 10),
     ]
-    for key, r in rows.items():
+    for r in rows.values():
         L.append(
             f"| {r['label']} | " + " | ".join(_fmt(_k(r['best_at_k'], k)['mean']) for k in ks)
             + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['pass_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
@@ -169,14 +169,14 @@ def markdown(agg: dict) -> str:
         "| method | " + " | ".join(f"best@{k}" for k in top) + f" | Pareto cov.@{kmax} | diversity (completed) | completion |",
         "|---|" + "---|" * (len(top) + 3),
     ]
-    for key, r in rows.items():
+    for r in rows.values():
         L.append(f"| {r['label']} | " + " | ".join(_ci(_k(r['best_at_k'], k)) for k in top)
                  + f" | {_ci(_k(r['pareto_coverage'], kmax))} | {_ci(r['completed_diversity'])} | {_ci(r['completion_rate'])} |")
     L += ["", "## Per seed", "",
           "| method | " + " | ".join(f"best@{k} per seed" for k in top) + f" | Pareto cov.@{kmax} per seed | diversity (completed) per seed |",
           "|---|" + "---|" * (len(top) + 2)]
     per = lambda s: " / ".join(_fmt(x) for x in s["per_seed"])  # noqa: E731
-    for key, r in rows.items():
+    for r in rows.values():
         L.append(f"| {r['label']} | " + " | ".join(per(_k(r['best_at_k'], k)) for k in top)
                  + f" | {per(_k(r['pareto_coverage'], kmax))} | {per(r['completed_diversity'])} |")
     if agg["paired_vs_vpo"]:
@@ -197,7 +197,7 @@ def markdown(agg: dict) -> str:
           "avoid_lava); E_w is the mean over fixed Dir(1) weightings.", "",
           "| method | w* | " + " | ".join(prefs) + f" | E_w[best@{kmax}] |", "|---|" + "---|" * (len(prefs) + 2)]
     L.append("| ceiling | " + " | ".join(_fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |")
-    for key, r in rows.items():
+    for r in rows.values():
         L.append(f"| {r['label']} | " + " | ".join(_ci(_k(r[f'pref_{p}'], kmax)) for p in ["w*"] + prefs)
                  + f" | {_ci(_k(r['ew_best_at_k'], kmax))} |")
     L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
