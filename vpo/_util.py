@@ -30,6 +30,17 @@ def positive_int(
     ("a non-negative integer" when ``minimum`` is 0; "... or None" with ``allow_none``, which passes
     ``None`` through); ``where`` names the task, config or function and is left out when empty. numpy
     integers count as integers; floats, even integral ones, do not.
+
+    >>> positive_int(3, "n")
+    3
+    >>> positive_int(True, "budget", "maze")
+    Traceback (most recent call last):
+    ...
+    ValueError: maze: budget must be an integer >= 1, got True
+    >>> positive_int(-1, "n", "load", minimum=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: load: n must be a non-negative integer, got -1
     """
     if value is None and allow_none:
         return None

@@ -42,6 +42,11 @@ def answer_instruction(m: int, fmt: str = "tags", what: str = "answer", style: s
     character costs a token; ``style="tags"`` only the tags themselves (``<answer>``, or
     ``<answer_1>..<answer_m>``): for a model trained from scratch, which reads no English, the tags
     carry all the information (the code format has no tags and falls back to ``short``).
+
+    >>> answer_instruction(3, style="short")
+    '3 different answers in <answer_1>..<answer_3>.'
+    >>> answer_instruction(1, what="route", style="short")
+    'Route in <answer>.'
     """
     _check_m(m)
     if fmt not in FORMATS:
@@ -82,7 +87,17 @@ def _check_m(m) -> None:
 
 
 def parse_answers(text, m: int, fmt: str = "tags") -> list[str]:
-    """Return at most ``m`` non-empty answers from ``text`` (any string; never raises)."""
+    """Return at most ``m`` non-empty answers from ``text`` (any string; never raises).
+
+    Numbered tags beyond ``m`` and empty answers are dropped; bodies are stripped:
+
+    >>> parse_answers("<answer_1>RRDD</answer_1> then <answer_2> DDRR </answer_2><answer_3>x</answer_3>", 2)
+    ['RRDD', 'DDRR']
+    >>> parse_answers("<answer>42</answer>", 1)
+    ['42']
+    >>> parse_answers("no tags at all", 2)
+    []
+    """
     _check_m(m)
     if not isinstance(text, str):
         if isinstance(text, bytes):
@@ -140,7 +155,11 @@ def normalize_text(answer: str) -> str:
 
 
 def dedup(answers: Sequence[str], key: Callable[[str], str] = normalize_text) -> list[int]:
-    """Indices of the answers to keep: the first of each group with an equal ``key``."""
+    """Indices of the answers to keep: the first of each group with an equal ``key``.
+
+    >>> dedup(["RRDD", "rrdd ", "DDRR"])  # the default key ignores case and spacing
+    [0, 2]
+    """
     seen: set = set()
     keep = []
     for i, a in enumerate(answers):

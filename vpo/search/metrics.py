@@ -280,6 +280,11 @@ def best_at_k_unbiased(scores, ks: Sequence[int], count=None) -> np.ndarray:
 
     ``scores [P, n]`` (candidate scalars; row p uses its first ``count[p]`` entries, default all n)
     -> ``[P, len(ks)]``: ``sum_{i=k..n_p} C(i-1, k-1) / C(n_p, k) * s_(i)`` over ascending order.
+
+    Three candidates scoring 0, 0.5 and 1: best@1 is their mean, best@3 their max.
+
+    >>> best_at_k_unbiased([[0.0, 0.5, 1.0]], ks=[1, 2, 3]).round(4).tolist()
+    [[0.5, 0.8333, 1.0]]
     """
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
@@ -304,6 +309,9 @@ def pass_at_k(num_samples, num_correct, ks: Sequence[int]) -> np.ndarray:
     """Unbiased pass@k (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
 
     ``num_samples [P]`` (n), ``num_correct [P]`` (c) -> ``[P, len(ks)]``.
+
+    >>> pass_at_k([4, 4], [1, 0], ks=[1, 2, 4]).round(4).tolist()  # 1 of 4 correct; none correct
+    [[0.25, 0.5, 1.0], [0.0, 0.0, 0.0]]
     """
     n = np.asarray(num_samples, dtype=np.int64).reshape(-1)
     c = np.asarray(num_correct, dtype=np.int64).reshape(-1)
