@@ -13,7 +13,7 @@
 # Usage:  bash scripts/setup_verl_env.sh            # CPU machine (tests)
 #         TORCH_SPEC="torch==2.13.0" bash scripts/setup_verl_env.sh   # GPU nodes: pick the CUDA
 #                                                   # build your cluster uses; vLLM/SGLang as veRL docs say
-# Then:   .venv-verl/bin/python -m pytest tests/test_verl.py -m verl -q -p no:cacheprovider
+# Then:   .venv-verl/bin/python -m pytest tests/integrations/test_verl.py -m verl -q -p no:cacheprovider
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -6,8 +6,8 @@
   keys) maps to the new one with a warning naming it, and both names with different values is a
   ``UserError``; the shipped configs use the new names only.
 
-(vpo.core's own aliases are tested in tests/test_core_weights.py, the veRL score function's in
-tests/test_verl.py.)
+(vpo.core's own aliases are tested in tests/core/test_weights.py, the veRL score function's in
+tests/integrations/test_verl.py.)
 """
 
 from __future__ import annotations

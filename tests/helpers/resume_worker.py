@@ -1,4 +1,4 @@
-"""Training worker for the kill-and-resume test (run as a subprocess by tests/test_resume.py).
+"""Training worker for the kill-and-resume test (run as a subprocess by tests/train/test_resume.py).
 
 usage: python resume_worker.py MODEL_DIR OUT_DIR MAX_STEPS [--resume CKPT] [--slow-after N]
 Writes OUT_DIR/final_params.pt at the end. With --slow-after N it sleeps after every step past N,

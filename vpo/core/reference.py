@@ -4,7 +4,7 @@
 numpy loops over groups, rollouts, weightings and answers. Read it first; then read
 :func:`vpo.core.estimators.vpo_estimator`, which computes the same numbers for a whole batch at
 once (docs/method.md §3 maps one onto the other). Fed the same weightings, the two agree to
-float64 rounding with ``EstimatorConfig(compute_dtype="float64")``; ``tests/test_core_estimators.py``
+float64 rounding with ``EstimatorConfig(compute_dtype="float64")``; ``tests/core/test_estimators.py``
 uses this function as its VPO oracle. It shares no code with the vectorised estimator.
 
 Simplifications: no input checks, no diagnostics, no weight sampling. The caller passes the

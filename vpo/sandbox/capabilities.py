@@ -2,7 +2,7 @@
 
 It runs one probe program in a default sandbox (does it reach the network, write /etc, see host
 processes?) and combines the answers with the setup report and the cached probes of
-:mod:`vpo.sandbox.probe`. The security suite (tests/test_sandbox.py) uses it to decide which checks
+:mod:`vpo.sandbox.probe`. The security suite (tests/sandbox/test_sandbox.py) uses it to decide which checks
 apply here; docs/sandbox.md shows the report for the development machine.
 """
 

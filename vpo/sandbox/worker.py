@@ -10,10 +10,10 @@ enforces the per-test timeout, kills and reaps whatever the test left and report
 (expected outputs never enter the sandbox).
 
 Standard library only, never vpo: it starts in a scrubbed ``-I -S`` interpreter that may not see
-site-packages, next to hostile code (tests/test_sandbox.py checks its imports). The host imports the
-protocol constants (statuses, flag, uid base) from here: one definition for both sides. What is and
-is not enforced: docs/sandbox.md. One file on purpose, past the ~600-line guide for modules: it is run
-by path and may import no sibling module, so it cannot be split.
+site-packages, next to hostile code (tests/sandbox/test_sandbox_worker_imports.py checks its
+imports). The host imports the protocol constants (statuses, flag, uid base) from here: one
+definition for both sides. What is and is not enforced: docs/sandbox.md. One file on purpose, past
+the ~600-line guide for modules: it is run by path and may import no sibling module.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``VPOTrainer``: TRL's ``GRPOTrainer`` with vector rewards, m answers per rollout, and vpo's estimators.
 
 It overrides two private TRL 1.16 hooks (docs/design.md "Integration points"; the TRL minor version
-is pinned and ``tests/test_trl_contract.py`` fails loudly when they move):
+is pinned and ``tests/train/test_trl_contract.py`` fails loudly when they move):
 
 1. ``_calculate_rewards``: ``Task.score_completions`` turns completions into ``rewards [n, m, d]`` +
    ``valid [n, m]`` (TRL reward functions, one per objective, are wrapped in

@@ -34,7 +34,7 @@ from vpo.tasks.text import (
 )
 from vpo.tasks.toolrl import ToolRLTask, parse_tool_answer
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SPLIT = {"musique": "validation", "eureqa": "questions_hard_5", "toolrl": "test"}
 
 

@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("trl")
 
-WORKER = Path(__file__).parent / "helpers" / "resume_worker.py"
+WORKER = Path(__file__).resolve().parents[1] / "helpers" / "resume_worker.py"
 
 
 def run(*args, timeout=240):

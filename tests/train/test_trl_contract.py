@@ -21,7 +21,7 @@ def _src(name):
 
 
 def test_trl_version_is_in_the_pinned_range():
-    spec = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    spec = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     pins = [d for d in spec["project"]["optional-dependencies"]["trl"] if d.startswith("trl")]
     lo, hi = re.findall(r">=([\d.]+)", pins[0])[0], re.findall(r"<([\d.]+)", pins[0])[0]
     v = tuple(int(x) for x in trl.__version__.split(".")[:2])

@@ -9,7 +9,7 @@ verl): veRL's own ``compute_advantage`` dispatcher on a ``DataProto``, the entry
 against veRL's real config::
 
     bash scripts/setup_verl_env.sh
-    .venv-verl/bin/python -m pytest tests/test_verl.py -m verl -q -p no:cacheprovider
+    .venv-verl/bin/python -m pytest tests/integrations/test_verl.py -m verl -q -p no:cacheprovider
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from vpo.integrations.verl_reward import (
 )
 from vpo.tasks import FunctionTask, register_task
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASK = "verl_test_digits"
 OBJ = ("x", "y", "z")
 

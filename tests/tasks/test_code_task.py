@@ -28,7 +28,7 @@ from vpo.tasks.code import (
 )
 from vpo.sandbox import SandboxConfig
 
-FIX = Path(__file__).parent / "fixtures" / "code"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "code"
 
 ADD_RIGHT = "a, b = map(int, input().split())\nprint(a + b)\n"
 ADD_ABS = "a, b = map(int, input().split())\nprint(abs(a) + abs(b))\n"  # wrong only when a sign is negative

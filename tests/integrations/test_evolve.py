@@ -345,7 +345,7 @@ def test_bad_configuration_is_rejected_with_reasons(square):
 
 def test_code_task_problem_per_test_rewards(tmp_path):
     """The paper's setting: a vpo ``code`` task problem (sandboxed programs, one reward per test)."""
-    fixture = Path(__file__).parent / "fixtures" / "code" / "problems.jsonl"
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "code" / "problems.jsonl"
     probs = [p for p in problems_from_task("code", {"data": str(fixture), "max_tests": 5}) if p.name == "code-add_two"]
     assert len(probs) == 1 and probs[0].objectives == [f"test_{i}" for i in range(1, 6)]
     text = "\n---\n".join(

@@ -1,4 +1,4 @@
-"""`vpo demo`'s configuration layer, without running it (the end-to-end run is tests/test_demo.py,
+"""`vpo demo`'s configuration layer, without running it (the end-to-end run is tests/demo/test_demo.py,
 marked slow): what each method's `vpo train` config says, the prompts the demo's task renders,
 and the errors for bad settings, which must come before the two-minute warm start."""
 
