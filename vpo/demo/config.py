@@ -78,6 +78,8 @@ class DemoConfig:
     """*regime*: moves allowed beyond the longest single-zone route (0: only shortest routes finish)."""
     items_per_zone: tuple[int, int] = (3, 5)
     """*regime*: items in each zone (inclusive range)."""
+    zone_radius: int = 2
+    """*regime*: items lie within this Manhattan distance of their zone's corner."""
     lava: tuple[int, int] = (1, 1)
     """*regime*: lava tiles (inclusive range)."""
     zones: str = "split"
@@ -97,6 +99,8 @@ class DemoConfig:
     """Warm-start batch size (prompt, completion pairs)."""
     warm_lr: float = 3e-3
     """Warm-start peak learning rate (cosine decay)."""
+    warm_threads: int = 2
+    """Torch threads of the warm start (it runs alone, before the jobs)."""
     warm_routes_per_maze: int = 1
     """Random routes drawn per training maze and format for the warm start."""
     warm_waypoints: int = 2
@@ -160,7 +164,7 @@ class DemoConfig:
             raise UserError(f"instruction must be {style_choices()}, got {self.instruction!r}")
         if self.weight_sampler not in SAMPLERS:
             raise UserError(f"weight_sampler must be one of {', '.join(SAMPLERS)}, got {self.weight_sampler!r}")
-        for name in ("train_mazes", "eval_mazes", "warm_steps", "warm_batch", "warm_routes_per_maze", "rl_steps",
+        for name in ("train_mazes", "eval_mazes", "warm_steps", "warm_batch", "warm_routes_per_maze", "warm_threads", "rl_steps",
                      "prompts_per_step", "num_weightings", "eval_budget", "eval_seeds", "jobs",
                      "max_tokens_single", "max_tokens_multi"):
             v = getattr(self, name)
@@ -183,8 +187,8 @@ class DemoConfig:
         try:
             from vpo.tasks.maze import MazeConfig
 
-            MazeConfig(self.maze_size, None, tuple(self.items_per_zone), 2, tuple(self.lava), self.budget_slack,
-                       zones=self.zones).resolved()
+            MazeConfig(self.maze_size, None, tuple(self.items_per_zone), self.zone_radius, tuple(self.lava),
+                       self.budget_slack, zones=self.zones).resolved()
         except ValueError as e:
             raise UserError(f"maze settings: {e}") from None
 
@@ -207,12 +211,13 @@ class DemoConfig:
     def task_options(self) -> dict:
         return {
             "size": self.maze_size, "budget_slack": self.budget_slack, "items_per_zone": list(self.items_per_zone),
+            "zone_radius": self.zone_radius,
             "lava": list(self.lava), "zones": self.zones, "compact": True, "instruction": self.instruction,
         }
 
     def warm_settings(self) -> dict:
         keys = ("train_mazes", "hidden_size", "num_layers", "warm_steps", "warm_batch", "warm_lr",
-                "warm_routes_per_maze", "warm_waypoints", "warm_wander", "jobs")
+                "warm_routes_per_maze", "warm_waypoints", "warm_wander", "warm_threads")
         return {"task": self.task_options(), **{k: getattr(self, k) for k in keys}}
 
     def eval_settings(self) -> dict:

@@ -55,7 +55,7 @@ def warm_start(cfg: DemoConfig, out: Path) -> Path:
     status(f"warm start: {len(pairs)} (prompt, routes) pairs, {cfg.warm_steps} steps")
     import torch
 
-    torch.set_num_threads(max(1, min(cfg.jobs, os.cpu_count() or 1)))
+    torch.set_num_threads(max(1, min(cfg.warm_threads, os.cpu_count() or 1)))
     t0 = time.time()
     info = supervised_warm_start(
         init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=0
