@@ -18,6 +18,15 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+def pytest_configure(config):
+    # no silent skips: with CI=true a skip fails unless it is expected or its missing capability is
+    # opted out (tests/expected_skips.py); every run lists what was not tested
+    from expected_skips import SkipPolicy
+
+    if not config.pluginmanager.has_plugin("vpo-skip-policy"):
+        config.pluginmanager.register(SkipPolicy(), "vpo-skip-policy")
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     from vpo.train.tiny import build_tiny_model
