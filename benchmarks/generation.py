@@ -4,6 +4,7 @@ configs use. Same model, prompts and token count, alternating in one run.
 
     python benchmarks/generation.py            # table
     python benchmarks/generation.py --json     # + one JSON object on the last line
+    python benchmarks/generation.py --quick    # seconds, tiny sizes (CI: does it run)
 
 Every call samples exactly ``--tokens`` new tokens per row (min_new_tokens = max_new_tokens), so
 both settings do the same work; one torch thread, as in the demo's evaluation jobs. Medians over
@@ -25,8 +26,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore")
 
 
-def main() -> None:
-    from vpo.demo import DemoConfig, make_task
+def main(argv=None) -> None:
+    from vpo.demo import DemoConfig
+    from vpo.demo.stages import make_task
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=512, help="rows per generate call (the demo eval's --batch-rows)")
@@ -34,8 +36,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--maze-size", type=int, default=DemoConfig().maze_size, help="maze side of the prompts (demo default)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
     ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.batch, a.tokens, a.repeats = 4, 4, 1
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -92,4 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -4,6 +4,7 @@ generation throughput of the transformers backend on a tiny model.
     python benchmarks/metrics.py            # tables
     python benchmarks/metrics.py --json     # + one JSON object on the last line
     python benchmarks/metrics.py --no-generation   # metrics only
+    python benchmarks/metrics.py --quick    # seconds, tiny sizes (CI: does it run)
 
 Metrics. ``vpo.search.metrics.evaluate`` (every metric: matched best@k over 5 eval seeds and its
 exact expectation, unbiased best@k, pass@k, E_w[best@k] with 64 weightings, diversity,
@@ -204,7 +205,12 @@ def main(argv=None) -> int:
     ap.add_argument("--gen-prompts", type=int, default=8, help="prompts per generation run (default 8)")
     ap.add_argument("--gen-tokens", type=int, default=64, help="max_new_tokens in the generation runs (default 64)")
     ap.add_argument("--gen-repeats", type=int, default=2, help="repeats per generation setting (default 2)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
     args = ap.parse_args(argv)
+    if args.quick:
+        global P
+        P = 20
+        args.repeats, args.gen_prompts, args.gen_tokens, args.gen_repeats = 1, 2, 4, 1
     figures: dict = {}
 
     print(f"## Metrics: {P} prompts x {SLOTS} answer slots x d={D}, ks={KS}, 5 eval seeds, 1000 bootstrap resamples")

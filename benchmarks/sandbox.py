@@ -8,6 +8,7 @@ median over ``--repeats`` runs; the speedup is the ratio of the medians.
 
     python benchmarks/sandbox.py                 # table
     python benchmarks/sandbox.py --json          # table, then one JSON object on the last line
+    python benchmarks/sandbox.py --quick         # seconds, tiny sizes (CI: does it run)
 """
 
 from __future__ import annotations
@@ -81,8 +82,11 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", type=int, default=None, help="parallel sandboxes (default: CPU cores)")
     ap.add_argument("--completions", type=int, default=8, help="completions for the scorer benchmark")
     ap.add_argument("--m", type=int, default=3, help="answers per completion for the scorer benchmark")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.programs, args.tests, args.repeats, args.completions = 2, 2, 1, 2
 
     rng = random.Random(0)
     tests = make_tests(args.tests, rng)

@@ -2,6 +2,7 @@
 
     python benchmarks/scorers.py             # table
     python benchmarks/scorers.py --json      # table, then one JSON object on the last line
+    python benchmarks/scorers.py --quick     # seconds, tiny sizes (CI: does it run)
 
 What is timed is what a trainer calls once per step: ``task.score_completions(examples,
 completions, m=3)`` on realistic multi-answer completions (some reasoning text, then three answers
@@ -219,8 +220,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--code-completions", type=int, default=12, help="completions per run (code: real sandbox)")
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per task (the median is reported)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.completions, args.code_completions, args.repeats = 4, 1, 1
 
     rng = random.Random(args.seed)
     workloads = {"maze": maze_workload(args.completions, rng)}

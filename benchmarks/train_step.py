@@ -1,13 +1,20 @@
 """Seconds per training step: VPOTrainer (estimator vpo, m = 3) vs VPOTrainer (grpo) vs TRL's own
-GRPOTrainer, on the same tiny model, prompts and completion length, alternating in one run.
+GRPOTrainer, on the same tiny model and prompts, interleaved step by step in one process.
 
-    python benchmarks/train_step.py            # table
+    python benchmarks/train_step.py            # table: equal token counts (every trainer 48 tokens)
+    python benchmarks/train_step.py --demo     # the demo's shape: VPO rollouts ~3x longer than GRPO's
+    python benchmarks/train_step.py --quick    # seconds, tiny sizes (CI: does it run)
     python benchmarks/train_step.py --json     # + one JSON object on the last line
 
-Every trainer generates exactly ``--length`` tokens per completion (min_new_tokens = max), so the
-policy-side work is identical and the difference is vpo's scoring + estimator overhead. The figure
-is TRL's own ``step_time`` metric (generation + scoring + loss + backward of one optimizer step);
-rounds alternate between trainers to spread machine noise evenly, and medians are reported.
+Every completion is forced to a fixed token count (min_new_tokens = max): ``--length`` for the
+single-answer trainers, ``--vpo-length`` (default: the same) for vpo m = 3. With equal counts the
+difference is vpo's scoring + estimator overhead; ``--demo`` uses the demo's model (4 x 128), batch
+(8 prompts x 8) and measured tokens per rollout (GRPO ~11, VPO m = 3 ~31), so it prices a step as
+the demo runs it. All three trainers are built first and each trains in its own thread, gated at
+every optimizer step: one round = one step of each trainer, in alternating order, one at a time,
+timed from release to step end (generation + scoring + loss + backward + optimizer step). Bursts of
+load on a shared machine hit the three steps of a round alike, so the figure is the median of the
+per-round ratios, with its IQR and range; the first ``--warmup`` rounds are dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
+import time
 import warnings
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -62,81 +71,183 @@ def trl_reward_funcs():
     return funcs
 
 
-def main():
+class _Gate:
+    """Holds a trainer at the start of every optimizer step until released (TrainerCallback duck type
+    built in ``main`` so that importing this module does not import transformers)."""
+
+    def __init__(self):
+        self.arrived, self.go, self.done = (threading.Semaphore(0) for _ in range(3))
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+
+
+def _callback(gate: _Gate):
+    from transformers import TrainerCallback
+
+    class GateCallback(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            gate.arrived.release()
+            gate.go.acquire()
+
+        def on_step_end(self, args, state, control, **kw):
+            gate.done.release()
+
+    return GateCallback()
+
+
+def _wait(sem: threading.Semaphore, gate: _Gate, what: str, timeout: float = 900.0) -> None:
+    if not sem.acquire(timeout=timeout):
+        raise RuntimeError(f"timed out waiting for {what}")
+    if gate.error is not None:
+        raise RuntimeError(f"{what}: the trainer failed") from gate.error
+
+
+def _spread(xs: list[float]) -> dict:
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0], xs[0], xs[0]]
+    return {"median": statistics.median(xs), "iqr": [q[0], q[2]], "min": min(xs), "max": max(xs)}
+
+
+def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=3, help="steps per trainer per round")
-    ap.add_argument("--length", type=int, default=48, help="completion tokens")
+    ap.add_argument("--rounds", type=int, default=10, help="timed rounds (one step of each trainer per round)")
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and dropped")
+    ap.add_argument("--length", type=int, default=48, help="completion tokens of the single-answer trainers")
+    ap.add_argument("--vpo-length", type=int, default=None, help="completion tokens of vpo m=3 (default: --length)")
     ap.add_argument("--batch", type=int, default=32, help="rollouts per step (G = 8)")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
+    ap.add_argument("--hidden", type=int, default=128, help="tiny model hidden size")
+    ap.add_argument("--layers", type=int, default=2, help="tiny model layers")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all cores)")
+    ap.add_argument("--demo", action="store_true", help="the demo's shape: 4 x 128 model, 64 rollouts, 11 vs 31 tokens")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    a = ap.parse_args(argv)
+    if a.demo:
+        a.layers, a.hidden, a.batch, a.length, a.vpo_length = 4, 128, 64, 11, 31
+    if a.quick:
+        a.layers, a.hidden, a.batch, a.length, a.rounds, a.warmup = 1, 32, 8, 4, 2, 1
+        a.vpo_length = 3 * a.length if a.demo else None
+    return a
+
+
+def main(argv=None) -> dict:
+    a = _parse(argv)
+    vpo_length = a.vpo_length or a.length
 
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
     from vpo.train import VPOConfig, VPOTrainer
-    from vpo.train.trainer import build_task_dataset
     from vpo.train.tiny import build_tiny_model
+    from vpo.train.trainer import build_task_dataset
 
-    torch.set_num_threads(max(1, (os.cpu_count() or 2)))
+    threads = a.threads or max(1, os.cpu_count() or 2)
+    torch.set_num_threads(threads)
     tmp = tempfile.mkdtemp()
-    model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=128, num_layers=2))
-    common = dict(
-        num_generations=8,
-        per_device_train_batch_size=a.batch,
-        max_completion_length=a.length,
-        generation_kwargs={"min_new_tokens": a.length},
-        max_steps=a.steps,
-        learning_rate=1e-4,
-        beta=0.0,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        logging_steps=1,
-        disable_tqdm=True,
-        seed=0,
-    )
+    model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=a.hidden, num_layers=a.layers))
+    steps = a.warmup + a.rounds
+
+    def common(length):
+        return dict(
+            num_generations=8,
+            per_device_train_batch_size=a.batch,
+            max_completion_length=length,
+            generation_kwargs={"min_new_tokens": length},
+            max_steps=steps,
+            learning_rate=1e-4,
+            beta=0.0,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            logging_steps=1,
+            disable_tqdm=True,
+            seed=0,
+        )
+
     task = SliceTask.make(64)
     # one dataset (the m = 3 prompts) for all three trainers, so prompt lengths are identical
     ds = build_task_dataset(task, task.load("train"), 3, chat=True)
 
-    def make(kind):
+    def make(kind, gate):
         out = os.path.join(tmp, kind)
+        cb = [_callback(gate)]
         if kind == "trl_grpo":
-            return GRPOTrainer(model=model_dir, reward_funcs=trl_reward_funcs(), args=GRPOConfig(output_dir=out, **common), train_dataset=ds)
-        est, m = {"vpo_m3": ("vpo", 3), "vpo_grpo": ("grpo", 1)}[kind]
-        return VPOTrainer(
-            model=model_dir,
-            args=VPOConfig(output_dir=out, estimator=est, num_answers=m, num_weightings=100, **common),
-            task=task,
-            train_dataset=ds,
-        )
+            args = GRPOConfig(output_dir=out, **common(a.length))
+            return GRPOTrainer(model=model_dir, reward_funcs=trl_reward_funcs(), args=args, train_dataset=ds, callbacks=cb)
+        est, m, length = {"vpo_m3": ("vpo", 3, vpo_length), "vpo_grpo": ("grpo", 1, a.length)}[kind]
+        args = VPOConfig(output_dir=out, estimator=est, num_answers=m, num_weightings=100, **common(length))
+        return VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds, callbacks=cb)
 
     kinds = ["trl_grpo", "vpo_grpo", "vpo_m3"]
-    times = {k: [] for k in kinds}
-    for r in range(a.rounds):
-        for k in kinds if r % 2 == 0 else reversed(kinds):
-            tr = make(k)
-            tr.train()
-            st = [h["step_time"] for h in tr.state.log_history if "step_time" in h]
-            times[k].extend(st[1:])  # drop each run's first step (warm-up)
-            print(f"round {r} {k:9s} " + " ".join(f"{x:.3f}" for x in st), file=sys.stderr)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\nseconds per training step ({a.batch} rollouts x {a.length} tokens, tiny Qwen2 on CPU), medians over {len(times['vpo_m3'])} steps")
-    print(f"{'trainer':28s} {'median s/step':>14s} {'vs TRL GRPO':>12s}")
-    labels = {"trl_grpo": "TRL GRPOTrainer (baseline)", "vpo_grpo": "VPOTrainer estimator=grpo", "vpo_m3": "VPOTrainer estimator=vpo m=3"}
+    gates = {k: _Gate() for k in kinds}
+    trainers = {k: make(k, gates[k]) for k in kinds}
+
+    def run(k):
+        torch.set_num_threads(threads)
+        try:
+            trainers[k].train()
+        except BaseException as e:  # reported by the main thread
+            gates[k].error = e
+            for sem in (gates[k].arrived, gates[k].done):
+                sem.release()
+        finally:
+            gates[k].finished.set()
+
+    workers = [threading.Thread(target=run, args=(k,), daemon=True) for k in kinds]
+    for w in workers:
+        w.start()
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for r in range(steps):
+        order = kinds if r % 2 == 0 else kinds[::-1]
+        for k in order:
+            _wait(gates[k].arrived, gates[k], f"{k} step {r}")  # parked at the step's start
+            t0 = time.perf_counter()
+            gates[k].go.release()
+            _wait(gates[k].done, gates[k], f"{k} step {r}")
+            times[k].append(time.perf_counter() - t0)
+        tag = "warm-up" if r < a.warmup else "round"
+        print(f"{tag} {r:2d} " + "  ".join(f"{k} {times[k][-1]:.3f}s" for k in kinds), file=sys.stderr)
     for k in kinds:
-        print(f"{labels[k]:28s} {med[k]:14.3f} {med[k] / med['trl_grpo']:12.3f}")
+        workers[kinds.index(k)].join(timeout=300)
+        if gates[k].error is not None:
+            raise RuntimeError(f"{k} failed") from gates[k].error
+    t = {k: v[a.warmup :] for k, v in times.items()}
+    med = {k: statistics.median(v) for k, v in t.items()}
+    ratio_m3 = _spread([x / y for x, y in zip(t["vpo_m3"], t["trl_grpo"])])
+    ratio_grpo = _spread([x / y for x, y in zip(t["vpo_grpo"], t["trl_grpo"])])
+
+    lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
+    print(f"\nseconds per training step: {a.batch} rollouts x {lengths}, tiny Qwen2 {a.layers} x {a.hidden} on CPU, "
+          f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}")
+    print(f"{'trainer':30s} {'median s/step':>14s} {'per-round ratio vs TRL GRPO: median [IQR] (range)':>52s}")
+    labels = {"trl_grpo": "TRL GRPOTrainer (baseline)", "vpo_grpo": "VPOTrainer estimator=grpo", "vpo_m3": "VPOTrainer estimator=vpo m=3"}
+    for k, sp in (("trl_grpo", None), ("vpo_grpo", ratio_grpo), ("vpo_m3", ratio_m3)):
+        cell = "" if sp is None else f"{sp['median']:.3f} [{sp['iqr'][0]:.3f}, {sp['iqr'][1]:.3f}] ({sp['min']:.3f}-{sp['max']:.3f})"
+        print(f"{labels[k]:30s} {med[k]:14.3f} {cell:>52s}")
     res = {
         "s_per_step_trl_grpo": med["trl_grpo"],
         "s_per_step_vpo_grpo": med["vpo_grpo"],
         "s_per_step_vpo_m3": med["vpo_m3"],
-        "overhead_ratio_vpo_vs_trl_grpo": med["vpo_m3"] / med["trl_grpo"],
-        "overhead_ratio_vpo_vs_vpo_grpo": med["vpo_m3"] / med["vpo_grpo"],
+        "ratio_vpo_m3_vs_trl_grpo_median": ratio_m3["median"],
+        "ratio_vpo_m3_vs_trl_grpo_iqr": ratio_m3["iqr"],
+        "ratio_vpo_m3_vs_trl_grpo_range": [ratio_m3["min"], ratio_m3["max"]],
+        "ratio_vpo_grpo_vs_trl_grpo_median": ratio_grpo["median"],
+        "ratio_vpo_grpo_vs_trl_grpo_iqr": ratio_grpo["iqr"],
+        "rounds": a.rounds,
+        "tokens_single": a.length,
+        "tokens_vpo_m3": vpo_length,
+        "rollouts_per_step": a.batch,
+        "quick": a.quick,
     }
     if a.json:
-        print(json.dumps(res))
+        print(json.dumps({k: _round(v) for k, v in res.items()}))
+    return res
+
+
+def _round(v):
+    if isinstance(v, list):
+        return [_round(x) for x in v]
+    return float(f"{v:.4g}") if isinstance(v, float) else v
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
