@@ -3,13 +3,21 @@ registered here; heavy imports (torch models, TRL, vLLM) happen only when a comm
 
 Each command module exposes ``add_parser(subparsers)`` which registers one or more subcommands and
 sets ``func`` (called with the parsed args; its return value is the exit code).
+
+One error path: a user mistake (a :class:`~vpo.errors.UserError`, a task's data being unavailable, a
+bad command-line value) prints ONE line, ``vpo COMMAND: error: what, where, what to do``, and exits
+with code 2; ``--debug`` (anywhere on the line, or ``VPO_DEBUG=1``) prints the traceback as well.
+``vpo train`` takes its arguments raw (TRL's ``--field value`` parser reads them), so that it runs from
+flags alone (``vpo train --task maze --model_name_or_path X``) as well as from a config.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 
 from vpo.errors import UserError
 
@@ -20,6 +28,40 @@ _COMMAND_MODULES = (
     "vpo.integrations.evolve.cli",  # evolve
     "vpo.demo",  # demo
 )
+
+
+# subcommands whose arguments after the command name are passed through unparsed (as ``args.overrides``)
+_RAW_ARGV_COMMANDS = ("train",)
+
+
+class _ArgumentError(UserError):
+    """A value argparse rejected (``--m three``); raised instead of printing the whole usage."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`_ArgumentError` (one line) instead of printing usage and exiting."""
+
+    def error(self, message):
+        err = _ArgumentError(f"{message}; `{self.prog} --help` lists the options")
+        err.prog = self.prog
+        raise err
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types whose message is the whole story: UserError, and a task's missing data."""
+    types: list[type[BaseException]] = [UserError]
+    try:
+        from vpo.tasks.text import DatasetUnavailableError
+
+        types.append(DatasetUnavailableError)
+    except ImportError:  # pragma: no cover - a build without the text tasks
+        pass
+    return tuple(types)
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line (newlines and runs of spaces collapsed)."""
+    return " ".join(str(message).split())
 
 
 def _list_estimators(args) -> int:
@@ -47,11 +89,12 @@ def _list_tasks(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from vpo import __version__
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="vpo",
         description="Vector Policy Optimization: train for diverse candidates, measure test-time search.",
     )
     p.add_argument("--version", action="version", version=f"vpo {__version__}")
+    p.add_argument("--debug", action="store_true", help="on an error, print the traceback too (anywhere on the line)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     e = sub.add_parser("estimators", help="list the advantage estimators (VPO and baselines)")
     e.set_defaults(func=_list_estimators)
@@ -68,19 +111,42 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _split_raw(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """(argv up to and including a raw-argv command, the rest) or (argv, None)."""
+    for i, tok in enumerate(argv):
+        if tok in _RAW_ARGV_COMMANDS:
+            return argv[: i + 1], argv[i + 1 :]
+        if not tok.startswith("-"):
+            break
+    return argv, None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 1
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("VPO_DEBUG", "").strip().lower() in ("1", "true", "yes")
+    argv = [a for a in argv if a != "--debug"]
+    command = "?"
     try:
+        parser = build_parser()
+        head, raw = _split_raw(argv)
+        args = parser.parse_args(head)
+        if raw is not None:
+            args.config, args.overrides = None, raw
+        command = getattr(args, "command", None) or "?"
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 1
+        args.debug = debug
         return int(args.func(args) or 0)
-    except UserError as err:
-        print(f"vpo {args.command}: error: {err}", file=sys.stderr)
+    except _user_error_types() as err:
+        if debug:
+            traceback.print_exc()
+        prefix = getattr(err, "prog", None) or ("vpo" if command == "?" else f"vpo {command}")
+        print(f"{prefix}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"vpo {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        if not getattr(err, "vpo_reported", False):  # the command already said what was saved
+            print(f"vpo {command}: interrupted", file=sys.stderr)
         return 130
 
 

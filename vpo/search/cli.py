@@ -6,6 +6,11 @@ writes ``OUT/pool/`` (resumable: rerun the same command after an interruption), 
 samples from an OpenAI-compatible server instead of loading the model; ``--pool DIR`` only
 recomputes metrics from a saved pool.
 
+``--m`` defaults to the m a VPO checkpoint was trained with (its ``vpo_args.json``, or the
+``num_answers`` of its ``training_args.bin``), else 1. ``--task`` takes a registered name,
+``module:factory`` or ``path/to/file.py:factory``; ``--import MODULE`` imports user code first;
+``--task-options JSON`` holds the task's options (the spelling ``vpo train`` and ``vpo evolve`` use).
+
 ``vpo compare RUN_A RUN_B ... --out DIR`` puts several eval runs in one table and one figure.
 A RUN is a ``vpo eval`` output directory (its ``report.json`` is used as is, unless ``--recompute``)
 or a pool directory (evaluated with the given ``--ks``/``--eval-seeds``).
@@ -28,6 +33,18 @@ def _ks(text: str) -> tuple[int, ...]:
     if not ks or min(ks) < 1:
         raise argparse.ArgumentTypeError(f"--ks values must be integers >= 1; got {text!r}")
     return ks
+
+
+def _task_options_json(text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r} ({e})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r}")
+    return value
 
 
 def _task_option(text: str) -> tuple[str, object]:
@@ -65,12 +82,14 @@ def add_parser(subparsers) -> None:
     src.add_argument("--endpoint", help="OpenAI-compatible server base URL, e.g. http://localhost:8000/v1")
     src.add_argument("--pool", help="an existing pool directory: recompute metrics only, no generation")
     t = e.add_argument_group("task")
-    t.add_argument("--task", help="task name (`vpo tasks` lists them)")
-    t.add_argument("--task-option", action="append", type=_task_option, default=[], metavar="KEY=VALUE", help="task option, repeatable (e.g. size=7)")
+    t.add_argument("--task", help="task name (`vpo tasks` lists them), module:factory or path/to/file.py:factory")
+    t.add_argument("--task-options", "--task_options", dest="task_options", type=_task_options_json, default=None, metavar="JSON", help="task options as a JSON object, e.g. '{\"size\": 7}' (as in vpo train and vpo evolve)")
+    t.add_argument("--task-option", action="append", type=_task_option, default=[], metavar="KEY=VALUE", help="deprecated: one task option, repeatable; use --task-options JSON")
+    t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable")
     t.add_argument("--split", default="test", help="split to evaluate on (default test)")
     t.add_argument("--num-prompts", type=int, default=None, help="first N examples of the split (default: the whole split)")
     g = e.add_argument_group("generation")
-    g.add_argument("--m", type=int, default=1, help="answers per rollout (default 1; VPO models: their training m, e.g. 3)")
+    g.add_argument("--m", type=int, default=None, help="answers per rollout (default: the m a VPO checkpoint was trained with, read from the checkpoint; else 1)")
     g.add_argument("--rollouts", type=int, default=8, help="rollouts per prompt (default 8); the pool has rollouts*m answer slots")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0; 0 = greedy)")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0 = off)")
@@ -192,18 +211,78 @@ def run_eval(args) -> int:
     return 0
 
 
+def checkpoint_settings(model: str | None) -> tuple[dict, str | None]:
+    """(settings, the file they came from) of a checkpoint trained by VPOTrainer: its ``vpo_args.json``,
+    else ``num_answers`` from its ``training_args.bin``; ``({}, None)`` when the model has neither."""
+    import json
+
+    if not model or not Path(model).is_dir():
+        return {}, None
+    p = Path(model) / "vpo_args.json"
+    if p.is_file():
+        try:
+            return dict(json.loads(p.read_text())), str(p)
+        except (OSError, ValueError):
+            return {}, None
+    p = Path(model) / "training_args.bin"
+    if p.is_file():
+        try:
+            import torch
+
+            targs = torch.load(p, weights_only=False)
+        except Exception:  # noqa: BLE001 - an unreadable or foreign pickle just means "no settings"
+            return {}, None
+        m = getattr(targs, "num_answers", None)
+        if isinstance(m, int) and m >= 1:
+            return {"num_answers": m, "estimator": getattr(targs, "estimator", None)}, str(p)
+    return {}, None
+
+
+def _resolve_m(args) -> int:
+    """``--m``, else the checkpoint's training m (said on stderr), else 1."""
+    from vpo.errors import UserError
+
+    settings, source = checkpoint_settings(args.model)
+    fmt = settings.get("answer_format", "tags")
+    if fmt != "tags":
+        raise UserError(f"{source}: answer_format {fmt!r} is not one vpo eval can parse (only 'tags')")
+    trained_m = settings.get("num_answers")
+    if args.m is not None:
+        if trained_m and trained_m != args.m:
+            print(f"vpo eval: note: --m {args.m}, but the checkpoint was trained with m = {trained_m} ({source})", file=sys.stderr)
+        return args.m
+    if trained_m:
+        print(f"vpo eval: m = {trained_m} answers per rollout, as the checkpoint was trained ({source}); --m overrides", file=sys.stderr)
+        return int(trained_m)
+    return 1
+
+
+def _task_options(args) -> dict:
+    """``--task-options JSON`` merged with the deprecated ``--task-option K=V`` (a FutureWarning)."""
+    import warnings
+
+    options = dict(args.task_options or {})
+    if args.task_option:
+        warnings.warn("--task-option KEY=VALUE is deprecated; use --task-options JSON (the spelling of vpo train and vpo evolve)", FutureWarning, stacklevel=2)
+        options.update(dict(args.task_option))
+    return options
+
+
 def _generate(args, out: Path, name: str):
     from vpo.errors import UserError
     from vpo.search.generate import PoolConfig, generate_pool
     from vpo.tasks import get as get_task
+    from vpo.tasks import import_user_modules
 
+    import_user_modules(args.imports)
     try:
-        task = get_task(args.task, **dict(args.task_option))
+        task = get_task(args.task, **_task_options(args))
     except (ValueError, ImportError) as err:
         raise UserError(str(err)) from None
+    m = _resolve_m(args)
     try:
         cfg = PoolConfig(
-            m=args.m, n_rollouts=args.rollouts, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+            m=m, n_rollouts=args.rollouts, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, seed=args.seed, backend=args.backend, device=args.device,
             num_threads=args.threads, max_batch_rows=args.batch_rows, endpoint=args.endpoint, api=args.api,
             served_model=args.served_model, api_key=args.api_key, concurrency=args.concurrency,
@@ -222,12 +301,13 @@ def _generate(args, out: Path, name: str):
             args.model, task, examples, config=cfg, out_dir=pool_dir, resume=not args.no_resume,
             progress=not args.quiet, on_prompt_done=count, split=args.split,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         print(
             f"\nvpo eval: interrupted; {done['n']} of {len(examples)} prompts are saved in {pool_dir}. "
             "Rerun the same command to resume.",
             file=sys.stderr,
         )
+        err.vpo_reported = True  # vpo.cli does not say "interrupted" a second time
         raise
     except _user_errors() as err:
         raise UserError(str(err)) from None

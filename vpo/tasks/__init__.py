@@ -2,9 +2,14 @@
 
 Built in: maze (synthetic designed-conflict mazes), musique, eureqa, toolrl (Hugging Face loaders +
 in-repo fixtures for tests), code (per-test pass/fail in a sandbox). See :mod:`vpo.tasks.base` to
-write your own.
+write your own; ``get`` also takes ``module:factory`` and ``path/to/file.py:factory`` references
+(:mod:`vpo.tasks.registry`), so a task of your own is usable from the CLI without registering it.
 """
 
-from vpo.tasks.base import Example, FunctionTask, RewardFunctionsTask, ScoredBatch, Task, get, list_tasks, register_task
+from vpo.tasks.base import Example, FunctionTask, RewardFunctionsTask, ScoredBatch, Task, list_tasks, register_task
+from vpo.tasks.registry import TaskSpecError, get, import_user_modules
 
-__all__ = ["Example", "FunctionTask", "RewardFunctionsTask", "ScoredBatch", "Task", "get", "list_tasks", "register_task"]
+__all__ = [
+    "Example", "FunctionTask", "RewardFunctionsTask", "ScoredBatch", "Task", "TaskSpecError", "get",
+    "import_user_modules", "list_tasks", "register_task",
+]

@@ -1,9 +1,15 @@
-"""``vpo train CONFIG.yaml [--field value ...]``: TRL's YAML/CLI conventions for VPOTrainer.
+"""``vpo train [CONFIG.yaml] [--field value ...]``: TRL's YAML/CLI conventions for VPOTrainer.
 
 The YAML holds fields of :class:`vpo.train.VPOConfig` (TRL's GRPOConfig + vpo's) and of TRL's
 ``ModelConfig`` (``model_name_or_path``, ``dtype``, ``use_peft``, ``lora_r`` ...); command-line
-``--field value`` pairs override it, exactly as with ``trl grpo --config``. ``CONFIG`` may also be
-the name of a shipped config (``vpo train maze_qwen3_4b``; see ``vpo/configs/``).
+``--field value`` pairs override it, exactly as with ``trl grpo --config``, and a run may be given by
+flags alone (``vpo train --task maze --model_name_or_path X``). ``CONFIG`` may also be the name of a
+shipped config, with or without ``.yaml`` (``vpo train maze_qwen3_4b``; see ``vpo/configs/``).
+
+``task`` is a registered name, ``module:factory`` or ``path/to/file.py:factory``; ``--import MODULE``
+(repeatable; a dotted name or a .py path) imports user code first so its ``register_task`` calls run.
+``--smoke`` runs any config for one step on CPU with a tiny locally built model (no download, no GPU,
+no vLLM, no tensorboard): a check that a config starts, not a training run.
 
 Multi-GPU: ``accelerate launch --config_file vpo/configs/accelerate/multi_gpu.yaml -m vpo.cli train
 CONFIG.yaml`` (or a DeepSpeed config from the same folder); see docs/training.md.
@@ -12,7 +18,10 @@ CONFIG.yaml`` (or a DeepSpeed config from the same folder); see docs/training.md
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+
+from vpo.errors import UserError
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -22,43 +31,141 @@ def shipped_configs() -> list[str]:
 
 
 def resolve_config(name: str) -> Path:
+    """A config path: an existing file, or a shipped config named with or without ``.yaml``."""
     p = Path(name)
-    if p.exists():
+    if p.is_file():
         return p
-    cand = CONFIG_DIR / f"{name}.yaml"
-    if cand.exists():
+    stem = name[: -len(".yaml")] if name.endswith(".yaml") else name
+    cand = CONFIG_DIR / f"{stem}.yaml"
+    if "/" not in stem and cand.exists():
         return cand
-    from vpo.errors import UserError
-
     raise UserError(
-        f"config {name!r} not found: not a file, and not a shipped config ({', '.join(shipped_configs())})"
+        f"config {name!r} not found: not a file, and not a shipped config ({', '.join(shipped_configs())}); "
+        "or give the run by flags alone: vpo train --task NAME --model_name_or_path MODEL ..."
     )
 
 
+def check_yaml(path: Path) -> None:
+    """Raise a one-line UserError naming the file and line when ``path`` is not a YAML mapping."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1} column {mark.column + 1}" if mark is not None else str(path)
+        what = getattr(e, "problem", None) or type(e).__name__
+        raise UserError(f"{where}: not valid YAML ({what}); fix the file (one `field: value` per line)") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a YAML mapping of `field: value` lines, got {type(data).__name__}")
+
+
+def _parser_error(message: str):
+    raise UserError(f"{message}; `vpo train --help` lists every field")
+
+
 def parse_train_args(argv: list[str]):
-    """(VPOConfig, ModelConfig) from ``[CONFIG] [--field value ...]`` the way TRL's CLI does it."""
+    """(VPOConfig, ModelConfig) from ``[--config CONFIG] [--field value ...]`` the way TRL's CLI does it."""
     from trl import ModelConfig, TrlParser
 
-    from vpo.train.config import VPOConfig
+    from vpo.train.config import VPOConfig, silence_checkpointing_renames
 
+    silence_checkpointing_renames()
     parser = TrlParser((VPOConfig, ModelConfig), prog="vpo train")
+    if "--help" not in argv and "-h" not in argv:
+        parser.error = _parser_error  # one line instead of the 200-line usage
     return parser.parse_args_and_config(argv)
+
+
+def _config_value_error(err: ValueError) -> UserError:
+    msg = str(err)
+    if "bf16" in msg and ("gpu" in msg.lower() or "support" in msg):
+        return UserError(
+            "bf16: true needs a GPU with bf16 support and none is available; on CPU add --bf16 false --use_cpu true "
+            "(or --smoke to check that a config starts)"
+        )
+    return UserError(msg)
+
+
+def smoke_model_dir() -> Path:
+    """The tiny model ``--smoke`` trains (built once into ``$VPO_CACHE``/``~/.cache/vpo``)."""
+    from vpo.train.tiny import build_tiny_model
+
+    root = Path(os.environ.get("VPO_CACHE") or Path.home() / ".cache" / "vpo").expanduser()
+    out = root / "smoke_model"
+    if not (out / "config.json").exists():
+        build_tiny_model(out, hidden_size=64, num_layers=2, num_heads=4, max_position_embeddings=4096)
+    return out
+
+
+def smoke_overrides(config_name: str | None) -> list[str]:
+    """Flags that turn any config into a one-step CPU run of the tiny model (they precede the user's
+    own flags, so an explicit ``--field value`` still wins)."""
+    name = Path(config_name).name.removesuffix(".yaml") if config_name else "flags"
+    return [
+        "--model_name_or_path", str(smoke_model_dir()), "--dtype", "float32",
+        "--bf16", "false", "--fp16", "false", "--use_cpu", "true", "--use_vllm", "false", "--report_to", "none",
+        "--gradient_checkpointing", "false", "--max_steps", "1", "--num_generations", "2",
+        "--generation_batch_size", "4", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1",
+        "--max_completion_length", "16", "--num_weightings", "8", "--train_size", "8", "--eval_strategy", "no",
+        "--save_strategy", "no", "--logging_steps", "1", "--output_dir", str(Path("runs") / "smoke" / name),
+    ]
+
+
+def check_model(name: str) -> None:
+    """A one-line UserError when ``model_name_or_path`` is neither a saved model on disk nor a hub
+    model that can be loaded (offline: one in the Hugging Face cache)."""
+    p = Path(name).expanduser()
+    if p.is_dir():
+        if not any((p / f).exists() for f in ("config.json", "adapter_config.json")):
+            raise UserError(f"model_name_or_path {name!r} is a directory without a saved model (no config.json)")
+        return
+    first = name.split("/")[0]
+    if name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(first).is_dir() or p.exists():
+        raise UserError(
+            f"model_name_or_path {name!r} does not exist: no such model directory (cwd {Path.cwd()}); give the directory a run "
+            "saved (its output_dir) or a hub id such as Qwen/Qwen3-4B"
+        )
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers brings huggingface_hub
+        return
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return
+    except Exception:  # noqa: BLE001 - an odd id: let the hub lookup below (or transformers) judge it
+        pass
+    offline = bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if offline:
+        raise UserError(
+            f"model_name_or_path {name!r} is not a local directory and not in the Hugging Face cache, and offline "
+            f"mode is on (HF_HUB_OFFLINE); download it first (hf download {name}) or give a saved model's directory"
+        )
+    try:
+        from huggingface_hub import model_info
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        model_info(name)
+    except RepositoryNotFoundError:
+        raise UserError(
+            f"model_name_or_path {name!r}: no such model on the Hugging Face Hub (a typo? a private repo needs "
+            "`hf auth login`), and no such local directory"
+        ) from None
+    except Exception:  # noqa: BLE001 - network trouble: transformers will report it when it loads the model
+        return
 
 
 def run_training(training_args, model_args, callbacks=None):
     """Build the model/trainer from parsed configs, train, save; returns the trainer."""
     from trl import get_peft_config
 
-    from vpo.errors import UserError
     from vpo.train.trainer import VPOTrainer
 
     if not model_args.model_name_or_path:
         raise UserError("model_name_or_path is required (in the YAML or as --model_name_or_path)")
     if not training_args.task:
         raise UserError("task is required (in the YAML or as --task); `vpo tasks` lists them")
-    path = Path(model_args.model_name_or_path)
-    if model_args.model_name_or_path.startswith((".", "/")) and not path.exists():
-        raise UserError(f"model path {path} does not exist")
+    check_model(model_args.model_name_or_path)
     init = dict(training_args.model_init_kwargs or {})
     if model_args.dtype is not None:
         init.setdefault("dtype", model_args.dtype)
@@ -73,24 +180,65 @@ def run_training(training_args, model_args, callbacks=None):
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
+    trainer.create_model_card(model_name=Path(training_args.output_dir).name)  # README.md: a VPO card
     if trainer.is_world_process_zero():  # the log history (vpo/* metrics per step) next to the model
         trainer.state.save_to_json(str(Path(training_args.output_dir) / "trainer_state.json"))
     return trainer
 
 
-def _main(args) -> int:
-    from vpo.errors import UserError
+def _take_flag(argv: list[str], flag: str, with_value: bool) -> tuple[list[str], list[str]]:
+    """(the values of ``flag`` (or ``["1"]`` per occurrence of a bare flag), argv without them)."""
+    values, rest, i = [], [], 0
+    while i < len(argv):
+        tok = argv[i]
+        if with_value and tok.startswith(flag + "="):
+            values.append(tok.split("=", 1)[1])
+        elif tok == flag:
+            if with_value:
+                if i + 1 >= len(argv):
+                    raise UserError(f"{flag} needs a value; `vpo train --help` lists every field")
+                values.append(argv[i + 1])
+                i += 1
+            else:
+                values.append("1")
+        else:
+            rest.append(tok)
+        i += 1
+    return values, rest
 
-    argv = list(args.overrides or [])
+
+def _main(args) -> int:
+    from vpo.tasks import import_user_modules
+
+    argv = ([args.config] if args.config else []) + list(args.overrides or [])
     if args.help or "-h" in argv or "--help" in argv:
         parse_train_args(["--help"])  # prints every field with its help text, exits 0
         return 0
-    if args.config:
-        argv = ["--config", str(resolve_config(args.config))] + argv
+    imports, argv = _take_flag(argv, "--import", with_value=True)
+    smoke, argv = _take_flag(argv, "--smoke", with_value=False)
+    config = argv.pop(0) if argv and not argv[0].startswith("-") else None
+    if config is None and "--config" in argv:
+        i = argv.index("--config")
+        if i + 1 < len(argv):
+            config = argv[i + 1]
+            del argv[i : i + 2]
+    if config is None and not argv and not smoke:
+        raise UserError(
+            "nothing to train: give a config (vpo train maze_qwen3_4b, or a YAML file) or flags "
+            "(vpo train --task maze --model_name_or_path MODEL ...); `vpo train --help` lists every field"
+        )
+    head = []
+    if config is not None:
+        path = resolve_config(config)
+        check_yaml(path)
+        head = ["--config", str(path)]
+    if smoke:
+        head += smoke_overrides(config)
+    import_user_modules(imports)
     try:
-        training_args, model_args = parse_train_args(argv)[:2]
+        training_args, model_args = parse_train_args(head + argv)[:2]
     except ValueError as e:
-        raise UserError(str(e)) from None
+        raise _config_value_error(e) from None
     run_training(training_args, model_args)
     print(f"vpo train: model saved to {training_args.output_dir}")
     return 0
@@ -99,12 +247,15 @@ def _main(args) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train a policy with VPO or a baseline on TRL (vpo train CONFIG.yaml [--field value ...])",
+        help="train a policy with VPO or a baseline on TRL (vpo train [CONFIG.yaml] [--field value ...])",
         add_help=False,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-h", "--help", action="store_true", help="list every config field with its help text")
     p.add_argument("config", nargs="?", help="YAML config (path, or a shipped config name); --help lists every field")
-    p.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the YAML")
+    p.add_argument(
+        "overrides", nargs=argparse.REMAINDER,
+        help="--field value pairs overriding the YAML; also --import MODULE (repeatable) and --smoke",
+    )
     p.set_defaults(func=_main)

@@ -16,6 +16,7 @@ is the deprecated name of ``invalid_score``: it still works, with a ``FutureWarn
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,18 @@ from trl import GRPOConfig
 from vpo._util import positive_int
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
 from vpo.core.weights import renamed_setting, validate_sampler_args
+
+_CHECKPOINTING_RENAMES = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
+
+
+def silence_checkpointing_renames() -> None:
+    """Hide transformers' four "`gradient_checkpointing...` is deprecated" FutureWarnings: TRL 1.16 reads
+    ``gradient_checkpointing`` and calls the old methods, so the user can do nothing about them. Narrow:
+    only those messages, only FutureWarning."""
+    warnings.filterwarnings("ignore", message=_CHECKPOINTING_RENAMES, category=FutureWarning)
+
+
+silence_checkpointing_renames()
 
 # estimators that are TRL's own advantage code, reachable for side-by-side comparison
 TRL_NATIVE_ESTIMATORS = {
@@ -155,6 +168,7 @@ class VPOConfig(GRPOConfig):
             raise ValueError(
                 f"num_generations (G) must be >= 2: advantages are normalised within a group; got {self.num_generations}"
             )
+        silence_checkpointing_renames()  # again here: a caller's warning filters may have been reset since import
         super().__post_init__()
 
     def estimator_config(self) -> EstimatorConfig:

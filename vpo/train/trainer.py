@@ -27,11 +27,17 @@ from trl import GRPOTrainer
 from vpo.core.answers import answer_instruction
 from vpo.core.estimators import compute_advantages
 from vpo.core.weights import SimplexSampler, dirichlet
+from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
-from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig
+from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig, silence_checkpointing_renames
+
+silence_checkpointing_renames()
 
 STATE_FILE = "vpo_state.pt"
+ARGS_FILE = "vpo_args.json"
+"""Saved next to every model and checkpoint: m, the answer format, the estimator and the task, in
+plain JSON so that ``vpo eval`` reads them without unpickling ``training_args.bin``."""
 EXAMPLE_COLUMN = "vpo_example"
 INDEX_COLUMN = "vpo_index"
 WEIGHTS_COLUMN = "vpo_weights"
@@ -92,6 +98,15 @@ def check_trl_hooks() -> None:
             )
 
 
+class TrainerSetupError(UserError, ValueError):
+    """A setting that does not fit the task (e.g. ``reward_weights`` of the wrong length): a user
+    mistake (one line from the CLI) and a ``ValueError`` as before."""
+
+
+class StrictRewardsError(UserError):
+    """``strict_rewards: true`` stopped training on a NaN/inf reward or a scorer exception."""
+
+
 def _checked_objectives(task: Task, args: VPOConfig) -> tuple[list[str], np.ndarray]:
     """The task's objective names and w*, checked; ``args.reward_weights`` defaults to w*."""
     names = list(task.objectives)
@@ -108,8 +123,9 @@ def _checked_objectives(task: Task, args: VPOConfig) -> tuple[list[str], np.ndar
     if args.reward_weights is None:
         args.reward_weights = w.tolist()
     elif len(args.reward_weights) != len(names):
-        raise ValueError(
-            f"reward_weights has {len(args.reward_weights)} entries but there are d={len(names)} objectives"
+        raise TrainerSetupError(
+            f"reward_weights has {len(args.reward_weights)} entries but task {task.name!r} has d={len(names)} "
+            f"objectives ({', '.join(names)}); give {len(names)} weights, or leave reward_weights unset (w*)"
         )
     return names, w
 
@@ -129,6 +145,8 @@ class VPOTrainer(GRPOTrainer):
     """
 
     _tag_names = ["trl", "grpo", "vpo"]
+    _name = "VPO"
+    _paper: dict = {}  # not TRL's GRPO paper: the card names the estimator instead (create_model_card)
 
     def __init__(
         self,
@@ -144,6 +162,7 @@ class VPOTrainer(GRPOTrainer):
         **kwargs,
     ):
         check_trl_hooks()
+        silence_checkpointing_renames()
         if not isinstance(args, VPOConfig):
             raise TypeError(f"args must be a VPOConfig, got {type(args).__name__}")
         if task is None and args.task is not None:
@@ -204,6 +223,79 @@ class VPOTrainer(GRPOTrainer):
         return train_dataset, eval_dataset
 
     # ---------------------------------------------------------------------------------------
+    # what a run says about itself: start-of-run summary, model card, saved VPO settings
+    # ---------------------------------------------------------------------------------------
+    def vpo_settings(self) -> dict:
+        """The settings that define this run's method (saved as ``vpo_args.json``, shown in the summary)."""
+        a = self.args
+        return {
+            "estimator": a.estimator,
+            "num_answers": self.vpo_m,
+            "answer_format": "tags",
+            "num_weightings": a.num_weightings,
+            "weight_alpha": a.weight_alpha,
+            "weight_sampler": a.weight_sampler,
+            "objectives": list(self.vpo_objectives),
+            "target_weights": [float(x) for x in self.vpo_target],
+            "num_generations": a.num_generations,
+            "task": a.task if isinstance(a.task, str) else getattr(self.vpo_task, "name", None),
+            "task_options": a.task_options,
+        }
+
+    def run_summary(self) -> str:
+        """A one-screen description of the run: estimator, m, K, d, w*, G and prompts per step."""
+        a = self.args
+        procs = self.accelerator.num_processes
+        rollouts = a.per_device_train_batch_size * a.gradient_accumulation_steps * procs
+        G = self.num_generations
+        d = len(self.vpo_objectives)
+        w = ", ".join(f"{n} {x:.3g}" for n, x in zip(self.vpo_objectives, self.vpo_target))
+        multi = a.estimator not in TRL_NATIVE_ESTIMATORS and a.is_multi_answer_estimator
+        lines = [
+            f"vpo: estimator {a.estimator}, m = {self.vpo_m} answer(s) per rollout"
+            + (f", K = {a.num_weightings} Dir({a.weight_alpha:g}) weightings ({a.weight_sampler})" if multi else ""),
+            f"vpo: task {getattr(self.vpo_task, 'name', '?')}, d = {d} objectives; w* = {w}",
+            f"vpo: G = {G} rollouts per prompt; {rollouts} rollouts = {rollouts // max(G, 1)} prompts per optimizer step "
+            f"({a.per_device_train_batch_size} per device x {a.gradient_accumulation_steps} accumulation x {procs} process(es))",
+            f"vpo: max_completion_length {a.max_completion_length}, learning_rate {a.learning_rate:g}, beta {a.beta:g}, "
+            f"max_steps {a.max_steps}, vLLM {'on' if a.use_vllm else 'off'}, output_dir {a.output_dir}",
+        ]
+        return "\n".join(lines)
+
+    def train(self, *args, **kwargs):
+        if self.is_world_process_zero():
+            print(self.run_summary(), flush=True)
+        return super().train(*args, **kwargs)
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        """TRL's card, naming VPO (estimator, m, K, objectives, w*) instead of "trained with GRPO"."""
+        a = self.args
+        what = f"estimator {a.estimator}, m = {self.vpo_m} answers per rollout"
+        if a.estimator not in TRL_NATIVE_ESTIMATORS and a.is_multi_answer_estimator:
+            what += f", K = {a.num_weightings} weightings"
+        self._name = f"vpo's VPOTrainer (Vector Policy Optimization on TRL's GRPOTrainer; {what})"
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if not self.is_world_process_zero():
+            return
+        path = os.path.join(self.args.output_dir, "README.md")
+        if os.path.exists(path):
+            objectives = ", ".join(f"{n} (w* {x:.3g})" for n, x in zip(self.vpo_objectives, self.vpo_target))
+            with open(path, "a") as f:
+                f.write(
+                    f"\n## VPO settings\n\n- estimator: {a.estimator}\n- answers per rollout m: {self.vpo_m} "
+                    f"(answers in <answer_i> tags)\n- task: {self.vpo_settings()['task']}\n- objectives: {objectives}\n"
+                    "- `vpo eval --model DIR` reads m and the answer format from `vpo_args.json` next to the model\n"
+                )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        super().save_model(output_dir, _internal_call)
+        out = output_dir if output_dir is not None else self.args.output_dir
+        if self.args.should_save and out:
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, ARGS_FILE), "w") as f:
+                json.dump(self.vpo_settings(), f, indent=1, default=str)
+
+    # ---------------------------------------------------------------------------------------
     # scoring
     # ---------------------------------------------------------------------------------------
     def _example(self, row: dict) -> dict:
@@ -222,9 +314,27 @@ class VPOTrainer(GRPOTrainer):
             examples = [self._example(x) for x in inputs]
         else:  # RewardFunctionsTask: the TRL row, with the prompt the model was given
             examples = [{**x, "prompt": p} for x, p in zip(inputs, prompts)]
-        sb = self.vpo_task.score_completions(
-            examples, texts, self.vpo_m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
-        )
+        try:
+            sb = self.vpo_task.score_completions(
+                examples, texts, self.vpo_m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
+            )
+        except Exception as e:
+            if not self.args.strict_rewards:
+                raise
+            raise StrictRewardsError(
+                f"strict_rewards: true stopped training at step {self.state.global_step}: task "
+                f"{getattr(self.vpo_task, 'name', '?')!r}'s scorer raised {type(e).__name__}: {e}; fix the scorer, "
+                "or set strict_rewards: false to count such answers as invalid"
+            ) from e
+        if self.args.strict_rewards:
+            bad = sb.valid & ~np.isfinite(sb.rewards).all(-1)
+            if bad.any():
+                i, j = (int(x) for x in np.argwhere(bad)[0])
+                raise StrictRewardsError(
+                    f"strict_rewards: true stopped training at step {self.state.global_step}: task "
+                    f"{getattr(self.vpo_task, 'name', '?')!r} gave a NaN/inf reward (rollout {i}, answer {j}; "
+                    f"{int(bad.sum())} in all); fix the scorer, or set strict_rewards: false to count such answers as invalid"
+                )
         return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -367,7 +477,13 @@ def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_siz
 
 
 def _load(task: Task, split: str, n: int | None, seed: int | None) -> list[dict]:
-    return task.load(split, n=n) if seed is None else task.load(split, n=n, seed=seed)
+    try:
+        return task.load(split, n=n) if seed is None else task.load(split, n=n, seed=seed)
+    except ValueError as e:  # the task's data settings (a missing data file, no such split): the user's to fix
+        raise TrainerSetupError(
+            f"task {getattr(task, 'name', '?')!r} could not load its {split!r} split: {e}; set the task's data in "
+            "task_options (YAML) / --task-options JSON (CLI)"
+        ) from e
 
 
 def _append_instruction(prompt, m: int):

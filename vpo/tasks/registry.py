@@ -1,0 +1,143 @@
+"""Naming a task: ``vpo.tasks.get(spec, **options)`` where ``spec`` is a registered name, a
+``module:factory`` reference or a ``path/to/file.py:factory`` reference, and ``import_user_modules``
+(the CLI's ``--import``), which imports user code so that its ``register_task`` calls run.
+
+The same spec works everywhere a task is named (``vpo train``'s ``task:``, ``vpo eval --task``,
+``vpo.tasks.get``), so a task of one's own needs no wrapper script. A factory is any callable that
+returns a :class:`~vpo.tasks.Task` when called with the task options (a Task class included).
+Mistakes (unknown name, missing module or attribute, options the factory rejects) raise
+:class:`TaskSpecError`: a ``UserError`` the CLI prints on one line, and a ``ValueError`` for callers
+that caught the ``ValueError`` ``get`` raised before. Simplification: a file imported by path gets a
+module name derived from its resolved path, so importing the same file twice reuses the module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+from vpo.errors import UserError
+from vpo.tasks import base
+
+USER_TASK_HINT = (
+    "a task of your own: name it as module:factory or path/to/file.py:factory, "
+    "or register it with register_task in a module given to --import"
+)
+
+
+class TaskSpecError(UserError, ValueError):
+    """A task name, reference or option the user got wrong; the message says which and what to do."""
+
+
+def _is_file_ref(left: str) -> bool:
+    return left.endswith(".py") or os.sep in left or "/" in left
+
+
+def _import_file(path: str | Path):
+    """Import a Python file by path (once: the module is cached under a name made from its path)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise TaskSpecError(f"{path}: no such Python file (cwd {Path.cwd()}); give an existing path or a module name")
+    p = p.resolve()
+    mod_name = f"_vpo_user_{p.stem}_{hashlib.sha1(str(p).encode()).hexdigest()[:8]}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, p)
+    if spec is None or spec.loader is None:
+        raise TaskSpecError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
+    return module
+
+
+def _import_module(name: str):
+    """Import a module by dotted name; the working directory is searched too (as ``python -m`` does)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            raise TaskSpecError(
+                f"module {name!r} not found (searched sys.path and {cwd}); check the spelling, "
+                "install it, or give a file path such as path/to/file.py"
+            ) from None
+        raise
+
+
+def import_user_modules(modules: Iterable[str]) -> list:
+    """Import each module (dotted name) or Python file (path ending in .py), so that the
+    ``register_task`` calls they make run. Returns the modules."""
+    out = []
+    for m in modules:
+        m = m.strip()
+        if not m:
+            continue
+        out.append(_import_file(m) if _is_file_ref(m) else _import_module(m))
+    return out
+
+
+def load_factory(spec: str) -> Callable:
+    """The object a ``module:factory`` or ``path/to/file.py:factory`` reference names."""
+    left, _, attr = spec.rpartition(":")
+    if not left or not attr:
+        raise TaskSpecError(f"task reference {spec!r} must look like module:factory or path/to/file.py:factory")
+    module = _import_file(left) if _is_file_ref(left) else _import_module(left)
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise TaskSpecError(f"task reference {spec!r}: {left} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def get(spec: str, **options) -> base.Task:
+    """Build a task from a registered name (``get("maze", size=7)``), a ``module:factory`` or a
+    ``path/to/file.py:factory`` reference; ``options`` go to the factory."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise TaskSpecError(f"task must be a non-empty name or module:factory reference, got {spec!r}")
+    spec = spec.strip()
+    if spec in base.list_tasks():
+        try:
+            return base.get(spec, **options)
+        except TaskSpecError:
+            raise
+        except ValueError as e:  # bad options (TypeError -> ValueError in base.get) or a rejected value
+            raise TaskSpecError(f"{e}{_options_hint(spec, options)}") from e
+    if ":" not in spec:
+        raise TaskSpecError(f"unknown task {spec!r}; available: {', '.join(base.list_tasks())}; {USER_TASK_HINT}")
+    obj = load_factory(spec)
+    if isinstance(obj, base.Task) and not callable(obj):
+        if options:
+            raise TaskSpecError(f"task reference {spec!r} is a Task instance, so it takes no options (got {sorted(options)})")
+        return obj
+    if not callable(obj):
+        raise TaskSpecError(f"task reference {spec!r} names a {type(obj).__name__}, not a factory returning a Task")
+    try:
+        inspect.signature(obj).bind(**options)
+    except TypeError as e:  # the options do not fit the factory's signature (a TypeError inside it is a bug)
+        raise TaskSpecError(f"bad options for task {spec!r}: {e}{_options_hint(spec, options)}") from None
+    except ValueError:  # no signature to check (a builtin): let the call decide
+        pass
+    try:
+        task = obj(**options)
+    except ValueError as e:
+        raise TaskSpecError(f"task {spec!r}: {e}{_options_hint(spec, options)}") from e
+    return task
+
+
+def _options_hint(spec: str, options: dict) -> str:
+    given = f" (given: {options})" if options else ""
+    return f"{given}; fix task_options (YAML) / --task-options JSON (CLI)"
