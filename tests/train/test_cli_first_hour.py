@@ -256,9 +256,9 @@ def test_smoke_without_data_says_so(name, smoke_env, capsys):
     _one_error_line(capsys, "vpo train: error: task '")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in shipped_configs() if not n.startswith("maze")])
 def test_smoke_with_fixture_data_finishes_a_step(name, smoke_env):
+    """Every shipped config starts and finishes one --smoke step when its task has data (~5 s each)."""
     import yaml
 
     task = yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())["task"]
