@@ -96,7 +96,7 @@ class SkipPolicy:
         self.allowed: list[str] = []
         self.refused: list[str] = []
 
-    def _apply(self, rep) -> None:
+    def _apply(self, rep, fail_report: bool) -> None:
         if not rep.skipped or hasattr(rep, "wasxfail"):
             return
         reason = _reason(rep.longrepr)
@@ -105,20 +105,28 @@ class SkipPolicy:
             self.allowed.append(f"{rep.nodeid}: {reason}")
             return
         self.refused.append(msg)
-        rep.outcome = "failed"
-        rep.longrepr = f"CI skip policy: {msg}"
+        if fail_report:
+            rep.outcome = "failed"
+            rep.longrepr = f"CI skip policy: {msg}"
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         rep = yield
-        self._apply(rep)
+        self._apply(rep, fail_report=True)
         return rep
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector):
+        # a skipped module stays a skip in the report (a failed collection would abort the whole
+        # run); the session fails at the end instead (pytest_sessionfinish)
         rep = yield
-        self._apply(rep)
+        self._apply(rep, fail_report=False)
         return rep
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.refused and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter
