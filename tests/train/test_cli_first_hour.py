@@ -145,7 +145,7 @@ def test_eval_reads_m_from_training_args_bin(tmp_path):
 @pytest.mark.parametrize(
     "case",
     ["yaml", "unknown_task", "task_options", "runs_x", "hub_typo", "dataset_offline", "reward_weights",
-     "no_config", "num_answers_three", "estimator"],
+     "no_config", "num_answers_three", "estimator", "vllm_missing", "tensorboard_missing"],
 )
 def test_each_mistake_is_one_line_and_exit_2(case, tmp_path, monkeypatch, tiny_model_dir, capsys):
     monkeypatch.chdir(tmp_path)
@@ -162,7 +162,14 @@ def test_each_mistake_is_one_line_and_exit_2(case, tmp_path, monkeypatch, tiny_m
         "no_config": ([], ["nothing to train", "--model_name_or_path"]),
         "num_answers_three": (["--task", "maze", "--num_answers", "three"] + base, ["--num_answers", "'three'"]),
         "estimator": (["--task", "maze", "--estimator", "vpoo"] + base, ["unknown estimator 'vpoo'"]),
+        "vllm_missing": (["--task", "maze", "--use_vllm", "true"] + base, ["use_vllm: true needs vLLM", "--use_vllm false"]),
+        "tensorboard_missing": (["--task", "maze"] + base + ["--report_to", "tensorboard"], ["report_to: tensorboard", "--report_to none"]),
     }[case]
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    hidden = {"vllm_missing": "vllm", "tensorboard_missing": "tensorboard"}.get(case)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == hidden else real_find_spec(name, *a))
     (tmp_path / "bad.yaml").write_text("task: maze\nmodel_name_or_path: x\n  oops: [\n")
     assert main(["train"] + argv) == 2
     _one_error_line(capsys, "vpo train: error:", *needles)

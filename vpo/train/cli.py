@@ -155,6 +155,36 @@ def check_model(name: str) -> None:
         return
 
 
+# optional backends a config can ask for: (setting, module, how to get it, how to turn it off)
+_REPORTERS = {
+    "tensorboard": ("tensorboard", "pip install tensorboard (or 'vpo[dev]')"),
+    "wandb": ("wandb", "pip install wandb"),
+    "trackio": ("trackio", "pip install trackio"),
+}
+
+
+def check_backends(training_args, model_args) -> None:
+    """A one-line UserError when the config asks for a backend that is not installed (vLLM, a
+    ``report_to`` logger, PEFT), naming the setting, the install command and the override that runs
+    without it, instead of a traceback from deep inside TRL or transformers."""
+    from importlib.util import find_spec
+
+    if training_args.use_vllm and find_spec("vllm") is None:
+        raise UserError(
+            "use_vllm: true needs vLLM, which is not installed; pip install vllm (GPU machines), "
+            "or run with --use_vllm false (generation through transformers, slower)"
+        )
+    for name in training_args.report_to or []:
+        module, how = _REPORTERS.get(name, (None, None))
+        if module is not None and find_spec(module) is None:
+            raise UserError(
+                f"report_to: {name} needs the {module!r} package, which is not installed; {how}, "
+                "or run with --report_to none"
+            )
+    if getattr(model_args, "use_peft", False) and find_spec("peft") is None:
+        raise UserError("use_peft: true needs the 'peft' package, which is not installed; pip install peft")
+
+
 def run_training(training_args, model_args, callbacks=None):
     """Build the model/trainer from parsed configs, train, save; returns the trainer."""
     from trl import get_peft_config
@@ -166,6 +196,7 @@ def run_training(training_args, model_args, callbacks=None):
     if not training_args.task:
         raise UserError("task is required (in the YAML or as --task); `vpo tasks` lists them")
     check_model(model_args.model_name_or_path)
+    check_backends(training_args, model_args)
     init = dict(training_args.model_init_kwargs or {})
     if model_args.dtype is not None:
         init.setdefault("dtype", model_args.dtype)
