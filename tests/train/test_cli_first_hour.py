@@ -284,3 +284,19 @@ def test_no_gradient_checkpointing_future_warnings(recwarn, tiny_model_dir, tmp_
                      train_size=4)
     VPOTrainer(tiny_model_dir, args).train()
     assert not [w for w in recwarn if "gradient_checkpointing" in str(w.message)]
+
+
+def test_a_single_reward_function_is_accepted(tiny_model_dir, tmp_path):
+    """TRL's GRPOTrainer takes one callable as reward_funcs; so does VPOTrainer (issue 15 item 3)."""
+    from datasets import Dataset
+
+    from vpo.train import VPOConfig, VPOTrainer
+
+    def has_e(prompts, completions, **kw):
+        return [float("e" in c) for c in completions]
+
+    args = VPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", num_generations=2,
+                     per_device_train_batch_size=4, max_completion_length=8, num_answers=1, estimator="grpo")
+    ds = Dataset.from_list([{"prompt": f"Say {i}"} for i in range(4)])
+    tr = VPOTrainer(tiny_model_dir, args, reward_funcs=has_e, train_dataset=ds)
+    assert tr.vpo_objectives == ["has_e"]

@@ -171,6 +171,8 @@ class VPOTrainer(GRPOTrainer):
             task = get_task(task, **(args.task_options or {}))
         if (task is None) == (reward_funcs is None):
             raise ValueError("give exactly one of `task` (or args.task) and `reward_funcs` (one per objective)")
+        if callable(reward_funcs):  # TRL accepts one function as well as a list
+            reward_funcs = [reward_funcs]
         # user reward functions become a task too, so there is one scoring path (Task.score_completions)
         self._vpo_task_data = task is not None
         if task is None:
