@@ -15,6 +15,7 @@ with itself. With 3 seeds the seed level is coarse, so the report also gives eve
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -110,22 +111,40 @@ def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray]
 # ---------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
+def _resample_counts(num_resamples: int, S: int, P: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """How often each seed ``[B, S]`` and each maze ``[B, P]`` is drawn in each replicate."""
+    rng = np.random.default_rng(seed)
+    si = rng.integers(0, S, size=(num_resamples, S))
+    pi = rng.integers(0, P, size=(num_resamples, P))
+    rows = np.arange(num_resamples)[:, None]
+    C = np.zeros((num_resamples, S))
+    D = np.zeros((num_resamples, P))
+    np.add.at(C, (rows, si), 1.0)
+    np.add.at(D, (rows, pi), 1.0)
+    return C, D
+
+
 def two_level_interval(values: np.ndarray, num_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile interval of the grand mean of ``values [S, P]`` (seeds x mazes): each replicate
     resamples the S seeds with replacement, then the P mazes with replacement (one maze draw shared
-    by the replicate's seeds). NaN entries are ignored. ``(nan, nan)`` with no resamples."""
+    by the replicate's seeds). NaN entries are ignored. ``(nan, nan)`` with no resamples.
+
+    A replicate's mean is ``cᵀ V d / cᵀ M d`` with ``c``, ``d`` the seed and maze draw counts and
+    ``M`` the finite mask, so all replicates are two matrix products (the draws are cached: every
+    statistic of a report shares them)."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 2:
         raise ValueError(f"values must be [seeds, mazes], got shape {v.shape}")
     if num_resamples <= 0:
         return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
     S, P = v.shape
-    si = rng.integers(0, S, size=(num_resamples, S))
-    pi = rng.integers(0, P, size=(num_resamples, P))
-    stats = np.empty(num_resamples)
-    for b in range(num_resamples):
-        stats[b] = np.nanmean(v[si[b]][:, pi[b]])
+    C, D = _resample_counts(int(num_resamples), S, P, int(seed))
+    finite = np.isfinite(v)
+    num = ((C @ np.where(finite, v, 0.0)) * D).sum(1)
+    den = ((C @ finite.astype(float)) * D).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = num / den  # an all-NaN replicate is NaN, ignored below
     a = (1 - level) / 2
     return float(np.nanquantile(stats, a)), float(np.nanquantile(stats, 1 - a))
 

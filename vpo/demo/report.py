@@ -204,6 +204,16 @@ def markdown(agg: dict) -> str:
     if agg.get("wall_seconds"):
         L += [f"Wall time: {agg['wall_seconds'] / 60:.1f} min on this machine ({os.cpu_count()} cores, "
               f"{cfg['jobs']} jobs at a time).", ""]
+    timing = agg.get("timing") or {}
+    if timing.get("jobs_s"):
+        per: dict[str, list[float]] = {}
+        for name, sec in timing["jobs_s"].items():
+            kind, run = name.split(" ", 1)
+            key = f"{kind} {run.rsplit(' s', 1)[0] if kind == 'train' else ('warm start' if run.startswith('warmstart') else 'model')}"
+            per.setdefault(key, []).append(sec)
+        parts = [f"{k} {np.mean(v):.0f} s" for k, v in per.items()]
+        L += [f"Time per job (mean over seeds, two jobs sharing the cores): warm start {timing['warm_start_s']:.0f} s "
+              f"(alone); " + ", ".join(parts) + f"; report {timing.get('report_s', 0):.0f} s.", ""]
     L += ["![best@k](best_at_k.png)", "", "![Pareto coverage](pareto_coverage.png)", "",
           "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", "![training](training_curves.png)", "",
           f"Reproduce: `vpo demo --out {cfg['out']}" + (" --set split=validation" if cfg["split"] == "validation" else "") + "`."]

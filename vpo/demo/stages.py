@@ -108,9 +108,7 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
 
 
 def eval_argv(cfg: DemoConfig, model: Path, m: int, out_dir: Path, name: str, seed: int) -> list[str]:
-    opts = []
-    for k, v in cfg.task_options().items():
-        opts += ["--task-option", f"{k}={json.dumps(v)}"]
+    opts = ["--task-options", json.dumps(cfg.task_options())]
     max_new = cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi
     return [
         sys.executable, "-m", "vpo.cli", "eval",
