@@ -74,8 +74,9 @@ class DemoConfig:
     """Mazes of that split evaluated."""
     maze_size: int = 5
     """Maze side in tiles (odd)."""
-    budget_slack: int = 0
-    """*regime*: moves allowed beyond the longest single-zone route (0: only shortest routes finish)."""
+    budget_slack: int = 2
+    """*regime*: moves allowed beyond the longest single-zone route (0: only shortest routes finish; 2: a
+    route can detour for more items of its zone, and many routes share one reward vector)."""
     items_per_zone: tuple[int, int] = (3, 5)
     """*regime*: items in each zone (inclusive range)."""
     zone_radius: int = 2
@@ -126,10 +127,11 @@ class DemoConfig:
     """Dirichlet concentration of VPO's weightings (paper: 1)."""
     weight_sampler: str = "iid"
     """VPO's weight sampler: 'iid' Dirichlet (paper default) or 'sobol'."""
-    max_tokens_single: int = 24
-    """Completion length limit of a single-answer rollout (training and eval)."""
-    max_tokens_multi: int = 64
-    """Completion length limit of an m-answer rollout (training and eval)."""
+    max_tokens_single: int = 16
+    """Completion length limit of a single-answer rollout (training and eval): a 12-move route in its
+    tags and the end token take 15 (budgets are 10-12 moves at 5x5, slack 2)."""
+    max_tokens_multi: int = 48
+    """Completion length limit of an m-answer rollout (training and eval): three 12-move routes take 44."""
     eval_temperature: float = 0.7
     """Sampling temperature of the evaluation pools."""
     eval_budget: int = 30
