@@ -138,3 +138,15 @@ def test_every_stage_records_the_settings_it_depends_on(tmp_path):
     assert all(a[k] != warm[k] for k in a)
     assert a["train vpo s0"] == ev["train vpo s0"] and a["eval vpo_s0"] != ev["eval vpo_s0"]
     assert base.warm_settings() == replace(base, rl_lr=4e-4).warm_settings()
+
+
+def test_a_moved_demo_directory_still_resumes(tmp_path):
+    """Stage settings hold no paths: the same settings in another directory hash the same."""
+    from vpo.demo.jobs import settings_hash
+    from vpo.demo.stages import build_jobs
+
+    def hashes(out):
+        cfg = DemoConfig(out=str(out), seeds=(0,), methods=("vpo",))
+        return {j.name: settings_hash(j.settings) for j in build_jobs(cfg, out, out / "warmstart")}
+
+    assert hashes(tmp_path / "a") == hashes(tmp_path / "b")

@@ -127,11 +127,11 @@ class DemoConfig:
     """Dirichlet concentration of VPO's weightings (paper: 1)."""
     weight_sampler: str = "iid"
     """VPO's weight sampler: 'iid' Dirichlet (paper default) or 'sobol'."""
-    max_tokens_single: int = 16
-    """Completion length limit of a single-answer rollout (training and eval): a 12-move route in its
-    tags and the end token take 15 (budgets are 10-12 moves at 5x5, slack 2)."""
-    max_tokens_multi: int = 48
-    """Completion length limit of an m-answer rollout (training and eval): three 12-move routes take 44."""
+    max_tokens_single: int = 24
+    """Completion length limit of a single-answer rollout (training and eval)."""
+    max_tokens_multi: int = 64
+    """Completion length limit of an m-answer rollout (training and eval). Do not cut it to what a
+    valid answer needs: at 48 VPO learned far less on the validation split (docs/demo.md)."""
     eval_temperature: float = 0.7
     """Sampling temperature of the evaluation pools."""
     eval_budget: int = 30

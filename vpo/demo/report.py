@@ -150,7 +150,7 @@ def markdown(agg: dict) -> str:
             + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['pass_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
             f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
             f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-            f" | {_fmt(r['union_coverage']['mean'])} | {_fmt(r['collinearity']['mean'], 2)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+            f" | {_fmt(r['union_coverage']['mean'])} | {_fmt(r.get('collinearity', {}).get('mean'), 2)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
         )
     L += [
         "",
@@ -216,8 +216,25 @@ def markdown(agg: dict) -> str:
               f"(alone); " + ", ".join(parts) + f"; report {timing.get('report_s', 0):.0f} s.", ""]
     L += ["![best@k](best_at_k.png)", "", "![Pareto coverage](pareto_coverage.png)", "",
           "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", "![training](training_curves.png)", "",
-          f"Reproduce: `vpo demo --out {cfg['out']}" + (" --set split=validation" if cfg["split"] == "validation" else "") + "`."]
+          f"Reproduce: `{reproduce_command(cfg)}`."]
     return "\n".join(L) + "\n"
+
+
+def reproduce_command(cfg: dict) -> str:
+    """The ``vpo demo`` command that reruns a report: every setting that differs from the defaults."""
+    from vpo.demo.config import DemoConfig
+
+    default = DemoConfig().as_dict()
+    parts = [f"vpo demo --out {cfg['out']}"]
+    for name, value in cfg.items():
+        if name in ("out", "jobs") or name not in default or value == default[name]:
+            continue
+        if name == "warm_only":
+            parts.append("--warm-only")
+            continue
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"--set {name}={text}")
+    return " ".join(parts)
 
 
 def write_report(agg: dict, out: Path) -> None:

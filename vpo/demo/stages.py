@@ -133,6 +133,12 @@ def trained_methods(cfg: DemoConfig) -> tuple[str, ...]:
     return () if cfg.warm_only else cfg.methods
 
 
+def _without_paths(conf: dict) -> dict:
+    """A train config minus where its files live: a demo directory moved or copied elsewhere still
+    resumes (the warm start it reads is recorded by its own settings)."""
+    return {k: v for k, v in conf.items() if k not in ("output_dir", "model_name_or_path")}
+
+
 def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
     import yaml
 
@@ -148,7 +154,7 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
             jobs.append(Job(
                 f"train {method} s{seed}", [sys.executable, "-m", "vpo.cli", "train", str(conf)],
                 out / "logs" / f"train_{method}_s{seed}.log", run / "model.safetensors",
-                settings={"warm_start": warm, "train": tc}, progress_total=cfg.rl_steps,
+                settings={"warm_start": warm, "train": _without_paths(tc)}, progress_total=cfg.rl_steps,
             ))
     evals = [("warmstart_m1", ws, 1, [], 0, {"warm_start": warm}), ("warmstart_m3", ws, 3, [], 0, {"warm_start": warm})]
     for seed in cfg.seeds:

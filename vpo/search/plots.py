@@ -43,7 +43,7 @@ def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str
         c = _COLORS[i % len(_COLORS)]
         ks = e["k"]
         mean = [_nan(x) for x in e["mean"]]
-        label = f"{name} (m={r['shape']['m']})"
+        label = name if "(m=" in name else f"{name} (m={r['shape']['m']})"
         style = r.get("style", {})
         ax.plot(ks, mean, marker=style.get("marker", "o"), ms=style.get("ms", 4), color=style.get("color", c),
                 lw=style.get("lw", 1.5), ls=style.get("ls", "-"), label=label)
