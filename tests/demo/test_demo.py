@@ -18,9 +18,12 @@ pytestmark = pytest.mark.slow  # a few minutes on 2 cores: run by .ci/run after 
 
 from vpo.demo import DemoConfig, run_demo  # noqa: E402
 
-QUICK_MARGIN = 0.3
-"""VPO's diversity among completed answers must exceed GRPO's by this much (docs/demo.md, "The
-quick CI setting", says which runs it comes from)."""
+QUICK_MARGIN = 0.2
+"""VPO's diversity among completed answers must exceed GRPO's by this much. The quick run trains the
+same seed-0 models as the default run; evaluated at the quick settings (24 test mazes, 12 answers)
+they gave VPO 0.527 vs GRPO 0.174 (eval seed 0, the one this test uses) and 0.434 vs 0.102 (eval
+seed 1): differences of 0.35 and 0.33, so 0.2 leaves room for a different machine's rounding
+(docs/demo.md, "The CI setting")."""
 
 
 @pytest.fixture(scope="module")
