@@ -88,7 +88,7 @@ def test_resume_skips_same_settings_and_reruns_changed_ones(quick_demo, capsys):
     first = json.loads((out / "demo.json").read_text())["wall_seconds"]
     agg = run_demo(cfg)
     text = capsys.readouterr().out
-    assert "already done with the same settings, skipped" in text and "start " not in text
+    assert "already done with the same settings, skipped" in text and "] start " not in text
     assert agg["last_invocation_seconds"] < 60
     assert agg["wall_seconds"] > first  # the report's wall time sums every invocation
     # a changed evaluation setting reruns the evaluations, not the training
@@ -96,6 +96,6 @@ def test_resume_skips_same_settings_and_reruns_changed_ones(quick_demo, capsys):
     agg2 = run_demo(changed)
     text = capsys.readouterr().out
     assert "settings changed" in text and "eval_temperature" in text
-    assert "start eval vpo_s0" in text and "start train" not in text
+    assert "] start eval vpo_s0" in text and "] start train" not in text
     assert agg2["config"]["eval_temperature"] == 1.0
     assert agg2["wall_seconds"] == pytest.approx(agg2["last_invocation_seconds"])  # other settings: not summed
