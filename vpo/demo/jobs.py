@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class Job:
     settings: dict = field(default_factory=dict)
     after: list[str] = field(default_factory=list)
     progress_total: int = 0  # steps to expect in the log (train jobs), for the status line
+    output_dir: Path | None = None  # removed before a rerun under changed settings
 
 
 def status(msg: str) -> None:
@@ -95,6 +97,8 @@ def _pending(jobs: list[Job]) -> tuple[list[Job], set[str]]:
             continue
         if changes:
             status(f"{j.name}: settings changed, running it again ({'; '.join(changes[:4])})")
+            if j.output_dir is not None:  # a pool or checkpoint made under other settings must not be resumed
+                shutil.rmtree(j.output_dir, ignore_errors=True)
         clear_stage(j.done_marker)
         pending.append(j)
     return pending, done

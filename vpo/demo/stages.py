@@ -154,7 +154,7 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
             jobs.append(Job(
                 f"train {method} s{seed}", [sys.executable, "-m", "vpo.cli", "train", str(conf)],
                 out / "logs" / f"train_{method}_s{seed}.log", run / "model.safetensors",
-                settings={"warm_start": warm, "train": _without_paths(tc)}, progress_total=cfg.rl_steps,
+                settings={"warm_start": warm, "train": _without_paths(tc)}, progress_total=cfg.rl_steps, output_dir=run,
             ))
     evals = [("warmstart_m1", ws, 1, [], 0, {"warm_start": warm}), ("warmstart_m3", ws, 3, [], 0, {"warm_start": warm})]
     for seed in cfg.seeds:
@@ -167,6 +167,7 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
         jobs.append(Job(
             f"eval {name}", eval_argv(cfg, model, m, ev, name, seed), out / "logs" / f"eval_{name}.log",
             ev / "report.json", settings={"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed}, after=after,
+            output_dir=ev,
         ))
     # evaluations of finished models can start while other models still train
     return jobs
