@@ -19,7 +19,7 @@ _DESCRIPTION = "OpenEvolve search with one or more models side by side (m candid
 _EPILOG = """\
 Problems come from OpenEvolve folders (--problem DIR: initial_program.py + evaluator.py
 + optional problem.yaml) or from a vpo task (--task code --task-options '{"data": "problems.jsonl"}',
-one problem per example). Models are --model specs of comma-separated key=value pairs:
+one problem per example; --import MODULE first imports code that registers a task). Models are --model specs of comma-separated key=value pairs:
 
     --model name=grpo,api_base=http://127.0.0.1:8000/v1,model=ckpt-grpo
     --model name=vpo,answers=3,api_base=http://127.0.0.1:8001/v1,model=ckpt-vpo
@@ -59,6 +59,8 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--config", help="YAML with models / problems / settings")
     p.add_argument("--problem", action="append", default=[], metavar="DIR", help="OpenEvolve problem folder (repeatable)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable")
     p.add_argument("--task", help="vpo task whose examples are the problems (e.g. code)")
     p.add_argument("--task-options", default="{}", help="JSON options for --task")
     p.add_argument("--split", default="test", help="split of --task (default: test)")
@@ -173,10 +175,27 @@ def _build(cfg: dict, args):
     return settings, models, problems
 
 
+def _import_user_code(modules: list[str]) -> None:
+    """Import ``--import`` modules here, and (through ``IMPORTS_ENV``) in the evaluation workers,
+    which build the task again in their own process."""
+    import os
+
+    from vpo.integrations.evolve.worker import IMPORTS_ENV
+    from vpo.tasks import import_user_modules
+
+    if not modules:
+        return
+    import_user_modules(modules)
+    # file paths made absolute: a worker resolves them on its own
+    refs = [str(Path(m).resolve()) if m.strip().endswith(".py") or "/" in m else m.strip() for m in modules]
+    os.environ[IMPORTS_ENV] = json.dumps(json.loads(os.environ.get(IMPORTS_ENV, "[]")) + refs)
+
+
 def run(args) -> int:
     from vpo.integrations.evolve.config import EvolveError
     from vpo.integrations.evolve.report import run_comparison
 
+    _import_user_code(args.imports)
     settings, models, problems = _build(_read_config(args.config), args)
     try:
         report = run_comparison(problems, models, settings, args.out, resume=args.resume, progress=not args.no_progress)

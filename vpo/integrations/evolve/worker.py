@@ -34,6 +34,8 @@ _WORKERS: dict[str, _EvalWorker] = {}
 _READY_TIMEOUT = 300.0
 _WORKER_MODULE = "vpo.integrations.evolve"
 """Run with ``python -m`` to start a worker (the package's ``__main__`` calls :func:`_worker_main`)."""
+IMPORTS_ENV = "VPO_EVOLVE_IMPORTS"
+"""JSON list of the modules ``vpo evolve --import`` imported; a worker imports them before it builds the task."""
 
 
 def _numeric(v) -> float | None:
@@ -244,6 +246,9 @@ def _load_evaluate(spec: Mapping) -> tuple[Callable, list[str] | None]:
     evaluator file (the parent infers them from the initial program)."""
     if spec["kind"] == "evaluator":
         return _load_evaluator_file(Path(spec["evaluator"])), None
+    from vpo.tasks import import_user_modules
+
+    import_user_modules(json.loads(os.environ.get(IMPORTS_ENV) or "[]"))
     task = _build_task(spec["task"], spec.get("task_options"))
     example = spec["example"]
     objectives = list(task.objectives)
