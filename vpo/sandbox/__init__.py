@@ -11,7 +11,8 @@ rlimits only), one fork per test, raw outputs back, expected outputs never insid
 * ``probe.py``: cached probes of what the machine allows (namespaces, writable cgroups);
   ``capabilities.py``: :func:`sandbox_capabilities`, the measured report.
 
-Simplifications: Linux and Python only, no seccomp filter, world-readable host files stay readable.
+Simplifications: Linux and Python only (the seccomp filter knows x86_64 and aarch64), world-readable
+host files stay readable.
 The threat model, what each mode enforces and the measured figures are in docs/sandbox.md.
 """
 

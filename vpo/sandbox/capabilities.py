@@ -21,7 +21,8 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
     non-root), ``network_isolated``, ``pid_namespace``, ``readonly_filesystem`` (how),
     ``tmpfs_scratch``, ``unique_uid`` (root: per-sandbox unprivileged uid), ``user_namespace``
     (non-root), ``cgroup_pids``, ``cgroup_memory``, ``rlimits`` (always: AS, CPU, FSIZE, NPROC,
-    NOFILE, CORE), ``no_new_privs`` (always).
+    NOFILE, CORE), ``no_new_privs`` (always), ``seccomp_available`` (the worker built the filter and the
+    kernel accepted it), ``seccomp`` (the probe program ran under it: ``Seccomp: 2``).
     """
     if "caps" in _PROBE_CACHE and not refresh:
         return dict(_PROBE_CACHE["caps"])
@@ -35,6 +36,7 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
         "except OSError: pass\n"
         "try:\n    open('/etc/.vpo-probe', 'w'); ok.append('etc')\nexcept OSError: pass\n"
         "ok.append('pid1=%d' % len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
+        "ok.append('seccomp=' + open('/proc/self/status').read().split('Seccomp:')[1].split()[0])\n"
         "print(' '.join(ok))\n"
     )
     import warnings
@@ -61,6 +63,8 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
         "cgroup_memory": "memory" in cg,
         "rlimits": ["AS", "CPU", "FSIZE", "NPROC", "NOFILE", "CORE"],
         "no_new_privs": True,
+        "seccomp_available": bool(res.setup.get("seccomp")) and res.outcomes[0].ok,
+        "seccomp": "seccomp=2" in out,
         "probe_status": res.outcomes[0].status if res.outcomes else "none",
     }
     _PROBE_CACHE["caps"] = caps

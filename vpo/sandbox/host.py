@@ -81,6 +81,10 @@ class SandboxConfig:
     """Programs larger than this are not run (every test fails with ``sandbox_error``)."""
     scratch_root: str | None = None
     """Where the host-side scratch directories are created (default: the system temp dir)."""
+    seccomp: bool = True
+    """Install the worker's seccomp filter in every test process (namespaces, mounts, ptrace, keyctl,
+    bpf, io_uring, perf_event_open... answer EPERM). If the kernel refuses it, tests fail with
+    ``sandbox_error`` (fail closed); ``False`` runs programs without it (docs/sandbox.md)."""
 
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0):
@@ -278,6 +282,7 @@ class Sandbox:
                 "tmpfs_bytes": tmpfs_bytes,
                 "tmpfs_inodes": cfg.scratch_inodes,
                 "stop_after_timeouts": cfg.stop_after_timeouts,
+                "seccomp": bool(cfg.seccomp),
                 "limits": {
                     "timeout_s": float(cfg.timeout_s),
                     "cpu_s": max(1, int(-(-cpu // 1))),

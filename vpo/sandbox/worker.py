@@ -5,7 +5,8 @@ The host (:mod:`vpo.sandbox.host`) runs this file by path, ``python -I -S worker
 its stdin and reads JSON-line results from pipe fd FD, which no program process holds. The worker
 sets the sandbox up (joins the cgroups, makes the mounts read-only, puts a capped tmpfs over /tmp
 with the interpreter's library dirs bound read-only inside it), compiles the program once and forks
-one child per test: the child drops privileges, applies the rlimits and runs the program; the worker
+one child per test: the child drops privileges, applies the rlimits, installs the seccomp filter
+(built here by hand as classic BPF; fail closed if the kernel refuses it) and runs the program; the worker
 enforces the per-test timeout, kills and reaps whatever the test left and reports raw output only
 (expected outputs never enter the sandbox).
 
@@ -72,6 +73,124 @@ _PRELOAD = ("collections", "heapq", "bisect", "itertools", "functools", "math", 
             "random", "fractions", "decimal", "statistics", "copy", "operator", "array", "io", "json")
 """Imported by the worker before forking tests when the program runs as an unprivileged uid without
 a mount namespace (root, ``isolation="rlimits"``): the uid may be unable to read the stdlib."""
+
+
+
+# -- the seccomp filter (classic BPF, built by hand: no libseccomp) --------------------------------
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+"""The architectures the filter knows; a system call made under any other (i386 via ``int 0x80``,
+x32 on x86_64) kills the process."""
+_X32_SYSCALL_BIT = 0x40000000
+_SECCOMP_DENY: dict[str, tuple[int | None, int | None]] = {
+    # name: (x86_64 number, aarch64 number); None where the call does not exist. Answered EPERM.
+    # namespaces and mounts: a program must not build a new view of the system
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "chroot": (161, 51), "mount_setattr": (442, 442), "move_mount": (429, 429),
+    "open_tree": (428, 428), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+    "fspick": (433, 433),
+    # reaching into other processes
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438), "process_madvise": (440, 440),
+    # large kernel attack surface that no test program needs
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
+    "perf_event_open": (298, 241), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427), "userfaultfd": (323, 282), "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264), "lookup_dcookie": (212, 18), "fanotify_init": (300, 262),
+    "modify_ldt": (154, None), "uselib": (134, None),
+    # the machine itself: modules, kexec, reboot, swap, clocks, accounting, kernel log
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "create_module": (174, None),
+    "query_module": (178, None), "get_kernel_syms": (177, None), "reboot": (169, 142),
+    "swapon": (167, 224), "swapoff": (168, 225), "syslog": (103, 116), "acct": (163, 89),
+    "quotactl": (179, 60), "quotactl_fd": (443, 443), "nfsservctl": (180, 42), "_sysctl": (156, None),
+    "iopl": (172, None), "ioperm": (173, None), "settimeofday": (164, 170), "clock_settime": (227, 112),
+    "adjtimex": (159, 171), "clock_adjtime": (305, 266), "vhangup": (153, 58),
+    "sethostname": (170, 161), "setdomainname": (171, 162),
+}
+_SECCOMP_ARG_CHECKED = {"clone": (56, 220), "clone3": (435, 435), "personality": (135, 92)}
+_CLONE_NEW_FLAGS = 0x7E020000
+"""CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET: ``clone`` with any of them
+gets EPERM. ``clone3`` passes its flags in memory a filter cannot read, so it gets ENOSYS and libc
+falls back to ``clone``."""
+_PERSONA_ALLOWED = (0, 0xFFFFFFFF)  # PER_LINUX, and the "query only" value
+_SECCOMP_RET_KILL_PROCESS, _SECCOMP_RET_ERRNO, _SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_JSET_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_SECCOMP_NR, _SECCOMP_ARCH, _SECCOMP_ARG0_LO = 0, 4, 16  # offsets in struct seccomp_data (little-endian)
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter for ``machine`` (``os.uname().machine``) as ``(code, jt, jf, k)`` instructions:
+    foreign architecture (and x32) -> kill; the deny-list -> EPERM; ``clone`` with namespace flags ->
+    EPERM; ``clone3`` -> ENOSYS; ``personality`` other than 0 / 0xffffffff -> EPERM; all else allowed."""
+    if machine not in _AUDIT_ARCH:
+        raise OSError(errno.ENOSYS, f"the sandbox has no seccomp filter for the {machine!r} architecture "
+                                    f"(it knows {', '.join(_AUDIT_ARCH)})")
+    col = 0 if machine == "x86_64" else 1
+    clone, clone3, persona = (v[col] for v in _SECCOMP_ARG_CHECKED.values())
+    asm: list[tuple] = [
+        ("L", _SECCOMP_ARCH), ("J", _BPF_JEQ_K, _AUDIT_ARCH[machine], 1, 0), ("R", _SECCOMP_RET_KILL_PROCESS),
+        ("L", _SECCOMP_NR),
+    ]
+    if machine == "x86_64":  # x32 calls carry the x86_64 audit arch: tell them apart by number
+        asm += [("J", _BPF_JGE_K, _X32_SYSCALL_BIT, "kill", 0)]
+    asm += [("J", _BPF_JEQ_K, nr, "eperm", 0) for nr in sorted({v[col] for v in _SECCOMP_DENY.values()} - {None})]
+    asm += [("J", _BPF_JEQ_K, clone, "clone", 0), ("J", _BPF_JEQ_K, clone3, "enosys", 0),
+            ("J", _BPF_JEQ_K, persona, "persona", 0), ("R", _SECCOMP_RET_ALLOW),
+            "clone:", ("L", _SECCOMP_ARG0_LO), ("J", _BPF_JSET_K, _CLONE_NEW_FLAGS, "eperm", "allow"),
+            "persona:", ("L", _SECCOMP_ARG0_LO), ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[0], "allow", 0),
+            ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[1], "allow", "eperm"),
+            "eperm:", ("R", _SECCOMP_RET_ERRNO | errno.EPERM),
+            "enosys:", ("R", _SECCOMP_RET_ERRNO | errno.ENOSYS),
+            "allow:", ("R", _SECCOMP_RET_ALLOW),
+            "kill:", ("R", _SECCOMP_RET_KILL_PROCESS)]
+    labels, n = {}, 0
+    for ins in asm:
+        if isinstance(ins, str):
+            labels[ins[:-1]] = n
+        else:
+            n += 1
+    prog, i = [], 0
+    for ins in asm:
+        if isinstance(ins, str):
+            continue
+        if ins[0] == "L":
+            prog.append((_BPF_LD_W_ABS, 0, 0, ins[1]))
+        elif ins[0] == "R":
+            prog.append((_BPF_RET_K, 0, 0, ins[1]))
+        else:
+            jt, jf = (labels[x] - i - 1 if isinstance(x, str) else x for x in ins[3:5])
+            assert 0 <= jt <= 255 and 0 <= jf <= 255, "seccomp program: jump out of range"
+            prog.append((ins[1], jt, jf, ins[2]))
+        i += 1
+    return prog
+
+
+def _seccomp_prepare(libc) -> tuple:
+    """Build the filter once in the worker: ``(fprog, buffer, instructions)``; the children install
+    the same ``struct sock_fprog``."""
+    import ctypes
+    import struct
+
+    prog = _seccomp_program(os.uname().machine)
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in prog))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    return Fprog(len(prog), ctypes.addressof(buf)), buf, len(prog)
+
+
+def _seccomp_install(libc, prepared: tuple) -> None:
+    """In the per-test child, after ``no_new_privs``: the filter applies to it and all it starts."""
+    import ctypes
+
+    ul = ctypes.c_ulong
+    if libc.prctl(ul(_PR_SET_SECCOMP), ul(_SECCOMP_MODE_FILTER), ctypes.byref(prepared[0]), ul(0), ul(0)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"the kernel refused the seccomp filter ({os.strerror(e)}); the sandbox fails closed: "
+                         "SandboxConfig(seccomp=False) runs programs without it (docs/sandbox.md)")
 
 
 def _libc():
@@ -303,6 +422,8 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int,
         sys.argv = ["solution.py"]
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         g = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
+        if job.get("seccomp", True):  # last step before program code; never skipped by accident
+            _seccomp_install(libc, job["_seccomp_fprog"])
     except BaseException as e:  # noqa: BLE001
         try:
             os.write(2, f"sandbox child setup failed: {type(e).__name__}: {e}\n".encode("utf-8", "replace"))
@@ -584,6 +705,16 @@ def _worker_main(result_fd: int) -> None:
     except BaseException as e:  # noqa: BLE001
         _emit(result_fd, {"fatal": f"sandbox setup failed: {type(e).__name__}: {e}"})
         return
+    libc = _libc()
+    setup["seccomp"] = False
+    if job.get("seccomp", True):
+        try:
+            job["_seccomp_fprog"] = _seccomp_prepare(libc)
+            setup["seccomp"] = f"filter: {job['_seccomp_fprog'][2]} instructions, {os.uname().machine}"
+        except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
+            _emit(result_fd, {"fatal": f"sandbox setup failed: seccomp: {e}; SandboxConfig(seccomp=False) runs "
+                                       "programs without the filter (docs/sandbox.md)"})
+            return
     _emit(result_fd, {"ready": True, "setup": setup})
     if setup.get("py_map"):  # once, here: every forked test inherits the remapped import state
         _remap_import_paths(setup["py_map"])
@@ -594,7 +725,6 @@ def _worker_main(result_fd: int) -> None:
                 __import__(name)
             except ImportError:
                 pass
-    libc = _libc()
 
     def uid_kill() -> None:
         _kill_sandbox_uid(job)
