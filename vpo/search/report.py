@@ -138,6 +138,9 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
     for head, key in sections:
         lines += ["", f"## {head}", ""]
         lines += _curve_table(results, key, all_ks)
+    from vpo.search.constraints import markdown_section
+
+    lines += markdown_section(results, all_ks)
     lines += [
         "",
         "Definitions: docs/eval.md. Objective means over valid answers: "

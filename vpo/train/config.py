@@ -126,6 +126,14 @@ class VPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Seed passed to task.load() for subsampling/generating the splits (default: the task's own)."},
     )
+    constraints: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Hard constraints on the reward vector, e.g. ['avoid_lava>=1'] (OBJECTIVE>=X, OBJECTIVE<=X, or "
+            "module:function, a predicate rewards[..., d] -> bool): a violating answer counts as invalid, so it can "
+            "never win a rollout's set max (vpo.tasks.constrained; docs/constraints.md)."
+        },
+    )
     invalid_answer_score: float | None = field(
         default=None,
         metadata={"help": "Deprecated name of invalid_score."},
@@ -137,6 +145,8 @@ class VPOConfig(GRPOConfig):
                 self.task_options = json.loads(self.task_options) if self.task_options.strip() else None
             except json.JSONDecodeError as e:
                 raise ValueError(f"task_options must be a JSON object, got {self.task_options!r}: {e}") from None
+        if isinstance(self.constraints, str):
+            self.constraints = [self.constraints]
         if self.estimator not in ESTIMATORS and self.estimator not in TRL_NATIVE_ESTIMATORS:
             raise ValueError(
                 f"unknown estimator {self.estimator!r}; choose one of "

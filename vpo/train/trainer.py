@@ -30,6 +30,7 @@ from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
+from vpo.tasks.constrained import constrained
 from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig, silence_checkpointing_renames
 
 silence_checkpointing_renames()
@@ -177,6 +178,8 @@ class VPOTrainer(GRPOTrainer):
         self._vpo_task_data = task is not None
         if task is None:
             task = RewardFunctionsTask(reward_funcs, objectives, target_weights, context=lambda: {"trainer_state": self.state})
+        if args.constraints:
+            task = constrained(task, args.constraints)  # a violating answer scores as invalid
         self.vpo_task: Task = task
         self.vpo_m = int(args.num_answers)
         names, w = _checked_objectives(task, args)
