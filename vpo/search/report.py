@@ -6,7 +6,8 @@ for ``vpo compare``. :func:`write_report` writes, into ``out_dir``:
 * ``report.json``  ``{"title", "methods", "results"}``: every number, per-prompt values included;
 * ``report.md``    markdown tables: best@k on w* at the matched answer budget (mean and bootstrap
   CI), pool quality (pass@1, reward@1, diversity, collinearity, Pareto front, E_w best, compute),
-  pass@k, E_w[best@k], and the two answer-level best@k estimators;
+  pass@k, E_w[best@k], the two answer-level best@k estimators, and (when a result has them) the
+  reference implementation's pool statistics (``result["pool_stats"]``, :mod:`vpo.search.poolstats`);
 * ``best_at_k.png``, ``diversity.png`` and ``summary.png`` (see :mod:`vpo.search.plots`).
 
 Simplification: methods evaluated at different ks share one table; a k a method lacks shows "–".
@@ -141,6 +142,7 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
     from vpo.search.constraints import markdown_section
 
     lines += markdown_section(results, all_ks)
+    lines += _pool_stats_tables(results)
     lines += [
         "",
         "Definitions: docs/eval.md. Objective means over valid answers: "
@@ -152,6 +154,56 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
         "",
     ]
     return "\n".join(lines)
+
+
+_POOL_STAT_COLUMNS = [
+    ("union coverage Σ_j max_i r_ij", "union_coverage"),
+    ("best individual (w*)", "best_individual"),
+    ("best individual (Σ_j)", "best_individual_sum"),
+    ("witnesses", "witness_count"),
+    ("witness fraction", "witness_fraction"),
+    ("witness NDCG", "witness_ndcg"),
+    ("subset winner share", "subset_winner_share"),
+    ("Pareto fraction", "pareto_fraction"),
+]
+
+
+def _pool_stats_tables(results: Mapping[str, dict]) -> list[str]:
+    """The section of the reference's pool statistics (results without ``pool_stats`` show "–")."""
+    have = [r["pool_stats"] for r in results.values() if r.get("pool_stats")]
+    if not have:
+        return []
+    conventions = sorted({ps["config"]["convention"] for ps in have})
+    what = {
+        "valid": "over each prompt's valid answers",
+        "reference": "over every answer slot, an invalid one as the zero vector (the reference's padding)",
+    }
+    lines = ["", "## Pool statistics (the reference implementation's definitions)", ""]
+    lines.append(
+        "Per prompt, " + "; ".join(f"{c}: {what.get(c, c)}" for c in conventions)
+        + f"; then averaged over the prompts where defined. Random subsets: {have[0]['config']['num_draws']} draws, "
+        f"seed {have[0]['config']['draw_seed']}."
+    )
+    lines.append("")
+    lines.append("| method | " + " | ".join(c for c, _ in _POOL_STAT_COLUMNS) + " |")
+    lines.append("|" + "---|" * (len(_POOL_STAT_COLUMNS) + 1))
+    for name, r in results.items():
+        M = (r.get("pool_stats") or {}).get("metrics", {})
+        lines.append(f"| {name} | " + " | ".join(_ci(M[k]) if k in M else "–" for _, k in _POOL_STAT_COLUMNS) + " |")
+    ks = sorted({k for ps in have for k in ps["metrics"]["pass_at_k_answer"]["k"]})
+    if ks:
+        lines += ["", "pass@k per answer (k answers) and per rollout (k rollouts; one passes when any of its answers does):", ""]
+        lines.append("| method | " + " | ".join(f"answer k={k}" for k in ks) + " | " + " | ".join(f"rollout k={k}" for k in ks) + " |")
+        lines.append("|" + "---|" * (2 * len(ks) + 1))
+        for name, r in results.items():
+            M = (r.get("pool_stats") or {}).get("metrics", {})
+            cells = []
+            for key in ("pass_at_k_answer", "pass_at_k_rollout"):
+                e = M.get(key)
+                pos = {k: i for i, k in enumerate(e["k"])} if e else {}
+                cells += [_ci(e, pos[k]) if k in pos else "–" for k in ks]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def write_report(results: Mapping[str, dict], out_dir, *, title: str | None = None, plots: bool = True) -> dict[str, Path]:
