@@ -39,6 +39,12 @@ QUOTED_KEYS = {
     ],
     # docs/sandbox.md (benchmark section), README "Measured figures"
     "sandbox": ["tests_per_s_worker", "tests_per_s_subprocess", "speedup_vs_subprocess_per_test", "code_answers_per_s"],
+    # docs/sandbox.md "Seccomp filter" and "Soak"
+    "sandbox_seccomp": ["per_test_ms_seccomp_on", "per_test_ms_seccomp_off", "seccomp_cost_ms_median",
+                        "seccomp_overhead_ratio", "syscall_heavy_overhead_ratio", "seccomp_cost_us_per_syscall"],
+    "sandbox_soak": ["programs", "programs_per_s", "leaked_processes", "leaked_cgroups", "leaked_scratch_dirs",
+                     "fd_delta", "rss_delta_mb", "throughput_first_slice", "throughput_last_slice",
+                     "throughput_drift_ratio", "unexpected_outcomes", "sandbox_errors"],
     # docs/tasks.md (scorer throughput), README "Measured figures"
     "scorers": [f"answers_per_s_{t}" for t in ("maze", "musique", "eureqa", "toolrl", "code")],
     # docs/eval.md (benchmark section), README "Measured figures" (all search metrics, seconds)
@@ -49,7 +55,7 @@ QUOTED_KEYS = {
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
 
-FAST = ["estimators", "sandbox", "scorers", "generation"]  # ~5 s each here
+FAST = ["estimators", "sandbox", "scorers", "generation", "sandbox_seccomp", "sandbox_soak"]  # ~5 s each here
 SLOW = ["train_step", "metrics"]  # three trainers / model generation: 15-30 s each here
 
 
