@@ -25,6 +25,8 @@ from typing import Callable, Iterable
 from vpo.errors import UserError
 from vpo.tasks import base
 
+base._BUILTIN.setdefault("prog", "vpo.tasks.prog:ProgTask")  # built in, imported on first use (docs/prog_task.md)
+
 USER_TASK_HINT = (
     "a task of your own: name it as module:factory or path/to/file.py:factory, "
     "or register it with register_task in a module given to --import"
