@@ -72,7 +72,10 @@ class MazeTask(Task):
     the paper has no validation split: use it to choose settings, then report on test); ``compact``
     render prompts with no legend or instructions and a one-line answer instruction (for tiny character-level models); ``instruction`` the answer
     instruction's style (``full``, ``short`` or ``tags``; default ``short`` when compact, else
-    ``full``; see :func:`vpo.core.answers.answer_instruction`).
+    ``full``; see :func:`vpo.core.answers.answer_instruction`); ``variant`` ``default`` (this class)
+    or ``reference``: ``MazeTask(variant="reference", ...)`` (and so ``vpo.tasks.get("maze",
+    variant="reference")``) returns the authors' released maze instead,
+    :class:`vpo.tasks.maze_reference.ReferenceMazeTask`, which takes its own options.
     """
 
     name = "maze"
@@ -83,6 +86,19 @@ class MazeTask(Task):
         "lava-averse": (0.2, 0.1, 0.1, 0.6),
     }
     answer_noun = "route"
+
+    def __new__(cls, *args, variant: str = "default", **options):
+        if variant != "reference" or cls is not MazeTask:
+            return super().__new__(cls)
+        from vpo.tasks.maze_reference import ReferenceMazeTask
+
+        unknown = sorted(set(options) - {"score_mode", "seed", "test_seed", "validation_seed"})
+        if unknown or args:
+            raise ValueError(
+                f"the reference maze (variant='reference') takes only the options score_mode, seed, test_seed "
+                f"and validation_seed (its grid is fixed at 9x9); remove {unknown or list(args)}"
+            )
+        return ReferenceMazeTask(**options)  # not a MazeTask: Python does not run MazeTask.__init__ on it
 
     def __init__(
         self,
@@ -99,7 +115,10 @@ class MazeTask(Task):
         instruction: str | None = None,
         validation_seed: int | None = None,
         zones: str = "split",
+        variant: str = "default",
     ) -> None:
+        if variant not in ("default", "reference"):
+            raise ValueError(f"maze option variant must be 'default' or 'reference', got {variant!r}")
         self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts, zones)
         self.config.resolved()  # validate now, with a clear message
         for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
