@@ -56,8 +56,17 @@ def test_token_soups_evaluate_or_fail_within_the_step_budget(tokens, max_steps):
     text = "".join(tokens)
     _check_clean(text, max_steps=max_steps)
     res = run_program(text, [3], max_steps=max_steps)
-    if res.program is not None and res.program.size > max_steps and res.errors[0] is not None:
-        assert res.errors[0].startswith("runtime:")
+    if res.program is None:
+        return
+    err = res.errors[0]
+    if res.program.size <= max_steps:  # one step per node visited: the budget cannot run out
+        assert err is None or "step budget" not in err
+    elif not _has_conditional(res.program):  # every node is visited: it must fail, at the latest on the budget
+        assert err is not None and err.startswith("runtime:")
+
+
+def _has_conditional(node) -> bool:
+    return node.op == "?" or any(_has_conditional(k) for k in node.kids)
 
 
 @FUZZ
@@ -188,3 +197,19 @@ def test_score_completions_never_raises(bodies):
     assert batch.rewards.shape == (1, 3, TASK.d) and batch.score_errors == 0
     assert ((batch.rewards == 0) | (batch.rewards == 1)).all()
     assert not batch.rewards[0][~batch.valid[0]].any()
+
+
+@FUZZ
+@given(_trees(), st.integers(1, 40))
+def test_the_step_budget_counts_nodes_visited(tree, max_steps):
+    res = run_program(_text(tree), INPUTS, max_steps=max_steps)
+    if res.program is None:
+        return
+    full = run_program(_text(tree), INPUTS)
+    for out, err, ref in zip(res.outputs, res.errors, full.outputs):
+        if res.program.size <= max_steps:  # one step per node visited: the budget cannot run out
+            assert out == ref and (err is None or "step budget" not in err)
+        elif not _has_conditional(res.program):  # every node is visited
+            assert out is None and err.startswith("runtime:")
+        else:
+            assert out in (None, ref)
