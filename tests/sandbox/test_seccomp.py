@@ -3,8 +3,8 @@ of a sibling, keyctl, bpf, io_uring, perf_event_open, personality tricks, mounts
 ENOSYS) with the filter and get further without it (so a no-op filter fails here); ordinary programs
 (threads, subprocesses, fork) still run; the BPF program itself is decoded and executed by a small
 classic-BPF interpreter below (arch check, x32, every deny-list entry, the argument checks); its
-syscall numbers are checked against the kernel headers; and a filter the kernel refuses fails the
-test closed with an error that names the setting.
+syscall numbers are checked against the kernel headers; and a worker whose filter the kernel refuses
+runs no test (every test ``sandbox_error``, with an error that names the setting).
 """
 
 from __future__ import annotations
@@ -265,31 +265,53 @@ def test_syscall_numbers_match_the_kernel_headers():
 # -- failing closed --------------------------------------------------------------------------------
 
 
-def test_a_filter_the_kernel_refuses_fails_the_test_closed(tmp_path):
-    """The per-test child with a filter the kernel rejects (an invalid opcode) exits with the setup
-    code (host status ``sandbox_error``) before any program code, and says which setting turns it off."""
-    import ctypes
-
-    libc = W._libc()
-    fprog, buf, n = W._seccomp_prepare(libc)
-    ctypes.memmove(buf, struct.pack("=HBBI", 0xFFFF, 0, 0, 0), 8)  # corrupt the first instruction
-    paths = [str(tmp_path / x) for x in ("in", "out", "err", "ret")]
-    open(paths[0], "wb").close()
-    (tmp_path / "work").mkdir()
-    job = {"scratch": str(tmp_path), "seccomp": True, "_seccomp_fprog": (fprog, buf, n), "uid": None,
-           "limits": {"memory_bytes": 1 << 30, "cpu_s": 5, "file_bytes": 1 << 20, "nproc": 4096, "nofile": 64}}
-    code = compile("open('ran', 'w').write('x')\n", "solution.py", "exec")
+def _worker_with_program(tmp_path, program_for) -> list[bytes]:
+    """Run the real worker main loop in a forked child, with ``_seccomp_program`` replaced there by
+    ``program_for``, on a one-test job without namespaces; its result lines."""
+    job = {"program": f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\n", "prelude": "", "tests": [{"stdin": ""}],
+           "scratch": str(tmp_path), "namespaces": False, "uid": None, "cgroup_procs": [], "seccomp": True,
+           "tmpfs_bytes": 1 << 20, "tmpfs_inodes": 64, "stop_after_timeouts": None,
+           "limits": {"timeout_s": 5.0, "cpu_s": 5, "memory_bytes": 1 << 30, "file_bytes": 1 << 20, "nproc": 4096,
+                      "nofile": 64, "output_bytes": 1 << 20}}
+    jr, jw = os.pipe()
+    rr, rw = os.pipe()
     pid = os.fork()
     if pid == 0:
-        fds = (os.open(paths[0], os.O_RDONLY), *(os.open(p, os.O_WRONLY | os.O_CREAT, 0o600) for p in paths[1:]))
-        W._child(job, {}, code, None, libc, fds)
-    _, status = os.waitpid(pid, 0)
-    assert W._exit_status(status, False)["status"] == "sandbox_error"
-    err = open(paths[2]).read()
-    assert "refused the seccomp filter" in err and "SandboxConfig(seccomp=False)" in err, err
-    assert not (tmp_path / "work" / "ran").exists()  # the program never ran
+        try:
+            os.dup2(jr, 0)
+            os.close(jw)
+            os.close(rr)
+            W._seccomp_program = program_for
+            W._worker_main(rw)
+        finally:
+            os._exit(0)
+    os.close(jr)
+    os.close(rw)
+    os.write(jw, json.dumps(job).encode())
+    os.close(jw)
+    data = b""
+    while chunk := os.read(rr, 65536):
+        data += chunk
+    os.close(rr)
+    os.waitpid(pid, 0)
+    return data.splitlines()
+
+
+def test_a_filter_the_kernel_refuses_fails_the_sandbox_closed(tmp_path):
+    """The worker with a filter the kernel rejects (an invalid opcode) runs no test: the host turns its
+    report into ``sandbox_error`` for every test, with a message naming the setting that turns the
+    filter off. The same worker with the real filter runs the test."""
+    lines = _worker_with_program(tmp_path, lambda machine: [(0xFFFF, 0, 0, 0)])
+    res = Sandbox(SandboxConfig())._collect(lines, [TestInput()], 0.0, None, None, "", 0)
+    assert [o.status for o in res.outcomes] == ["sandbox_error"]
+    assert "refused the seccomp filter" in res.error and "SandboxConfig(seccomp=False)" in res.error, res.error
+    assert not (tmp_path / "ran").exists()  # the program never ran
+    lines = _worker_with_program(tmp_path, W._seccomp_program)
+    res = Sandbox(SandboxConfig())._collect(lines, [TestInput()], 0.0, None, None, "", 0)
+    assert [o.status for o in res.outcomes] == ["ok"] and res.setup["seccomp"].startswith("filter:"), res
+    assert (tmp_path / "ran").exists()
 
 
 def test_an_unknown_architecture_has_no_filter_and_says_so():
-    with pytest.raises(OSError, match="no seccomp filter for the 'riscv64' architecture"):
+    with pytest.raises(OSError, match=r"no seccomp filter for the 'riscv64' architecture.*SandboxConfig\(seccomp=False\)"):
         W._seccomp_program("riscv64")

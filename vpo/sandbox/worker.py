@@ -5,8 +5,9 @@ The host (:mod:`vpo.sandbox.host`) runs this file by path, ``python -I -S worker
 its stdin and reads JSON-line results from pipe fd FD, which no program process holds. The worker
 sets the sandbox up (joins the cgroups, makes the mounts read-only, puts a capped tmpfs over /tmp
 with the interpreter's library dirs bound read-only inside it), compiles the program once and forks
-one child per test: the child drops privileges, applies the rlimits, installs the seccomp filter
-(built here by hand as classic BPF; fail closed if the kernel refuses it) and runs the program; the worker
+one child per test (under the seccomp filter the worker built by hand as classic BPF and installed
+on itself after its setup; no filter, no program): the child drops privileges, applies the rlimits
+and runs the program; the worker
 enforces the per-test timeout, kills and reaps whatever the test left and reports raw output only
 (expected outputs never enter the sandbox).
 
@@ -126,7 +127,8 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     EPERM; ``clone3`` -> ENOSYS; ``personality`` other than 0 / 0xffffffff -> EPERM; all else allowed."""
     if machine not in _AUDIT_ARCH:
         raise OSError(errno.ENOSYS, f"the sandbox has no seccomp filter for the {machine!r} architecture "
-                                    f"(it knows {', '.join(_AUDIT_ARCH)})")
+                                    f"(it knows {', '.join(_AUDIT_ARCH)}); no program runs without it unless "
+                                    "SandboxConfig(seccomp=False) says so (docs/sandbox.md)")
     col = 0 if machine == "x86_64" else 1
     clone, clone3, persona = (v[col] for v in _SECCOMP_ARG_CHECKED.values())
     asm: list[tuple] = [
@@ -182,15 +184,30 @@ def _seccomp_prepare(libc) -> tuple:
     return Fprog(len(prog), ctypes.addressof(buf)), buf, len(prog)
 
 
+def _seccomp_worker(job: dict, libc) -> str | bool:
+    """Install the filter on the worker, once, after its setup and before any test (unless the job
+    says ``seccomp: false``); raises if that fails. Every test child inherits it (one shared,
+    refcounted filter: installing one per child costs ~4 ms a test in kernel work). Nothing the worker
+    or a child does from here on (fork, privilege drop, rlimits, kill, wait, file I/O) is on the
+    deny-list, and no test process ever runs without it."""
+    if not job.get("seccomp", True):
+        return False
+    prepared = _seccomp_prepare(libc)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+    _seccomp_install(libc, prepared)
+    return f"filter: {prepared[2]} instructions, {os.uname().machine}"
+
+
 def _seccomp_install(libc, prepared: tuple) -> None:
-    """In the per-test child, after ``no_new_privs``: the filter applies to it and all it starts."""
+    """After ``no_new_privs``: the filter applies to this process and every process it starts."""
     import ctypes
 
     ul = ctypes.c_ulong
     if libc.prctl(ul(_PR_SET_SECCOMP), ul(_SECCOMP_MODE_FILTER), ctypes.byref(prepared[0]), ul(0), ul(0)) != 0:
         e = ctypes.get_errno()
-        raise OSError(e, f"the kernel refused the seccomp filter ({os.strerror(e)}); the sandbox fails closed: "
-                         "SandboxConfig(seccomp=False) runs programs without it (docs/sandbox.md)")
+        raise OSError(e, f"the kernel refused the seccomp filter ({os.strerror(e)}); no program runs without it "
+                         "unless SandboxConfig(seccomp=False) says so (docs/sandbox.md)")
 
 
 def _libc():
@@ -422,8 +439,6 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int,
         sys.argv = ["solution.py"]
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         g = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
-        if job.get("seccomp", True):  # last step before program code; never skipped by accident
-            _seccomp_install(libc, job["_seccomp_fprog"])
     except BaseException as e:  # noqa: BLE001
         try:
             os.write(2, f"sandbox child setup failed: {type(e).__name__}: {e}\n".encode("utf-8", "replace"))
@@ -706,15 +721,11 @@ def _worker_main(result_fd: int) -> None:
         _emit(result_fd, {"fatal": f"sandbox setup failed: {type(e).__name__}: {e}"})
         return
     libc = _libc()
-    setup["seccomp"] = False
-    if job.get("seccomp", True):
-        try:
-            job["_seccomp_fprog"] = _seccomp_prepare(libc)
-            setup["seccomp"] = f"filter: {job['_seccomp_fprog'][2]} instructions, {os.uname().machine}"
-        except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
-            _emit(result_fd, {"fatal": f"sandbox setup failed: seccomp: {e}; SandboxConfig(seccomp=False) runs "
-                                       "programs without the filter (docs/sandbox.md)"})
-            return
+    try:
+        setup["seccomp"] = _seccomp_worker(job, libc)
+    except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
+        _emit(result_fd, {"fatal": f"sandbox setup failed: seccomp: {e}"})
+        return
     _emit(result_fd, {"ready": True, "setup": setup})
     if setup.get("py_map"):  # once, here: every forked test inherits the remapped import state
         _remap_import_paths(setup["py_map"])
