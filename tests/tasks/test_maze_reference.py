@@ -470,3 +470,25 @@ def test_vpo_eval_cli_takes_the_variant(tiny_model_dir, tmp_path, capsys):
                     expected[len(seen)] = score_answer(ReferenceMaze.from_example(ex), r)
                     seen.add(extract_moves(r))
             np.testing.assert_allclose(row, expected)
+
+
+def test_training_inputs_the_trainer_builds():
+    # what VPOTrainer does with a task, short of training: its dataset rows, then a batch of scored
+    # completions (the reward path) into VPO advantages
+    from vpo.core import compute_advantages
+    from vpo.train.trainer import EXAMPLE_COLUMN, build_task_dataset
+
+    task = vpo.tasks.get("maze", variant="reference")
+    ds = build_task_dataset(task, [{"id": "hand", "grid": list(HAND), "budget": 9}], m=2, chat=True)
+    row = ds[0]
+    assert "<route_2>...</route_2>" in row["prompt"][0]["content"] and "B (bonus)" in row["prompt"][0]["content"]
+    ex = json.loads(row[EXAMPLE_COLUMN])
+    group = [f"<route_1>{words(a)}</route_1><route_2>{words(b)}</route_2>"
+             for a, b in [("RRDDRRDD", "DDRRRRDD"), ("RRRRDDDD", "RRRRDDDD"), ("RRDD", "")]]
+    batch = task.score_completions([ex] * 3, group, m=2)
+    assert batch.valid.tolist() == [[True, True], [True, False], [True, False]]
+    adv = compute_advantages("vpo", batch.rewards, batch.valid, group_size=3, seed=0).advantages
+    adv = np.asarray(adv, dtype=float)
+    # the first rollout (B-boosted gold and a lava-light diamond route) beats one plain route, which
+    # beats a route that never reaches E: the z-scored advantages keep that order and sum to 0
+    assert adv[0] > adv[1] > adv[2] and abs(adv.sum()) < 1e-9
