@@ -21,8 +21,12 @@ from vpo.core.estimators import (
     get_estimator,
     group_index_from,
     list_estimators,
+    list_set_objectives,
     register_estimator,
+    register_set_objective,
+    row_weights,
     set_score,
+    unregister_set_objective,
 )
 from vpo.core.reference import vpo_advantages_reference
 from vpo.core.weights import SimplexSampler, check_simplex, dirichlet, fixed_weights, spacings_to_simplex
@@ -43,12 +47,16 @@ __all__ = [
     "get_estimator",
     "group_index_from",
     "list_estimators",
+    "list_set_objectives",
     "normalize_text",
     "pad_rows",
     "parse_answers",
     "register_estimator",
+    "register_set_objective",
+    "row_weights",
     "set_score",
     "spacings_to_simplex",
     "stack_rows",
+    "unregister_set_objective",
     "vpo_advantages_reference",
 ]

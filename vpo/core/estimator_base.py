@@ -10,6 +10,7 @@ which registers them and re-exports every public name here; import from there.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import InitVar, asdict, dataclass, field
 from typing import Callable, Sequence
@@ -21,6 +22,32 @@ from vpo._util import positive_int
 from vpo.core.weights import SimplexSampler, check_simplex, renamed_setting, validate_sampler_args
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+GDPO_WEIGHTINGS = ("target", "ones")
+GDPO_WHITENINGS = ("rollouts", "tokens")
+GDPO_PRESETS = {"reference": {"gdpo_weighting": "ones", "gdpo_whitening": "tokens"}}
+WEIGHT_SCHEDULES = ("per_step", "per_row")
+
+
+def resolve_gdpo_options(weighting: str, whitening: str, preset: str | None) -> tuple[str, str]:
+    """``(gdpo_weighting, gdpo_whitening)`` after applying ``preset``, checked. A preset overrides
+    fields left at their defaults; a field set to another value than the preset's is an error."""
+    if preset is not None:
+        if preset not in GDPO_PRESETS:
+            raise ValueError(f"gdpo_preset must be one of {', '.join(GDPO_PRESETS)} or None, got {preset!r}")
+        want = GDPO_PRESETS[preset]
+        given = {"gdpo_weighting": (weighting, "target"), "gdpo_whitening": (whitening, "rollouts")}
+        for key, (value, default) in given.items():
+            if value not in (default, want[key]):
+                raise ValueError(
+                    f"gdpo_preset={preset!r} sets {key}={want[key]!r}, but {key}={value!r} was given; "
+                    "drop one of the two"
+                )
+        weighting, whitening = want["gdpo_weighting"], want["gdpo_whitening"]
+    if weighting not in GDPO_WEIGHTINGS:
+        raise ValueError(f"gdpo_weighting must be one of {', '.join(GDPO_WEIGHTINGS)}, got {weighting!r}")
+    if whitening not in GDPO_WHITENINGS:
+        raise ValueError(f"gdpo_whitening must be one of {', '.join(GDPO_WHITENINGS)}, got {whitening!r}")
+    return weighting, whitening
 
 
 @dataclass
@@ -50,6 +77,20 @@ class EstimatorConfig:
     """Precision of VPO's weights and set score ('float32' or 'float64'); z-scores are float64.
     float32 changes the set score by ~1e-7 relative; 'float64' reproduces float64 references to
     rounding (and draws a different weight stream from the same seed)."""
+    gdpo_weighting: str = "target"
+    """GDPO's sum of per-objective z-scores: 'target' weighs objective j by w*_j (default), 'ones'
+    sums them with weight 1 (the reference's launcher, which passes no weights)."""
+    gdpo_whitening: str = "rollouts"
+    """GDPO's batch whitening: 'rollouts' (default: mean and Bessel std over the N rollouts, + eps)
+    or 'tokens' (the reference's veRL masked whitening over response tokens: length-weighted mean,
+    Bessel over the token count, ``rsqrt(var + 1e-8)``; needs ``response_lengths``)."""
+    gdpo_preset: str | None = None
+    """'reference' sets ``gdpo_weighting='ones'`` and ``gdpo_whitening='tokens'`` (an explicit
+    different value of either is an error); None keeps the two fields as given."""
+    weight_schedule: str = "per_step"
+    """random_weight: 'per_step' draws each group's w from the sampler at every call (default);
+    'per_row' takes each rollout's w from :func:`row_weights` of (seed, row index), the same for
+    the whole run (the reference); needs ``row_index`` or ``rollout_weights``."""
     alpha: InitVar[float | None] = None
     """Deprecated name of ``weight_alpha``."""
     sampler: InitVar[str | None] = None
@@ -69,6 +110,13 @@ class EstimatorConfig:
         positive_int(self.max_at_k, "max_at_k", allow_none=True, hint=" (None: max(2, G // 2))")
         if self.compute_dtype not in _DTYPES:
             raise ValueError(f"compute_dtype must be one of {', '.join(_DTYPES)}, got {self.compute_dtype!r}")
+        self.gdpo_weighting, self.gdpo_whitening = resolve_gdpo_options(
+            self.gdpo_weighting, self.gdpo_whitening, self.gdpo_preset
+        )
+        if self.weight_schedule not in WEIGHT_SCHEDULES:
+            raise ValueError(
+                f"weight_schedule must be one of {', '.join(WEIGHT_SCHEDULES)}, got {self.weight_schedule!r}"
+            )
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -102,6 +150,7 @@ class _Batch:
     rollout_weights: torch.Tensor | None  # [N, d] (goal-conditioned / given random weights)
     nonfinite: int
     group_size: int | None = None  # G when groups are contiguous blocks (views instead of scatters)
+    response_lengths: torch.Tensor | None = None  # [N] float64 response tokens (GDPO token whitening)
     _filled: dict = field(default_factory=dict, repr=False)
 
     def filled(self, dtype: torch.dtype) -> torch.Tensor:
@@ -207,13 +256,31 @@ def _group_std(x: torch.Tensor, b: _Batch, mean: torch.Tensor, bessel: bool) -> 
     return (_group_sum(dev * dev, b) / denom).sqrt()
 
 
-def _zscore(x: torch.Tensor, b: _Batch, eps: float, bessel: bool, zero_flat: bool):
-    """Group z-score of ``x`` ([N] or [N, d]); returns (z, std per group)."""
+def _flat_groups(x: torch.Tensor, b: _Batch) -> torch.Tensor:
+    """``[P]`` (or ``[P, d]`` for ``x [N, d]``) bool: every value of the group is exactly equal."""
+    if b.group_size is not None:
+        g = x.view(b.num_groups, b.group_size, *x.shape[1:])
+        return g.amax(dim=1) == g.amin(dim=1)
+    shape = (b.num_groups,) + tuple(x.shape[1:])
+    idx = b.index.view(-1, *([1] * (x.ndim - 1))).expand_as(x)
+    hi = torch.empty(shape, dtype=x.dtype, device=x.device).scatter_reduce_(0, idx, x, "amax", include_self=False)
+    lo = torch.empty(shape, dtype=x.dtype, device=x.device).scatter_reduce_(0, idx, x, "amin", include_self=False)
+    return hi == lo
+
+
+def _zscore(x: torch.Tensor, b: _Batch, eps: float, bessel: bool, zero_flat: bool, flat: torch.Tensor | None = None):
+    """Group z-score of ``x`` ([N] or [N, d]); returns (z, std per group).
+
+    ``zero_flat``: 0 for a group whose std is below ``eps`` (VPO's rule). ``flat`` ([P] or [P, d]
+    bool, from :func:`_flat_groups`): 0 for those groups, exactly; the GRPO family passes the groups
+    whose scores are all equal, so a float mean's rounding never becomes an advantage."""
     mean = _group_mean(x, b)
     std = _group_std(x, b, mean, bessel)
     z = (x - mean[b.index]) / (std[b.index] + eps)
     if zero_flat:
         z = torch.where(std[b.index] < eps, torch.zeros_like(z), z)
+    if flat is not None:
+        z = torch.where(flat[b.index], torch.zeros_like(z), z)
     return z, std
 
 
@@ -318,6 +385,44 @@ def group_index_from(
     return index, counts
 
 
+def row_weights(seed: int, row_index, d: int, weight_alpha: float = 1.0) -> torch.Tensor:
+    """``[N, d]`` float64: the weighting of each training row for a whole run (``weight_schedule=
+    'per_row'``): row i gets ``numpy.random.default_rng([seed, i]).dirichlet(weight_alpha * ones(d))``,
+    a pure function of (seed, row index), so every step, process and resumed run sees the same w
+    for a row. With the run's seed these are the reference's draws (its dataset wrapper seeds one
+    generator per row from (data seed, row index))."""
+    idx = np.asarray(_as_f64(row_index, "row_index").reshape(-1).cpu().numpy())
+    if not np.all(np.isfinite(idx)) or np.any(idx < 0) or np.any(idx != np.round(idx)):
+        raise ValueError("row_index must hold non-negative integers (the dataset row of each rollout)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"the seed of per-row weights must be a non-negative integer, got {seed!r}")
+    positive_int(d, "d (objectives)")
+    out = np.empty((idx.shape[0], d), dtype=np.float64)
+    for n, i in enumerate(idx.astype(np.int64).tolist()):
+        out[n] = _row_weight(int(seed), i, int(d), float(weight_alpha))
+    return torch.as_tensor(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _row_weight(seed: int, i: int, d: int, alpha: float) -> tuple[float, ...]:
+    if d == 1:
+        return (1.0,)
+    return tuple(np.random.default_rng([seed, i]).dirichlet(np.full(d, alpha)).tolist())
+
+
+def _lengths(response_lengths, n: int, device) -> torch.Tensor | None:
+    if response_lengths is None:
+        return None
+    lens = _as_f64(response_lengths, "response_lengths").to(device).reshape(-1)
+    if lens.numel() != n:
+        raise ValueError(f"response_lengths has {lens.numel()} entries but there are N={n} rollouts")
+    if not bool(torch.isfinite(lens).all()) or bool((lens < 0).any()):
+        raise ValueError("response_lengths must be finite and >= 0 (response tokens of each rollout)")
+    if float(lens.sum()) < 2:
+        raise ValueError("response_lengths must sum to at least 2 tokens (a Bessel variance over tokens)")
+    return lens
+
+
 def _prepare(
     rewards,
     valid,
@@ -326,6 +431,7 @@ def _prepare(
     target_weights,
     rollout_weights,
     strict: bool,
+    response_lengths=None,
 ) -> _Batch:
     r = _as_f64(rewards, "rewards")
     if r.ndim != 3:
@@ -370,7 +476,10 @@ def _prepare(
             raise ValueError(f"rollout_weights must have shape [N, d] = {(N, d)}; got {tuple(rw.shape)}")
         check_simplex(rw, "rollout_weights")
     index, counts = group_index_from(N, group_size, group_ids, device=r.device)
-    return _Batch(r, v, index, counts, t, rw, nonfinite, int(group_size) if group_size is not None else None)
+    return _Batch(
+        r, v, index, counts, t, rw, nonfinite, int(group_size) if group_size is not None else None,
+        _lengths(response_lengths, N, r.device),
+    )
 
 
 def config_dict(cfg: EstimatorConfig) -> dict:

@@ -5,8 +5,10 @@ Every estimator reads the same batch (docs/design.md "One data shape"): ``reward
 veRL's, any order) and the deployment weights ``target_weights [d]`` (``w*``), and returns an
 :class:`AdvantageResult`: one advantage per rollout, the scalar it normalised and diagnostics.
 Everything is vectorised over groups with scatter/gather ops, no Python loop over groups. Here: the
-set score, the registered estimators and :func:`compute_advantages`; the config, validated batch,
-registry and group statistics are in :mod:`vpo.core.estimator_base` (importable from here too).
+single-answer estimators and :func:`compute_advantages`; the set objectives (``vpo``,
+``multi_rlvr``, ``union_coverage`` and any registered by name) are in :mod:`vpo.core.set_objectives`;
+the config, validated batch, registry and group statistics in :mod:`vpo.core.estimator_base`
+(all importable from here).
 
 Conventions (docs/estimators.md has them all): padding never wins a max; a rollout without a valid
 answer scores ``config.invalid_score`` and still counts in its group; NaN/inf rewards make the
@@ -30,6 +32,7 @@ from vpo.core.estimator_base import (
     _as_f64,
     _Batch,
     _fill_invalid,
+    _flat_groups,
     _group_mean,
     _group_std,
     _prepare,
@@ -38,6 +41,7 @@ from vpo.core.estimator_base import (
     get_estimator,
     list_estimators,
     register_estimator,
+    row_weights,
 )
 from vpo.core.estimator_base import (  # noqa: F401 (importable from here, as before the split)
     EstimatorFn,
@@ -45,6 +49,13 @@ from vpo.core.estimator_base import (  # noqa: F401 (importable from here, as be
     config_dict,
     group_index_from,
 )
+from vpo.core.set_objectives import (  # registers the vpo, multi_rlvr and union_coverage estimators
+    SET_OBJECTIVES,
+    list_set_objectives,
+    register_set_objective,
+    unregister_set_objective,
+)
+from vpo.core.set_objectives import expected_best as _group_set_score  # noqa: F401 (docs/method.md §3's name)
 from vpo.core.weights import SimplexSampler, fixed_weights
 
 __all__ = [
@@ -57,37 +68,17 @@ __all__ = [
     "list_estimators",
     "compute_advantages",
     "set_score",
+    "row_weights",
+    "SET_OBJECTIVES",
+    "register_set_objective",
+    "unregister_set_objective",
+    "list_set_objectives",
 ]
 
 
 # ---------------------------------------------------------------------------------------------
 # the set score
 # ---------------------------------------------------------------------------------------------
-
-
-def _group_set_score(b: "_Batch", w: torch.Tensor, invalid_score: float) -> torch.Tensor:
-    """``raw [N]`` float64: mean over a group's K weightings ``w [P, K, d]`` of the max over each
-    rollout's valid answers, computed in ``w.dtype``. Rollouts are laid out as ``[P, G_max * m, d]``
-    so one batched matmul per group scores all its answers (no per-rollout copy of the weights):
-    a view for contiguous groups, a scatter into a padded grid for group ids; very uneven group
-    sizes, where that padding would cost more than the rows themselves, use a per-rollout gather."""
-    n, m, d = b.rewards.shape
-    p, k = w.shape[0], w.shape[1]
-    filled = b.filled(w.dtype)
-    gmax = b.group_size if b.group_size is not None else int(b.counts.max().item())
-    if b.group_size is not None:
-        s = torch.bmm(filled.view(p, gmax * m, d), w.transpose(1, 2))  # [P, G*m, K]
-        raw = s.view(n, m, k).amax(dim=1).mean(dim=-1)
-    elif p * gmax <= 2 * n:
-        pos = _within_group_position(b.index, b.counts)
-        grid = torch.zeros(p, gmax, m, d, dtype=filled.dtype, device=filled.device)
-        grid[b.index, pos] = filled
-        s = torch.bmm(grid.view(p, gmax * m, d), w.transpose(1, 2)).view(p, gmax, m, k)
-        raw = s.amax(dim=2).mean(dim=-1)[b.index, pos]  # [N]
-    else:
-        raw = torch.bmm(filled, w[b.index].transpose(1, 2)).amax(dim=1).mean(dim=-1)
-    raw = raw.to(torch.float64)
-    return torch.where(b.valid.any(1), raw, torch.full_like(raw, invalid_score))
 
 
 def set_score(
@@ -121,6 +112,16 @@ def set_score(
     return torch.where(v.any(dim=1), best.mean(-1), torch.full_like(best[:, 0], invalid_score))
 
 
+vpo_estimator = ESTIMATORS["vpo"].fn
+"""VPO (docs/method.md §3), the estimator of the ``vpo`` set objective: per group, K weightings
+shared by its rollouts; ``raw_n = mean_k max_{valid i} w_k^T r_{n,i}`` (:func:`_group_set_score`,
+``invalid_score`` without a valid answer); ``A = (raw - mean) / (std + eps)`` with the
+**population** std (divide by G), and A = 0 for the whole group when ``std < eps``."""
+multi_rlvr_estimator = ESTIMATORS["multi_rlvr"].fn
+"""Multi-RLVR, the estimator of the ``multi_rlvr`` set objective: ``s = sum over valid answers of
+w*^T r`` (``invalid_score`` without one); GRPO z-score with the Bessel std."""
+
+
 def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
     """Deprecated: :func:`vpo.core.weights.fixed_weights` ``(d, k)``, the one fixed weight set of
     diagnostics and metrics (it replaced this function's Sobol point set)."""
@@ -134,24 +135,6 @@ def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
 
 
 @register_estimator(
-    "vpo",
-    multi_answer=True,
-    uses_sampler=True,
-    paper="Bahlous-Boldi et al. 2026, Vector Policy Optimization (arXiv 2605.22817)",
-    summary="E_w~Dir(alpha)[max over the rollout's answers of w^T r], K draws shared by the group",
-)
-def vpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
-    """VPO (docs/method.md §3). Per group: K weightings shared by its rollouts;
-    ``raw_n = mean_k max_{valid i} w_k^T r_{n,i}`` (``invalid_score`` without a valid answer);
-    ``A = (raw - mean) / (std + eps)`` with the **population** std (divide by G), and A = 0 for
-    the whole group when ``std < eps``."""
-    w = sampler.sample(b.num_groups, b.d, dtype=cfg.torch_dtype).to(b.rewards.device)  # [P, K, d]
-    raw = _group_set_score(b, w, cfg.invalid_score)  # [N]
-    adv, std = _zscore(raw, b, cfg.eps, bessel=False, zero_flat=True)
-    return raw, adv, std
-
-
-@register_estimator(
     "grpo",
     multi_answer=False,
     paper="Shao et al. 2024, DeepSeekMath (GRPO)",
@@ -159,9 +142,9 @@ def vpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
 )
 def grpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     """GRPO: ``s = w*^T r``; ``A = (s - mean) / (std + eps)`` with the Bessel (G - 1) std, as in the
-    reference. A group with identical scores gets 0 (numerator is 0)."""
+    reference. A group with identical scores gets exactly 0."""
     s = b.single_answer_scalar(b.target, cfg.invalid_score)
-    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(s, b))
     return s, adv, std
 
 
@@ -169,36 +152,31 @@ def grpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     "gdpo",
     multi_answer=False,
     paper="Liu et al. 2026, GDPO (arXiv 2601.05242)",
-    summary="z-score each objective in the group, weighted sum with w*, whiten over the batch",
+    summary="z-score each objective in the group, weighted sum (w* or ones), whiten over the batch (rollouts or tokens)",
 )
 def gdpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     """GDPO: per objective j, ``z_j = (r_j - mean_j) / (std_j + eps)`` within the group (Bessel std,
-    as TRL's ``normalize_then_sum``); ``s = sum_j w*_j z_j``; then ``A = (s - mean_B) / (std_B + eps)``
-    over the whole batch (Bessel). A rollout without a valid answer has ``invalid_score`` on every
-    objective."""
+    as TRL's ``normalize_then_sum``; exactly 0 for an objective whose group values are all equal);
+    ``s = sum_j c_j z_j`` with ``c = w*`` (``gdpo_weighting='target'``) or ones (``'ones'``, the
+    reference's); then the whole batch is whitened: ``'rollouts'``: ``A = (s - mean) / (std + eps)``
+    over the N rollouts (Bessel); ``'tokens'``: veRL's masked whitening over response tokens (each
+    rollout counts ``L_n = response_lengths[n]`` times: ``mean = sum L s / sum L``,
+    ``var = sum L (s - mean)^2 / (sum L - 1)``, ``A = (s - mean) / sqrt(var + 1e-8)``). A rollout
+    without a valid answer has ``invalid_score`` on every objective."""
     r = torch.where(
         b.valid[:, 0:1], b.rewards[:, 0, :], torch.full_like(b.rewards[:, 0, :], cfg.invalid_score)
     )
-    z, std = _zscore(r, b, cfg.eps, bessel=True, zero_flat=False)
-    s = z @ b.target
-    adv = (s - s.mean()) / (s.std(unbiased=True) + cfg.eps) if s.numel() > 1 else torch.zeros_like(s)
+    z, std = _zscore(r, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(r, b))
+    s = z @ b.target if cfg.gdpo_weighting == "target" else z.sum(-1)
+    if cfg.gdpo_whitening == "tokens":
+        lens = b.response_lengths
+        total = lens.sum()
+        mean = (lens * s).sum() / total
+        var = (lens * (s - mean) ** 2).sum() / (total - 1)
+        adv = (s - mean) * torch.rsqrt(var + 1e-8)
+    else:
+        adv = (s - s.mean()) / (s.std(unbiased=True) + cfg.eps) if s.numel() > 1 else torch.zeros_like(s)
     return s, adv, std.mean(-1)
-
-
-@register_estimator(
-    "multi_rlvr",
-    multi_answer=True,
-    paper="Puri et al. 2026, Multi-RLVR (arXiv 2603.24844)",
-    summary="sum over the m (dedup'd) answers of w*^T r, group z-score (Bessel std)",
-)
-def multi_rlvr_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
-    """Multi-RLVR: ``s = sum over valid answers of w*^T r`` (missing/duplicate slots add 0; a rollout
-    with none gets ``invalid_score``); GRPO z-score with the Bessel std."""
-    per = b.rewards @ b.target  # [N, m]
-    s = torch.where(b.valid, per, torch.zeros_like(per)).sum(1)
-    s = torch.where(b.valid.any(1), s, torch.full_like(s, cfg.invalid_score))
-    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
-    return s, adv, std
 
 
 @register_estimator(
@@ -209,14 +187,16 @@ def multi_rlvr_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     summary="w^T r with one w ~ Dir(alpha) per prompt (hidden from the model), group z-score",
 )
 def random_weight_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
-    """Random-weighting GRPO: one ``w ~ Dir(alpha)`` per group (drawn from the sampler, or taken
-    from ``rollout_weights`` when given), ``s = w^T r``, GRPO z-score (Bessel std)."""
+    """Random-weighting GRPO: ``w ~ Dir(alpha)`` hidden from the model; ``s = w^T r``, GRPO z-score
+    (Bessel std). ``weight_schedule='per_step'``: one w per group from the sampler at every call;
+    ``'per_row'`` (or any given ``rollout_weights``): each rollout's own w, which compute_advantages
+    takes from :func:`row_weights` of (seed, row index) when no ``rollout_weights`` are given."""
     if b.rollout_weights is not None:
         w = b.rollout_weights
     else:
         w = sampler.sample(b.num_groups, b.d, num_weightings=1)[:, 0, :].to(b.rewards.device)[b.index]
     s = b.single_answer_scalar(w, cfg.invalid_score)
-    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(s, b))
     return s, adv, std
 
 
@@ -231,7 +211,7 @@ def goal_conditioned_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     """Goal-conditioned GRPO: like ``random_weight`` but ``w`` is the weighting shown to the model in
     its prompt, passed as ``rollout_weights [N, d]``. GRPO z-score (Bessel std)."""
     s = b.single_answer_scalar(b.rollout_weights, cfg.invalid_score)
-    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False)
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(s, b))
     return s, adv, std
 
 
@@ -293,7 +273,8 @@ def max_at_k_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     max(2, G // 2)); then the GRPO z-score (Bessel std) of the effective rewards."""
     s = b.single_answer_scalar(b.target, cfg.invalid_score)
     eff = max_at_k_transform(s, b, cfg.max_at_k)
-    adv, std = _zscore(eff, b, cfg.eps, bessel=True, zero_flat=False)
+    # a flat group is judged on s: the transform's sums of binomial shares round differently per rank
+    adv, std = _zscore(eff, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(s, b))
     return s, adv, std
 
 
@@ -309,6 +290,7 @@ def maxrl_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     s = b.single_answer_scalar(b.target, cfg.invalid_score)
     mean = _group_mean(s, b)
     adv = (s - mean[b.index]) / (mean[b.index] + cfg.eps)
+    adv = torch.where(_flat_groups(s, b)[b.index], torch.zeros_like(adv), adv)  # exactly 0 when flat
     std = _group_std(s, b, mean, bessel=False)
     return s, adv, std
 
@@ -330,12 +312,15 @@ def compute_advantages(
     config: EstimatorConfig | None = None,
     sampler: SimplexSampler | None = None,
     seed: int = 0,
+    response_lengths=None,
+    row_index=None,
 ) -> AdvantageResult:
     """Per-rollout advantages of ``estimator`` for a batch of scored rollouts.
 
     Args:
         estimator: a registered name (``list_estimators()``): vpo, grpo, gdpo, multi_rlvr,
-            random_weight, goal_conditioned, max_at_k, maxrl.
+            random_weight, goal_conditioned, max_at_k, maxrl, union_coverage, or a set objective
+            added with :func:`register_set_objective`.
         rewards: ``[N, m, d]`` reward vectors (numpy or torch). Single-answer estimators need m = 1.
         valid: ``[N, m]`` bool mask of real answers (default: all).
         group_size / group_ids: the group layout (exactly one).
@@ -345,17 +330,38 @@ def compute_advantages(
         config: :class:`EstimatorConfig` (K, weight_alpha, weight_sampler, invalid_score, eps, ...).
         sampler: the :class:`SimplexSampler` to draw from (a trainer keeps one for the whole run so
             the stream continues across steps and checkpoints); default: a fresh one seeded ``seed``.
+        response_lengths: ``[N]`` response tokens per rollout; needed by GDPO with
+            ``gdpo_whitening='tokens'``, ignored otherwise.
+        row_index: ``[N]`` dataset row of each rollout; random_weight with
+            ``weight_schedule='per_row'`` and no ``rollout_weights`` weighs row i with
+            ``row_weights(seed, i)``.
 
     Returns:
         :class:`AdvantageResult` with ``advantages [N]`` float64 and diagnostics.
     """
     spec = get_estimator(estimator)
     cfg = config or EstimatorConfig()
-    b = _prepare(rewards, valid, group_size, group_ids, target_weights, rollout_weights, cfg.strict_rewards)
+    if estimator == "gdpo" and cfg.gdpo_whitening == "tokens" and response_lengths is None:
+        raise ValueError(
+            "gdpo with gdpo_whitening='tokens' whitens over response tokens: pass response_lengths [N] "
+            "(each rollout's response token count), or use gdpo_whitening='rollouts'"
+        )
+    if estimator == "random_weight" and cfg.weight_schedule == "per_row" and rollout_weights is None:
+        if row_index is None:
+            raise ValueError(
+                "random_weight with weight_schedule='per_row' needs row_index [N] (each rollout's dataset row) "
+                "or rollout_weights [N, d]"
+            )
+        d = int(_as_f64(rewards, "rewards").shape[-1])
+        rollout_weights = row_weights(seed, row_index, d, cfg.weight_alpha)
+    b = _prepare(
+        rewards, valid, group_size, group_ids, target_weights, rollout_weights, cfg.strict_rewards,
+        response_lengths if estimator == "gdpo" and cfg.gdpo_whitening == "tokens" else None,
+    )
     if not spec.multi_answer and b.m != 1:
         raise ValueError(
             f"estimator {estimator!r} scores one answer per rollout but rewards have m={b.m} answers; "
-            "use m = 1 (rewards[:, :1]) or a multi-answer estimator (vpo, multi_rlvr)"
+            "use m = 1 (rewards[:, :1]) or a multi-answer estimator (vpo, multi_rlvr, a set objective)"
         )
     if spec.needs_rollout_weights and b.rollout_weights is None:
         raise ValueError(f"estimator {estimator!r} needs rollout_weights [N, d]: the w written into each prompt")

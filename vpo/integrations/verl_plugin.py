@@ -7,7 +7,8 @@ registers on import, and :func:`register` is idempotent for explicit use
 (``from vpo.integrations.verl_plugin import register; register()``).
 
 Registered names (``algorithm.adv_estimator=...``) and the vpo.core estimator each runs:
-``vpo`` (VPO), ``vpo_grpo``, ``vpo_multi_rlvr``, ``vpo_max_at_k``, ``vpo_maxrl``, ``vpo_random_weight``.
+``vpo`` (VPO), ``vpo_grpo``, ``vpo_multi_rlvr``, ``vpo_max_at_k``, ``vpo_maxrl``, ``vpo_random_weight``,
+``vpo_union_coverage``, and ``vpo_<name>`` for a set objective registered before :func:`register`.
 
 Each estimator is the veRL signature around :func:`vpo.core.compute_advantages`:
 
@@ -32,8 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from vpo.core.estimators import EstimatorConfig, compute_advantages
-from vpo.integrations.verl_reward import VERL_METHODS
+from vpo.core.estimators import SET_OBJECTIVES, EstimatorConfig, compute_advantages
+from vpo.integrations.verl_reward import core_method, verl_methods
 
 __all__ = ["register", "make_estimator", "REGISTERED"]
 
@@ -54,11 +55,19 @@ def _cfg_get(config: Any, key: str, default: Any = None) -> Any:
     return getattr(config, key, default)
 
 
+def _scalar_estimator(core: str) -> str:
+    """The vpo.core estimator that normalises a veRL batch of per-rollout scalars for ``core``: a
+    set objective's score is already the scalar, so only its group normalisation remains ('vpo':
+    population std, 0 for std < eps; 'grpo': Bessel std), both the identity on one d = 1 answer."""
+    obj = SET_OBJECTIVES.get(core)
+    if obj is None:
+        return core
+    return "vpo" if obj.normalization == "population" else "grpo"
+
+
 def make_estimator(verl_name: str):
-    """The veRL-signature estimator for ``verl_name`` (a key of ``VERL_METHODS``)."""
-    if verl_name not in VERL_METHODS:
-        raise ValueError(f"unknown vpo veRL estimator {verl_name!r}; choose one of {', '.join(VERL_METHODS)}")
-    core_name = VERL_METHODS[verl_name]
+    """The veRL-signature estimator for ``verl_name`` (a key of :func:`verl_methods`)."""
+    core_name = _scalar_estimator(core_method(verl_name))
 
     def estimator(
         token_level_rewards: torch.Tensor,
@@ -123,7 +132,8 @@ def register() -> list[str]:
     """
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
-    for name in VERL_METHODS:
+    methods = verl_methods()
+    for name in methods:
         existing = ADV_ESTIMATOR_REGISTRY.get(name)
         if existing is not None and getattr(existing, "_vpo_name", None) == name:
             REGISTERED[name] = existing
@@ -131,7 +141,7 @@ def register() -> list[str]:
         fn = REGISTERED.get(name) or make_estimator(name)
         register_adv_est(name)(fn)
         REGISTERED[name] = fn
-    return list(VERL_METHODS)
+    return list(methods)
 
 
 try:  # veRL imports (never calls) entry points: register on import

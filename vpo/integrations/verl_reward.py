@@ -52,11 +52,13 @@ import numpy as np
 import torch
 
 from vpo._util import positive_int
-from vpo.core.estimators import EstimatorConfig, compute_advantages
+from vpo.core.estimators import EstimatorConfig, compute_advantages, get_estimator, row_weights
 from vpo.core.weights import SimplexSampler, renamed_setting, validate_sampler_args
 
 __all__ = [
     "VERL_METHODS",
+    "verl_methods",
+    "core_method",
     "group_seed",
     "group_weightings",
     "HashedGroupSampler",
@@ -73,11 +75,34 @@ VERL_METHODS: dict[str, str] = {
     "vpo_max_at_k": "max_at_k",
     "vpo_maxrl": "maxrl",
     "vpo_random_weight": "random_weight",
+    "vpo_union_coverage": "union_coverage",
 }
-"""veRL ``algorithm.adv_estimator`` name -> vpo.core estimator it runs."""
+"""veRL ``algorithm.adv_estimator`` name -> vpo.core estimator it runs (the built-in ones; a set
+objective registered later with ``vpo.core.register_set_objective`` is ``vpo_<name>``, see
+:func:`verl_methods`)."""
 
-_MULTI_ANSWER = {"vpo", "multi_rlvr"}
 _FALLBACK_WARNED = False
+
+
+def verl_methods() -> dict[str, str]:
+    """:data:`VERL_METHODS` plus ``vpo_<name> -> name`` for every registered set objective (those
+    registered by the user too: import their module in every veRL process, then call
+    ``vpo.integrations.verl_plugin.register()`` again)."""
+    from vpo.core.set_objectives import SET_OBJECTIVES
+
+    out = dict(VERL_METHODS)
+    for name in SET_OBJECTIVES:
+        if name not in out.values():
+            out[f"vpo_{name}"] = name
+    return out
+
+
+def core_method(verl_name: str) -> str:
+    """The vpo.core estimator of a veRL name; ``ValueError`` naming the choices otherwise."""
+    methods = verl_methods()
+    if verl_name not in methods:
+        raise ValueError(f"unknown vpo veRL estimator {verl_name!r}; choose one of {', '.join(methods)}")
+    return methods[verl_name]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,8 +240,8 @@ def _resolve_method(method: str | None, extra_info: Mapping) -> str:
             "vpo compute_score: which method's score? Use reward.reward_manager.name=VPORewardManager "
             "(it passes algorithm.adv_estimator) or set reward.custom_reward_function.reward_kwargs.method"
         )
-    if name not in VERL_METHODS:
-        raise ValueError(f"vpo compute_score: unknown method {name!r}; choose one of {', '.join(VERL_METHODS)}")
+    if name not in verl_methods():
+        raise ValueError(f"vpo compute_score: unknown method {name!r}; choose one of {', '.join(verl_methods())}")
     return name
 
 
@@ -236,6 +261,7 @@ def compute_score(
     weight_seed: int = 0,
     invalid_score: float = 0.0,
     dedup: bool = True,
+    weight_schedule: str = "per_step",
     alpha: float | None = None,
     sampler: str | None = None,
     seed: int | None = None,
@@ -250,8 +276,10 @@ def compute_score(
     * ``score``: the method's per-rollout scalar — for ``vpo`` the Monte Carlo set score with the K
       weightings of this rollout's group (see the module docstring); ``w*^T r`` of the single
       answer for ``vpo_grpo``/``vpo_max_at_k``/``vpo_maxrl``; the sum over answers for
-      ``vpo_multi_rlvr``; ``w^T r`` with the group's one random ``w`` for ``vpo_random_weight``;
-      ``invalid_score`` when no answer parsed;
+      ``vpo_multi_rlvr``; ``w^T r`` with the group's one random ``w`` for ``vpo_random_weight``
+      (with ``weight_schedule='per_row'``: the row's ``vpo.core.row_weights(weight_seed,
+      extra_info['index'])``, the same w for the row all run); a set objective's score for
+      ``vpo_<set objective>``; ``invalid_score`` when no answer parsed;
     * ``vpo_r{i}_{objective}`` / ``vpo_valid{i}`` (i < m): the ``[m, d]`` reward matrix and mask;
     * ``vpo_num_answers``, ``vpo_num_parsed``, ``vpo_best_target`` (best ``w*^T r`` over the answers).
 
@@ -267,9 +295,9 @@ def compute_score(
     weight_seed = renamed_setting(where, "weight_seed", weight_seed, 0, "seed", seed, category=FutureWarning)
     extra_info = dict(extra_info or {})
     name = _resolve_method(method, extra_info)
-    core = VERL_METHODS[name]
+    core = core_method(name)
     positive_int(m, "m (answers per rollout)", "vpo compute_score")
-    if core not in _MULTI_ANSWER and m != 1:
+    if not get_estimator(core).multi_answer and m != 1:
         raise ValueError(
             f"vpo compute_score: method {name!r} scores one answer per rollout, but m={m}; "
             "set reward_kwargs.m=1 and prepare the prompts with m=1"
@@ -288,8 +316,18 @@ def compute_score(
     rewards, valid = batch.rewards[0], batch.valid[0]  # [m, d], [m]
     group = _group_key(data_source, ground_truth, extra_info)
     cfg = EstimatorConfig(
-        num_weightings=num_weightings, weight_alpha=weight_alpha, weight_sampler=weight_sampler, invalid_score=invalid_score
+        num_weightings=num_weightings, weight_alpha=weight_alpha, weight_sampler=weight_sampler, invalid_score=invalid_score,
+        weight_schedule=weight_schedule,
     )
+    rollout_weights = None
+    if core == "random_weight" and weight_schedule == "per_row":
+        if extra_info.get("index") is None:
+            raise ValueError(
+                "vpo compute_score: weight_schedule='per_row' keys w by the dataset row, but extra_info has no 'index' "
+                "(make_verl_rows writes it); prepare the data with examples/verl/prepare_data.py"
+            )
+        row = int(extra_info["index"])
+        rollout_weights = row_weights(weight_seed, [row, row], len(t.objectives), weight_alpha)
     # vpo.core computes the scalar; the group statistics come later in the veRL estimator. Two copies
     # make a legal group of 2 (core needs G >= 2); only .scores[0] is used.
     res = compute_advantages(
@@ -298,6 +336,7 @@ def compute_score(
         np.stack([valid, valid]),
         group_ids=[group, group],
         target_weights=t.target_weights,
+        rollout_weights=rollout_weights,
         config=cfg,
         sampler=HashedGroupSampler([group], num_weightings, weight_alpha, weight_sampler, weight_seed),
     )
@@ -375,10 +414,10 @@ def _build_reward_manager_cls():
         def __init__(self, config, tokenizer, compute_score, **kwargs):
             super().__init__(config, tokenizer, compute_score, **kwargs)
             est = str(config.algorithm.adv_estimator)
-            if est not in VERL_METHODS:
+            if est not in verl_methods():
                 raise ValueError(
                     f"VPORewardManager: algorithm.adv_estimator={est!r} is not a vpo estimator; "
-                    f"use one of {', '.join(VERL_METHODS)}"
+                    f"use one of {', '.join(verl_methods())}"
                 )
             self.vpo_method = est
 

@@ -134,6 +134,14 @@ class VPOConfig(GRPOConfig):
             "never win a rollout's set max (vpo.tasks.constrained; docs/constraints.md)."
         },
     )
+    shared_prompt_forward: bool = field(
+        default=False,
+        metadata={
+            "help": "Run each distinct prompt of a batch through the model once when computing log-probabilities "
+            "(policy and reference), repeating its key/value cache to the G rollouts that share it; equal to TRL's "
+            "per-row forward up to float rounding, cheaper when prompts are long next to completions (docs/training.md)."
+        },
+    )
     invalid_answer_score: float | None = field(
         default=None,
         metadata={"help": "Deprecated name of invalid_score."},

@@ -441,6 +441,20 @@ class VPOTrainer(GRPOTrainer):
             for name, val in zip(self.vpo_objectives, diag["objective_means"]):
                 metrics[f"vpo/objective/{name}"].append(val)
 
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **multimodal):
+        """TRL's, or with ``shared_prompt_forward`` each distinct prompt once (vpo/train/shared_prefix.py)."""
+        from vpo.train.shared_prefix import shared_prefix_logps, shared_prefix_supported
+
+        if getattr(self.args, "shared_prompt_forward", False) and shared_prefix_supported(model, multimodal, compute_aux_loss):
+            with self.accelerator.autocast():
+                logps, ent = shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep, self.temperature,
+                                                 compute_entropy=compute_entropy, batch_size=batch_size)
+            return logps, ent, None
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=compute_entropy,
+            compute_aux_loss=compute_aux_loss, **multimodal)
+
     # ---------------------------------------------------------------------------------------
     # checkpoints
     # ---------------------------------------------------------------------------------------
