@@ -51,12 +51,16 @@ QUOTED_KEYS = {
     "metrics": ["metrics_median_s_m1", "metrics_median_s_m3", "metrics_speedup_m1", "metrics_speedup_m3"],
     # docs/demo.md (static KV cache), README "Measured figures"
     "generation": ["dynamic_cache_s", "static_cache_s", "speedup_static_vs_dynamic"],
+    # docs/training.md "Search evaluation during training" (overhead per evaluation, vpo/pool/... logs)
+    "search_eval": ["step_s", "eval_s", "eval_generation_s", "eval_over_step", "amortised_overhead", "pool_logs_ms", "answers_per_eval"],
+    # docs/demo.md "Where the time goes", docs/training.md (shared_prompt_forward)
+    "shared_prefix": ["trl_s_grpo", "shared_s_grpo", "speedup_grpo", "speedup_grpo_range", "tokens_grpo"],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
 
-FAST = ["estimators", "sandbox", "scorers", "generation", "sandbox_seccomp", "sandbox_soak"]  # ~5 s each here
-SLOW = ["train_step", "metrics"]  # three trainers / model generation: 15-30 s each here
+FAST = ["estimators", "sandbox", "scorers", "generation", "sandbox_seccomp", "sandbox_soak", "shared_prefix"]  # ~5 s each here
+SLOW = ["train_step", "metrics", "search_eval"]  # three trainers / model generation: 15-30 s each here
 
 
 def _run(name: str, *extra: str, timeout: int = 300) -> dict:

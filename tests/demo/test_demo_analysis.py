@@ -253,13 +253,52 @@ def _job(tmp_path: Path, name: str, value: int, after=()) -> Job:
     return Job(name, [sys.executable, "-c", code], tmp_path / f"{name}.log", out, settings={"value": value}, after=list(after))
 
 
-def test_run_jobs_resumes_and_reruns_changed_stages_and_their_dependants(tmp_path, capsys):
-    ran = run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2)
+@pytest.mark.parametrize("workers", [True, False], ids=["workers", "processes"])
+def test_run_jobs_resumes_and_reruns_changed_stages_and_their_dependants(tmp_path, capsys, workers):
+    ran = run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers)
     assert set(ran) == {"a", "b"}
-    assert run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2) == {}  # all done: skipped
+    assert run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers) == {}  # all done: skipped
     capsys.readouterr()
     # a changed setting of "a" reruns a, and b because it depends on a
-    ran = run_jobs([_job(tmp_path, "a", 2), _job(tmp_path, "b", 1, ["a"])], 2)
+    ran = run_jobs([_job(tmp_path, "a", 2), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers)
     assert set(ran) == {"a", "b"}
     assert (tmp_path / "a.txt").read_text() == "2"
     assert "a: settings changed" in capsys.readouterr().out
+
+
+def _code_job(tmp_path: Path, name: str, code: str, cost: float = 0.0, after=()) -> Job:
+    return Job(name, [sys.executable, "-c", code], tmp_path / f"{name}.log", tmp_path / f"{name}.txt",
+               settings={"code": code}, after=list(after), cost=cost)
+
+
+def test_worker_runs_jobs_in_one_process_longest_first_with_logs_and_exit_codes(tmp_path):
+    """One worker slot: jobs share its process (state left by one job is visible to the next, which
+    is the point: imports and generated mazes are paid once), run longest-expected first, write
+    their own logs, and a failing job stops the run with its traceback."""
+    out = lambda n: str(tmp_path / f"{n}.txt")  # noqa: E731
+    jobs = [
+        _code_job(tmp_path, "short", f"import builtins, os; print('short ran'); open({out('short')!r}, 'w').write(str(builtins.__dict__.get('_vpo_pid')) + ' ' + str(os.getpid()))", cost=1),
+        _code_job(tmp_path, "long", f"import builtins, os; builtins._vpo_pid = os.getpid(); print('long ran'); open({out('long')!r}, 'w').write('x')", cost=9),
+    ]
+    assert set(run_jobs(jobs, 1, workers=True)) == {"short", "long"}
+    seen_pid, own_pid = (tmp_path / "short.txt").read_text().split()
+    assert seen_pid == own_pid  # "long" ran first, in the same process
+    assert (tmp_path / "short.log").read_text().strip() == "short ran"
+    assert (tmp_path / "long.log").read_text().strip() == "long ran"
+    bad = _code_job(tmp_path, "bad", "raise ValueError('boom in job')")
+    with pytest.raises(RuntimeError, match="job bad failed") as err:
+        run_jobs([bad], 1, workers=True)
+    assert "ValueError: boom in job" in str(err.value)
+    exits = _code_job(tmp_path, "exits", "import sys; sys.exit(3)")
+    with pytest.raises(RuntimeError, match=r"exit 3"):
+        run_jobs([exits], 1, workers=True)
+
+
+def test_worker_runs_module_jobs_like_python_dash_m(tmp_path):
+    """``-m vpo.cli ...`` in a worker behaves as the command does: a user error is one line, exit 2."""
+    job = Job("cli", [sys.executable, "-m", "vpo.cli", "eval", "--model", str(tmp_path / "missing")],
+              tmp_path / "cli.log", tmp_path / "never.json")
+    with pytest.raises(RuntimeError, match=r"exit 2"):
+        run_jobs([job], 1, workers=True)
+    log = (tmp_path / "cli.log").read_text()
+    assert "vpo eval: error:" in log and "Traceback" not in log

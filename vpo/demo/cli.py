@@ -70,7 +70,7 @@ def _main(args) -> int:
     from vpo.demo.report import markdown
     from vpo.demo.runner import run_demo
 
-    agg = run_demo(config_from_args(args))
+    agg = run_demo(config_from_args(args), workers=not args.no_workers)
     print(markdown(agg))
     return 0
 
@@ -91,7 +91,9 @@ def add_parser(sub) -> None:
     p.add_argument("--methods", default=None,
                    help=f"comma-separated methods, 'default' ({','.join(DEFAULT_METHODS)}) or 'all' "
                         f"(adds {','.join(ALL_METHODS[len(DEFAULT_METHODS):])}); any registered estimator name works")
-    p.add_argument("--jobs", type=int, default=None, help="subprocesses at a time (default 2)")
+    p.add_argument("--jobs", type=int, default=None, help="jobs at a time (default 2)")
+    p.add_argument("--no-workers", action="store_true",
+                   help="run every job as a fresh process instead of in long-lived worker processes (same results, slower)")
     p.add_argument("--warm-only", action="store_true",
                    help="stop after evaluating the warm start: a cheap probe of a task regime's headroom (use with --set split=validation)")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE",

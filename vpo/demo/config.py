@@ -143,7 +143,7 @@ class DemoConfig:
     bootstrap: int = 2000
     """Resamples of the two-level (seeds, then mazes) bootstrap behind every interval."""
     jobs: int = 2
-    """Subprocesses at a time."""
+    """Jobs at a time (each in its own single-threaded worker process)."""
     warm_only: bool = False
     """Stop after evaluating the warm start (a cheap probe of the task regime's headroom)."""
 

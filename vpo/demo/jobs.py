@@ -1,4 +1,4 @@
-"""Run the demo's stages as subprocesses, a few at a time, and resume safely.
+"""Run the demo's stages a few at a time (in long-lived worker processes), and resume safely.
 
 A stage is done when its output file exists **and** its settings record (``<output>.settings.json``,
 written when the stage succeeds) equals the settings the current run would use. A stage whose
@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,7 @@ class Job:
     after: list[str] = field(default_factory=list)
     progress_total: int = 0  # steps to expect in the log (train jobs), for the status line
     output_dir: Path | None = None  # removed before a rerun under changed settings
+    cost: float = 0.0  # expected relative run time: longer jobs start first
 
 
 def status(msg: str) -> None:
@@ -104,54 +107,129 @@ def _pending(jobs: list[Job]) -> tuple[list[Job], set[str]]:
     return pending, done
 
 
-def run_jobs(jobs: list[Job], parallel: int) -> dict[str, float]:
-    """Run jobs as subprocesses, ``parallel`` at a time, respecting ``after`` dependencies (a job whose
-    dependency reruns also reruns). Returns seconds per job run. Prints a status line when a job
-    starts or ends and every ~20 s while any runs. A failed job stops the demo with its log's tail
-    (finished jobs stay on disk and are skipped next time)."""
+class _ProcessLane:
+    """Runs each job as a fresh process (``argv`` as given)."""
+
+    def __init__(self, env: dict) -> None:
+        self.env, self.proc = env, None
+
+    def start(self, job: Job) -> None:
+        with open(job.log, "w") as fh:
+            self.proc = subprocess.Popen(job.argv, stdout=fh, stderr=subprocess.STDOUT, env=self.env)
+
+    def poll(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+
+class _WorkerLane:
+    """Sends each job (``python -m ...`` / ``-c ...``) to one long-lived :mod:`vpo.demo.worker`
+    process, which imports what the jobs share once."""
+
+    def __init__(self, env: dict, log: Path) -> None:
+        r, w = os.pipe()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vpo.demo.worker", str(w)], stdin=subprocess.PIPE, stdout=self._log,
+            stderr=subprocess.STDOUT, env=env, pass_fds=(w,), text=True,
+        )
+        os.close(w)
+        self._results = os.fdopen(r, "r")
+        self._busy = False
+
+    def start(self, job: Job) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"argv": job.argv[1:], "log": str(job.log)}) + "\n")
+        self.proc.stdin.flush()
+        self._busy = True
+
+    def poll(self) -> int | None:
+        if not self._busy:
+            return None
+        if select.select([self._results], [], [], 0)[0]:
+            line = self._results.readline()
+            if line:
+                self._busy = False
+                return int(json.loads(line)["rc"])
+        if self.proc.poll() is not None:  # died mid-job (killed, out of memory)
+            self._busy = False
+            return self.proc.returncode or 1
+        return None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._results.close()
+        self._log.close()
+
+
+def _pick(pending: list[Job], done: set[str]) -> Job | None:
+    """The ready job with the largest expected cost (longest first keeps the two lanes level)."""
+    ready = [j for j in pending if all(a in done for a in j.after)]
+    return max(ready, key=lambda j: j.cost) if ready else None  # max keeps the first on ties
+
+
+def run_jobs(jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path | None = None) -> dict[str, float]:
+    """Run jobs ``parallel`` at a time, respecting ``after`` dependencies (a job whose dependency reruns
+    also reruns), longest expected first. With ``workers`` each slot is one long-lived
+    :mod:`vpo.demo.worker` process that runs its jobs in turn (one import of the stack per slot);
+    without, every job is a fresh process. Returns seconds per job run. Prints a status line when
+    a job starts or ends and every ~20 s while any runs. A failed job stops the demo with its log's
+    tail (finished jobs stay on disk and are skipped next time)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
     pending, done = _pending(jobs)
     if len(pending) < len(jobs):
         status(f"{len(jobs) - len(pending)} job(s) already done with the same settings, skipped")
-    running: dict[str, tuple[Job, subprocess.Popen, float]] = {}
+    if not pending:
+        return {}
+    n_lanes = max(1, min(parallel, len(pending)))
+    wlog = (log_dir or pending[0].log.parent) / "workers.log"
+    lanes = [_WorkerLane(env, wlog) if workers else _ProcessLane(env) for _ in range(n_lanes)]
+    running: dict[int, tuple[Job, float]] = {}
     seconds: dict[str, float] = {}
     last, total = 0.0, len(pending)
     try:
         while pending or running:
-            for name, (job, proc, t0) in list(running.items()):
-                if proc.poll() is None:
+            for i, (job, t0) in list(running.items()):
+                rc = lanes[i].poll()
+                if rc is None:
                     continue
-                del running[name]
-                if proc.returncode != 0 or not job.done_marker.exists():
+                del running[i]
+                if rc != 0 or not job.done_marker.exists():
                     tail = job.log.read_text(errors="replace")[-4000:] if job.log.exists() else ""
-                    raise RuntimeError(f"job {name} failed (exit {proc.returncode}); log {job.log}:\n{tail}")
+                    raise RuntimeError(f"job {job.name} failed (exit {rc}); log {job.log}:\n{tail}")
                 mark_done(job.done_marker, job.settings)
-                seconds[name] = time.time() - t0
-                done.add(name)
-                status(f"done  {name} in {seconds[name]:.0f} s ({len(seconds)}/{total})")
-            while len(running) < parallel:
-                ready = [j for j in pending if all(a in done for a in j.after)]
-                if not ready:
+                seconds[job.name] = time.time() - t0
+                done.add(job.name)
+                status(f"done  {job.name} in {seconds[job.name]:.0f} s ({len(seconds)}/{total})")
+            for i in range(n_lanes):
+                if i in running:
+                    continue
+                job = _pick(pending, done)
+                if job is None:
                     break
-                job = ready[0]
                 pending.remove(job)
                 job.log.parent.mkdir(parents=True, exist_ok=True)
-                with open(job.log, "w") as fh:
-                    proc = subprocess.Popen(job.argv, stdout=fh, stderr=subprocess.STDOUT, env=env)
-                running[job.name] = (job, proc, time.time())
+                lanes[i].start(job)
+                running[i] = (job, time.time())
                 status(f"start {job.name}")
             if running and time.time() - last > 20:
                 parts = []
-                for name, (job, _, t0) in running.items():
+                for job, t0 in running.values():
                     step = _train_step_from_log(job.log) if job.progress_total else None
                     prog = f" step {step}/{job.progress_total}" if step is not None else ""
-                    parts.append(f"{name}{prog} ({time.time() - t0:.0f} s)")
+                    parts.append(f"{job.name}{prog} ({time.time() - t0:.0f} s)")
                 status("running: " + ", ".join(parts))
                 last = time.time()
-            if not running and pending and not any(all(a in done for a in j.after) for j in pending):
+            if not running and pending and _pick(pending, done) is None:
                 raise RuntimeError("unsatisfiable job dependencies: " + ", ".join(j.name for j in pending))
-            time.sleep(0.5)
+            time.sleep(0.2)
     finally:
-        for _, proc, _ in running.values():
-            proc.kill()
+        for lane in lanes:
+            lane.close()
     return seconds

@@ -39,7 +39,7 @@ def aggregate(cfg: DemoConfig, out: Path) -> dict:
     return agg
 
 
-def run_demo(cfg: DemoConfig) -> dict:
+def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -48,7 +48,7 @@ def run_demo(cfg: DemoConfig) -> dict:
     t_warm = time.time() - t0
     jobs = build_jobs(cfg, out, ws)
     status(f"{len(jobs)} jobs ({len(cfg.methods)} methods x {len(cfg.seeds)} seeds + evaluations), {cfg.jobs} at a time")
-    job_seconds = run_jobs(jobs, cfg.jobs)
+    job_seconds = run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs")
     t_report = time.time()
     agg = aggregate(cfg, out)
     elapsed = time.time() - t0

@@ -1,5 +1,5 @@
 """The demo's stages: the warm start (in process), then one ``vpo train`` and one ``vpo eval`` job per
-method and seed (subprocesses), built from one :class:`~vpo.demo.config.DemoConfig`.
+method and seed (run by :func:`vpo.demo.jobs.run_jobs`), built from one :class:`~vpo.demo.config.DemoConfig`.
 
 Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its routes come
 from :func:`vpo.tasks.maze.random_route` (valid, with random detours whose breadth the config sets).
@@ -139,6 +139,12 @@ def _without_paths(conf: dict) -> dict:
     return {k: v for k, v in conf.items() if k not in ("output_dir", "model_name_or_path")}
 
 
+def train_cost(tc: dict) -> float:
+    """A train job's expected relative run time: rollouts x (tokens a rollout may write + a prompt's
+    worth of fixed cost) x steps. Only the order matters (the longest jobs start first)."""
+    return tc["max_steps"] * tc["per_device_train_batch_size"] * (tc["max_completion_length"] + 40) / 1e3
+
+
 def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
     import yaml
 
@@ -155,6 +161,7 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
                 f"train {method} s{seed}", [sys.executable, "-m", "vpo.cli", "train", str(conf)],
                 out / "logs" / f"train_{method}_s{seed}.log", run / "model.safetensors",
                 settings={"warm_start": warm, "train": _without_paths(tc)}, progress_total=cfg.rl_steps, output_dir=run,
+                cost=train_cost(tc),
             ))
     evals = [("warmstart_m1", ws, 1, [], 0, {"warm_start": warm}), ("warmstart_m3", ws, 3, [], 0, {"warm_start": warm})]
     for seed in cfg.seeds:

@@ -13,6 +13,7 @@ odd sizes only. docs/tasks.md ("Maze") has the generation steps, options and sol
 
 from __future__ import annotations
 
+
 import hashlib
 import random
 from collections import deque
@@ -353,8 +354,26 @@ def zone_route_lengths(maze: Maze) -> dict[str, int | None]:
 
 
 def generate_maze(seed: int, config: MazeConfig | None = None) -> Maze:
-    """One designed-conflict maze from an integer seed (deterministic)."""
+    """One designed-conflict maze from an integer seed (deterministic).
+
+    Memoised per process (both arguments and the result are immutable): a generated maze costs
+    tens of rejected attempts (exact route search), and a process that loads the same split twice
+    (``vpo demo``'s workers run several jobs on the same 1000 training mazes) pays once."""
     cfg = (config or MazeConfig()).resolved()
+    key = (int(seed), repr(sorted(cfg.items())))
+    maze = _MAZE_CACHE.get(key)
+    if maze is None:
+        if len(_MAZE_CACHE) >= _MAZE_CACHE_SIZE:
+            _MAZE_CACHE.pop(next(iter(_MAZE_CACHE)))  # oldest first
+        maze = _MAZE_CACHE[key] = _generate_maze_uncached(int(seed), cfg)
+    return maze
+
+
+_MAZE_CACHE: dict = {}
+_MAZE_CACHE_SIZE = 8192
+
+
+def _generate_maze_uncached(seed: int, cfg: dict) -> Maze:
     rnd = _Draw(seed)
     for _ in range(cfg["max_attempts"]):
         maze = _try_generate(rnd, cfg)

@@ -1,0 +1,142 @@
+"""``shared_prompt_forward``: each distinct prompt run once must give TRL's per-token log-probabilities,
+entropies and gradients (TRL's own ``_get_per_token_logps_and_entropies`` on the same batch is the
+reference), and the trainer must take that path only when asked."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+from trl import GRPOTrainer  # noqa: E402
+from trl.trainer.utils import add_fused_lm_head  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from vpo.train.shared_prefix import shared_prefix_logps, shared_prefix_supported  # noqa: E402
+
+TEMPERATURE = 0.9
+
+
+def _model(tiny_model_dir):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    add_fused_lm_head(model, temperature=TEMPERATURE, outputs=("log_probs", "entropy"))
+    return model
+
+
+def _batch(vocab: int, groups=(5, 3, 7), g=4, completion=6, seed=0):
+    """Left-padded prompts of different lengths, each repeated g times, shuffled; right-padded
+    completions of different lengths (as TRL builds them)."""
+    gen = torch.Generator().manual_seed(seed)
+    p = max(groups)
+    rows, masks = [], []
+    for length in groups:
+        ids = torch.randint(3, vocab, (length,), generator=gen)
+        for _ in range(g):
+            comp_len = int(torch.randint(1, completion + 1, (1,), generator=gen))
+            comp = torch.randint(3, vocab, (completion,), generator=gen)
+            row = torch.cat([torch.zeros(p - length, dtype=torch.long), ids, comp])
+            mask = torch.cat([torch.zeros(p - length), torch.ones(length), torch.ones(comp_len), torch.zeros(completion - comp_len)])
+            rows.append(row)
+            masks.append(mask.long())
+    order = torch.randperm(len(rows), generator=gen)
+    return torch.stack(rows)[order], torch.stack(masks)[order], completion
+
+
+def _trl(model, ids, mask, c):
+    fake = types.SimpleNamespace(accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True))
+    logps, ent, _ = GRPOTrainer._get_per_token_logps_and_entropies(fake, model, ids, mask, c, compute_entropy=True)
+    return logps, ent
+
+
+def _grads(model, logps, weights):
+    model.zero_grad()
+    (logps * weights).sum().backward()
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("batch_size", [None, 5])
+def test_shared_prefix_equals_trls_logps_entropies_and_gradients(tiny_model_dir, batch_size):
+    model = _model(tiny_model_dir)
+    ids, mask, c = _batch(model.config.vocab_size)
+    ref_logps, ref_ent = _trl(model, ids, mask, c)
+    logps, ent = shared_prefix_logps(model, ids, mask, c, TEMPERATURE, compute_entropy=True, batch_size=batch_size)
+    cmask = mask[:, -c:].bool()
+    assert logps.shape == ref_logps.shape == (ids.size(0), c)
+    torch.testing.assert_close(logps, ref_logps, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(ent, ref_ent, atol=2e-5, rtol=1e-5)
+    assert (logps[~cmask] == 0).all() and (logps[cmask] < 0).all()
+    w = torch.randn(logps.shape, generator=torch.Generator().manual_seed(1))
+    ref_g = _grads(model, _trl(model, ids, mask, c)[0], w)
+    g = _grads(model, shared_prefix_logps(model, ids, mask, c, TEMPERATURE, batch_size=batch_size)[0], w)
+    assert ref_g.keys() == g.keys() and len(g) > 5
+    for name in g:
+        torch.testing.assert_close(g[name], ref_g[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_a_prompt_mix_up_is_caught(tiny_model_dir, monkeypatch):
+    """The comparison has teeth: rows given another row's prompt cache change the numbers."""
+    import vpo.train.shared_prefix as sp
+
+    model = _model(tiny_model_dir)
+    ids, mask, c = _batch(model.config.vocab_size)
+    ref_logps, _ = _trl(model, ids, mask, c)
+    real = sp._distinct_prompts
+
+    def mixed_up(prompt_ids, prompt_mask):
+        u_ids, u_mask, inverse = real(prompt_ids, prompt_mask)
+        return u_ids, u_mask, (inverse + 1) % u_ids.size(0)
+
+    monkeypatch.setattr(sp, "_distinct_prompts", mixed_up)
+    wrong, _ = shared_prefix_logps(model, ids, mask, c, TEMPERATURE)
+    assert not torch.allclose(wrong, ref_logps, atol=1e-3)
+
+
+def test_support_check():
+    cfg = types.SimpleNamespace(use_sliding_window=False, layer_types=["full_attention"] * 2)
+    model = types.SimpleNamespace(config=cfg)
+    assert shared_prefix_supported(model, {}, False)
+    assert not shared_prefix_supported(model, {"pixel_values": torch.zeros(1)}, False)
+    assert not shared_prefix_supported(model, {}, True)
+    cfg.layer_types = ["sliding_attention", "full_attention"]
+    assert not shared_prefix_supported(model, {}, False)
+    cfg.layer_types = ["full_attention"] * 2
+    model.is_gradient_checkpointing, model.training = True, True
+    assert not shared_prefix_supported(model, {}, False)
+    model.training = False  # the reference model, or the policy scored without gradients
+    assert shared_prefix_supported(model, {}, False)
+
+
+def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir, char_task, monkeypatch):
+    """One step of real training both ways from the same seed: the same loss (to float rounding),
+    and the shared path was the one used when the switch is on."""
+    import vpo.train.shared_prefix as sp
+    from vpo.train import VPOConfig, VPOTrainer
+
+    real = sp.shared_prefix_logps
+    losses, calls = {}, {}
+    for shared in (False, True):
+        args = VPOConfig(
+            output_dir=str(tmp_path / f"out{shared}"), num_generations=4, per_device_train_batch_size=8,
+            max_completion_length=12, max_steps=1, learning_rate=1e-2, beta=0.01, logging_steps=1, report_to="none",
+            save_strategy="no", use_cpu=True, seed=0, num_weightings=16, disable_tqdm=True, estimator="vpo",
+            shared_prompt_forward=shared, gradient_checkpointing=False,
+        )
+        trainer = VPOTrainer(model=tiny_model_dir, args=args, task=char_task)
+        n: list[int] = []
+
+        def counting(*a, _n=n, **k):
+            _n.append(1)
+            return real(*a, **k)
+
+        monkeypatch.setattr(sp, "shared_prefix_logps", counting)
+        trainer.train()
+        monkeypatch.setattr(sp, "shared_prefix_logps", real)
+        calls[shared] = len(n)
+        losses[shared] = next(h["loss"] for h in trainer.state.log_history if "loss" in h)
+    assert calls[False] == 0 and calls[True] >= 2  # policy and reference model
+    assert losses[True] == pytest.approx(losses[False], abs=1e-5)
