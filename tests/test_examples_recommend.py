@@ -40,6 +40,7 @@ def test_personas_score_items_as_documented():
     assert not {e["question"] for e in task.load("train")} & {e["question"] for e in task.load("test")}
 
 
+@pytest.mark.slow  # 13 s of CPU, but 48-127 s of wall time on the loaded 2-core machine
 def test_quick_run_writes_the_report(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
