@@ -369,7 +369,7 @@ def test_splits_options_and_errors():
     assert ten == task.load("test", 20)[:10] and ten[0]["seed"] >= 4242
     val = task.load("validation", 5)
     assert {e["seed"] for e in val}.isdisjoint(e["seed"] for e in ten) and val[0]["seed"] >= 2121
-    assert task.load("test", 3, exclude=ten[:1]) == ten[1:3]
+    assert [e["seed"] for e in task.load("test", 3, exclude=ten[:1])] == [e["seed"] for e in ten[1:4]]
     json.dumps(ten)
     assert isinstance(MazeTask(variant="reference"), ReferenceMazeTask)
     assert type(vpo.tasks.get("maze", variant="default", size=7)) is MazeTask

@@ -345,17 +345,19 @@ def generate_reference_maze(seed: int) -> ReferenceMaze | None:
     return ReferenceMaze(tuple("".join(row) for row in grid), budget)
 
 
-def reference_split(n: int, base_seed: int) -> list[tuple[int, ReferenceMaze]]:
-    """The first ``n`` accepted mazes over seeds ``base_seed, base_seed + 1, ...``, as (seed, maze).
+def reference_split(n: int, base_seed: int, skip: Iterable[tuple[tuple[str, ...], int]] = ()) -> list[tuple[int, ReferenceMaze]]:
+    """The first ``n`` accepted mazes over seeds ``base_seed, base_seed + 1, ...``, as (seed, maze);
+    a maze whose ``(grid, budget)`` is in ``skip`` is passed over like a rejected seed.
 
     Raises ``RuntimeError`` after ``n * 300`` seeds (the reference returns the short split there)."""
+    skip = set(skip)
     out: list[tuple[int, ReferenceMaze]] = []
     seed = base_seed
     while len(out) < n:
         if seed - base_seed >= n * MAX_DRAWS_PER_MAZE:
             raise RuntimeError(f"only {len(out)} of {n} reference mazes in {n * MAX_DRAWS_PER_MAZE} seeds from {base_seed}")
         maze = generate_reference_maze(seed)
-        if maze is not None:
+        if maze is not None and (maze.grid, maze.budget) not in skip:
             out.append((seed, maze))
         seed += 1
     return out
@@ -394,28 +396,28 @@ class ReferenceMazeTask(Task):
                 raise ValueError(f"maze option {nm} must be an integer, got {v!r}")
         self.score_mode = score_mode
         self.seeds = {"train": int(seed), "validation": int(validation_seed), "test": int(test_seed)}
-        self._splits: dict[tuple[int, int], list[tuple[int, ReferenceMaze]]] = {}
+        self._splits: dict[tuple, list[tuple[int, ReferenceMaze]]] = {}
 
     def load(self, split: str = "train", n: int | None = None, seed: int | None = None, *,
              exclude: Iterable[Example] = ()) -> list[Example]:
         """The first ``n`` accepted mazes of ``split`` (default n: 1000 train, 100 validation and
-        test), so ``load(s, 10)`` is a prefix of ``load(s, 100)``. Mazes equal to one in ``exclude``
-        are dropped after generation (the reference keeps them). Example keys: id, split, seed (the
-        maze's own seed), index, grid, budget."""
+        test), so ``load(s, 10)`` is a prefix of ``load(s, 100)``. A maze equal to one in
+        ``exclude`` is passed over (the reference has no such option). Example keys: id, split,
+        seed (the maze's own seed), index (position in the split), grid, budget."""
         if split not in SPLITS:
             raise ValueError(f"maze task has splits {SPLITS}, not {split!r}")
         n = SPLIT_SIZES[split] if n is None else n
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"maze: n must be a non-negative integer, got {n!r}")
         base = self.seeds[split] if seed is None else int(seed)
-        key = (base, int(n))
+        skip = frozenset((tuple(e["grid"]), int(e["budget"])) for e in exclude)
+        key = (base, int(n), skip)
         if key not in self._splits:
-            self._splits[key] = reference_split(int(n), base)
-        skip = {(tuple(e["grid"]), int(e["budget"])) for e in exclude}
+            self._splits[key] = reference_split(int(n), base, skip)
         return [
             {"id": f"maze-ref-{split}-{s}", "split": split, "seed": s, "index": i,
              "grid": list(mz.grid), "budget": mz.budget}
-            for i, (s, mz) in enumerate(self._splits[key]) if (mz.grid, mz.budget) not in skip
+            for i, (s, mz) in enumerate(self._splits[key])
         ]
 
     def question(self, example: Example, per_route: bool = False) -> str:
