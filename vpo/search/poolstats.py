@@ -16,6 +16,7 @@ layout of :func:`vpo.search.metrics.group_by_prompt`.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -270,12 +271,17 @@ def subset_draws(d: int, num_draws: int = 100, seed: int = 42) -> np.ndarray:
     """``[num_draws, d]`` bool: random non-empty objective subsets, each a bit mask drawn uniformly from
     1..2^d - 1 with Python's ``random.Random(seed).randint`` (the reference's draws: same seed, same
     subsets). The same draws are used for every prompt."""
+    return _subset_draws(int(d), int(num_draws), int(seed)).copy()
+
+
+@lru_cache(maxsize=64)
+def _subset_draws(d: int, num_draws: int, seed: int) -> np.ndarray:
     import random
 
     rng = random.Random(seed)
-    masks = [rng.randint(1, (1 << d) - 1) for _ in range(int(num_draws))]
+    masks = [rng.randint(1, (1 << d) - 1) for _ in range(num_draws)]
     bits = np.array([[(s >> j) & 1 for j in range(d)] for s in masks], dtype=bool)
-    return bits.reshape(int(num_draws), d)
+    return bits.reshape(num_draws, d)
 
 
 def subset_winner_share(points, mask, rollout, num_draws: int = 100, seed: int = 42, tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:

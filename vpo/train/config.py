@@ -142,6 +142,29 @@ class VPOConfig(GRPOConfig):
             "per-row forward up to float rounding, cheaper when prompts are long next to completions (docs/training.md)."
         },
     )
+    log_pool_stats: bool = field(
+        default=True,
+        metadata={"help": "Log the VPO reference's pool statistics of every training batch as vpo/pool/... (docs/eval.md)."},
+    )
+    search_eval_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Held-out search evaluation at every global step that is a multiple of N (kept across resumes): "
+            "best@k at a matched answer budget, pass@k and diversity, logged as search/... (docs/training.md). 0 = off."
+        },
+    )
+    search_eval_examples: int = field(default=16, metadata={"help": "Prompts of search_eval_split per search evaluation."})
+    search_eval_budget: int = field(
+        default=12, metadata={"help": "Answer slots per prompt in a search evaluation (ceil(budget / m) rollouts of m answers)."}
+    )
+    search_eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of search evaluation (0 = greedy)."})
+    search_eval_split: str = field(default="test", metadata={"help": "Task split the search evaluation samples prompts from."})
+    search_eval_max_new_tokens: int | None = field(
+        default=None, metadata={"help": "Completion length limit of search evaluation (default: max_completion_length)."}
+    )
+    search_eval_seed: int | None = field(
+        default=None, metadata={"help": "Sampling seed of search evaluation, the same at every evaluation (default: seed)."}
+    )
     invalid_answer_score: float | None = field(
         default=None,
         metadata={"help": "Deprecated name of invalid_score."},
@@ -186,6 +209,9 @@ class VPOConfig(GRPOConfig):
             raise ValueError(
                 f"num_generations (G) must be >= 2: advantages are normalised within a group; got {self.num_generations}"
             )
+        from vpo.train.callbacks import validate_search_eval_args
+
+        validate_search_eval_args(self)
         silence_checkpointing_renames()  # again here: a caller's warning filters may have been reset since import
         super().__post_init__()
 

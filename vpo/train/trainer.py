@@ -208,6 +208,10 @@ class VPOTrainer(GRPOTrainer):
         self._goal_seed = seed
         self._example_cache: dict[int, dict] = {}
         self._pending: dict | None = None
+        if args.search_eval_steps:  # held-out search evaluation every N global steps (vpo.train.callbacks)
+            from vpo.train.callbacks import SearchEvalCallback
+
+            self.add_callback(SearchEvalCallback(self))
         self.vpo_last: dict | None = None  # the last batch's tensors, for inspection and tests
 
     def _vpo_datasets(self, task: Task, args: VPOConfig, processing_class, train_dataset, eval_dataset):
@@ -440,6 +444,11 @@ class VPOTrainer(GRPOTrainer):
             metrics["vpo/zero_std_frac"].append(diag["zero_std_frac"])
             for name, val in zip(self.vpo_objectives, diag["objective_means"]):
                 metrics[f"vpo/objective/{name}"].append(val)
+        if self.args.log_pool_stats:  # the VPO reference's pool statistics (vpo.search.poolstats)
+            from vpo.train.callbacks import pool_stat_logs
+
+            for key, val in pool_stat_logs(p["rewards"], p["valid"], G, self.vpo_target).items():
+                metrics[key].append(val)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                            compute_entropy=False, compute_aux_loss=False, **multimodal):
