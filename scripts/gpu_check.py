@@ -1,0 +1,408 @@
+"""The one-GPU check of vpo (run by scripts/gpu_check.sh): every GPU code path, small, offline.
+
+Stages, each in its own subprocess with its own time limit, so that a crash or an out-of-memory in
+one is recorded and the others still run:
+
+  env        torch / CUDA / bf16 / vLLM / veRL availability
+  estimator  vpo.core's VPO estimator on CUDA vs CPU: same advantages (max |diff|), median times
+  train      VPOTrainer steps with bf16 on a small Qwen2 built in place (vpo.train.tiny)
+  train_vllm the same with TRL's vLLM colocate generation (skipped with the reason when vLLM is absent)
+  eval       `vpo eval` with the transformers backend, and with vLLM when installed: answers/s
+  verl       a few steps of veRL's PPO trainer with the vpo plugin and score function, single node
+             (Ray local), in the veRL virtualenv (.venv-verl or $VERL_PYTHON); skipped with the
+             reason when it is missing
+
+No network: models are built locally, the task is defined here (answers are slices of the text,
+so a random model already gets varied rewards). ``--dry-run`` (or GPU_CHECK_DRY_RUN=1) runs the
+same stages on CPU at tiny sizes (bf16 off; veRL only composes its config); tests/test_gpu_check.py
+runs it. The last line printed is one JSON object: {"mode", "ok", "stages": {name: {...}}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+REPO = HERE.parents[1]
+TASK_SPEC = f"{HERE}:make_check_task"
+STAGES = ("env", "estimator", "train", "train_vllm", "eval", "verl")
+
+SIZES = {
+    # a Qwen2 of ~20 M parameters on the GPU (char tokenizer), ~0.03 M on CPU
+    "gpu": dict(hidden_size=512, num_layers=6, num_heads=8, prompts=8, G=8, steps=5, completion=48,
+                est_groups=1024, est_K=100, est_reps=20, eval_prompts=16, eval_rollouts=8, verl_steps=2),
+    "dry": dict(hidden_size=32, num_layers=1, num_heads=4, prompts=2, G=4, steps=1, completion=12,
+                est_groups=16, est_K=16, est_reps=3, eval_prompts=2, eval_rollouts=2, verl_steps=1),
+}
+LIMITS = {"env": 60, "estimator": 90, "train": 150, "train_vllm": 180, "eval": 150, "verl": 240}
+"""Seconds per stage on the GPU (about 8 minutes if every stage used all of it; most take far less)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the task (importable as scripts/gpu_check.py:make_check_task)
+# ---------------------------------------------------------------------------------------------
+
+
+def make_check_task(n_examples: int = 64):
+    """Answers are the m equal slices of the completion; objectives: share of vowels, of digits, of
+    spaces in the slice. A random model gets graded, varied reward vectors."""
+    from vpo.tasks import FunctionTask
+
+    class _Slices(FunctionTask):
+        def parse(self, completion, m):
+            text = completion or ""
+            k = max(1, len(text) // m)
+            return [text[i * k : (i + 1) * k] for i in range(m) if text[i * k : (i + 1) * k]]
+
+    def share(chars):
+        return lambda ex, a: sum(c in chars for c in a) / len(a) if a else 0.0
+
+    examples = [{"id": i, "question": f"Write text #{i}."} for i in range(n_examples)]
+    return _Slices("gpu_check", {"vowels": share("aeiouAEIOU"), "digits": share("0123456789"), "spaces": share(" ")},
+                   {"train": examples, "test": examples})
+
+
+# ---------------------------------------------------------------------------------------------
+# stages (each runs in a child process: python scripts/gpu_check.py --stage NAME ...)
+# ---------------------------------------------------------------------------------------------
+
+
+def _device(dry: bool) -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() and not dry else "cpu"
+
+
+def stage_env(ctx: dict) -> dict:
+    import importlib.util
+
+    import torch
+
+    out = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "dry_run": ctx["dry"]}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        out.update(device=p.name, memory_gib=round(p.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported(),
+                   cuda=torch.version.cuda)
+    out["vllm"] = _version("vllm") if importlib.util.find_spec("vllm") else "not installed"
+    out["verl_python"] = _verl_python() or "not found"
+    if not ctx["dry"] and not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device visible to torch (run with --dry-run for the CPU mode)")
+    return out
+
+
+def _version(mod: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(mod)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def stage_estimator(ctx: dict) -> dict:
+    import torch
+
+    from vpo.core import compute_advantages
+    from vpo.core.estimators import EstimatorConfig
+
+    s = ctx["sizes"]
+    G, m, d = 8, 3, 4
+    N = s["est_groups"] * G
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.rand(N, m, d, generator=g, dtype=torch.float64)
+    valid = torch.rand(N, m, generator=g) > 0.2
+    cfg = EstimatorConfig(num_weightings=s["est_K"])
+    out = {"N": N, "m": m, "d": d, "K": s["est_K"], "group_size": G}
+    results = {}
+    for dev in ["cpu"] + (["cuda"] if _device(ctx["dry"]) == "cuda" else []):
+        r, v = rewards.to(dev), valid.to(dev)
+        times = []
+        for i in range(s["est_reps"] + 1):
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            res = compute_advantages("vpo", r, v, group_size=G, config=cfg, seed=0)
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            if i:  # the first call warms up (CUDA context, kernels)
+                times.append(time.perf_counter() - t0)
+        results[dev] = torch.as_tensor(res.advantages).detach().double().cpu()
+        out[f"{dev}_ms_median"] = round(1000 * sorted(times)[len(times) // 2], 3)
+        out[f"{dev}_device_of_result"] = str(torch.as_tensor(res.advantages).device)
+    if "cuda" in results:
+        out["max_abs_diff_cuda_cpu"] = float((results["cuda"] - results["cpu"]).abs().max())
+        out["speedup_cuda_vs_cpu"] = round(out["cpu_ms_median"] / out["cuda_ms_median"], 2)
+    out["advantage_mean"] = float(results["cpu"].mean())
+    if not torch.isfinite(results["cpu"]).all():
+        raise RuntimeError("non-finite advantages")
+    return out
+
+
+def _model(ctx: dict) -> str:
+    from vpo.train.tiny import build_tiny_model
+
+    s = ctx["sizes"]
+    path = Path(ctx["out"]) / "model"
+    if not (path / "config.json").exists():
+        build_tiny_model(path, hidden_size=s["hidden_size"], num_layers=s["num_layers"], num_heads=s["num_heads"],
+                         max_position_embeddings=512, seed=0)
+    return str(path)
+
+
+def _train(ctx: dict, use_vllm: bool) -> dict:
+    import torch
+
+    from vpo.train import VPOConfig, VPOTrainer
+
+    s, dry = ctx["sizes"], ctx["dry"]
+    cuda = _device(dry) == "cuda"
+    extra = {}
+    if use_vllm:
+        for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                     "MASTER_PORT": "29517"}.items():
+            os.environ.setdefault(k, v)  # TRL's colocate engine joins a (one-process) torch.distributed group
+        extra = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False)
+    args = VPOConfig(
+        output_dir=str(Path(ctx["out"]) / ("train_vllm" if use_vllm else "train")), estimator="vpo", num_answers=3,
+        num_generations=s["G"], per_device_train_batch_size=s["prompts"] * s["G"], max_completion_length=s["completion"],
+        max_steps=s["steps"], learning_rate=1e-4, beta=0.0, num_weightings=32, bf16=cuda, use_cpu=not cuda,
+        report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, **extra,
+    )
+    model = _model(ctx)
+    trainer = VPOTrainer(model=model, args=args, task=make_check_task())
+    before = [p.detach().float().clone() for p in trainer.model.parameters()]
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    trainer.train()
+    secs = time.perf_counter() - t0
+    moved = sum(float((p.detach().float() - b).abs().sum()) for p, b in zip(trainer.model.parameters(), before))
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    out = {"steps": s["steps"], "seconds": round(secs, 2), "seconds_per_step": round(secs / s["steps"], 3),
+           "bf16": bool(cuda), "dtype": str(next(trainer.model.parameters()).dtype),
+           "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 3),
+           "losses": losses, "param_change_l1": moved, "vllm": use_vllm,
+           "valid_answer_frac_last": float(trainer.vpo_last["valid"].float().mean())}
+    if cuda:
+        out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    if not losses or not all(l == l for l in losses) or moved == 0.0:  # noqa: E741
+        raise RuntimeError(f"training did not update the model (losses {losses}, change {moved})")
+    return out
+
+
+def stage_train(ctx: dict) -> dict:
+    return _train(ctx, use_vllm=False)
+
+
+def stage_train_vllm(ctx: dict) -> dict:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return {"skipped": "vllm: not installed (pip install 'vpo[vllm]' on the GPU machine)"}
+    if _device(ctx["dry"]) != "cuda":
+        return {"skipped": "vLLM colocate needs a CUDA device (dry run)"}
+    return _train(ctx, use_vllm=True)
+
+
+def _eval_once(ctx: dict, backend: str) -> dict:
+    s = ctx["sizes"]
+    out_dir = Path(ctx["out"]) / f"eval_{backend}"
+    cmd = [sys.executable, "-m", "vpo.cli", "eval", "--model", _model(ctx), "--task", TASK_SPEC, "--m", "3",
+           "--rollouts", str(s["eval_rollouts"]), "--num-prompts", str(s["eval_prompts"]), "--max-new-tokens",
+           str(s["completion"]), "--backend", backend, "--out", str(out_dir), "--no-plots", "--bootstrap", "0",
+           "--quiet", "--no-resume"]
+    if backend == "transformers":
+        cmd += ["--device", _device(ctx["dry"])]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"vpo eval --backend {backend} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+    doc = json.loads((out_dir / "report.json").read_text())
+    (res,) = doc["results"].values()
+    slots = res["shape"]["num_rollouts"] * res["shape"]["m"]
+    return {"seconds_with_load": round(secs, 2), "answer_slots": slots, "answers_per_s_with_load": round(slots / secs, 2),
+            "best_at_k": dict(zip(res["metrics"]["best_at_k"]["k"], res["metrics"]["best_at_k"]["mean"])),
+            "valid_answer_frac": res["metrics"]["valid_answer_frac"]["mean"]}
+
+
+def stage_eval(ctx: dict) -> dict:
+    import importlib.util
+
+    out = {"transformers": _eval_once(ctx, "transformers")}
+    if importlib.util.find_spec("vllm") is None:
+        out["vllm"] = "skipped: vllm: not installed"
+    elif _device(ctx["dry"]) != "cuda":
+        out["vllm"] = "skipped: the vLLM backend needs a CUDA device (dry run)"
+    else:
+        out["vllm"] = _eval_once(ctx, "vllm")
+    return out
+
+
+def _verl_python() -> str | None:
+    cand = os.environ.get("VERL_PYTHON") or str(REPO / ".venv-verl" / "bin" / "python")
+    return cand if Path(cand).is_file() and os.access(cand, os.X_OK) else None
+
+
+def verl_overrides(model: str, data_dir: str, steps: int, m: int = 3) -> list[str]:
+    """Hydra overrides of a one-GPU veRL PPO run with vpo's estimator, reward manager and score
+    function (the vpo part is that of examples/verl/run_vpo_musique.sh), at check size."""
+    return [
+        "algorithm.adv_estimator=vpo", "algorithm.use_kl_in_reward=False",
+        "reward.reward_manager.source=importlib", "reward.reward_manager.name=VPORewardManager",
+        "reward.reward_manager.module.path=pkg://vpo.integrations.verl_reward",
+        "reward.custom_reward_function.path=pkg://vpo.integrations.verl_reward",
+        "reward.custom_reward_function.name=compute_score",
+        "+reward.custom_reward_function.reward_kwargs.task=maze",
+        f"+reward.custom_reward_function.reward_kwargs.m={m}",
+        "+reward.custom_reward_function.reward_kwargs.num_weightings=32",
+        f"data.train_files={data_dir}/train.parquet", f"data.val_files={data_dir}/validation.parquet",
+        "data.train_batch_size=8", "data.max_prompt_length=512", "data.max_response_length=64",
+        "data.filter_overlong_prompts=True", "data.truncation=error",
+        f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.model.use_remove_padding=False",
+        "actor_rollout_ref.actor.optim.lr=1e-5", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001", "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+        "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "trainer.logger=[console]", "trainer.val_before_train=False",
+        "trainer.test_freq=-1", "trainer.save_freq=-1", f"trainer.total_training_steps={steps}",
+        "trainer.total_epochs=1", "trainer.project_name=vpo", "trainer.experiment_name=gpu_check",
+    ]
+
+
+_COMPOSE = """
+import json, sys
+from hydra import compose, initialize_config_module
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
+from verl.utils.config import omega_conf_to_dataclass
+with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+    cfg = compose(config_name="ppo_trainer", overrides=json.loads(sys.argv[1]))
+algo = omega_conf_to_dataclass(cfg.algorithm)
+import pandas as pd
+row = pd.read_parquet(cfg.data.train_files).iloc[0]
+res = get_custom_reward_fn(cfg)(data_source=row["data_source"], solution_str="<answer_1>RRDD</answer_1>",
+                                ground_truth=row["reward_model"]["ground_truth"], extra_info={"vpo_group": "u", "vpo_method": "vpo"})
+print(json.dumps({"estimator": get_adv_estimator_fn(algo.adv_estimator)._vpo_name,
+                  "reward_manager": resolve_reward_manager_cls(cfg).__name__,
+                  "score": res["score"], "score_keys": len(res)}))
+"""
+
+
+def stage_verl(ctx: dict) -> dict:
+    py = _verl_python()
+    if py is None:
+        return {"skipped": "veRL: no virtualenv (bash scripts/setup_verl_env.sh, or set VERL_PYTHON)"}
+    probe = subprocess.run([py, "-c", "import verl, importlib.util as u; print(verl.__version__, u.find_spec('vllm') is not None)"],
+                           capture_output=True, text=True, cwd=REPO)
+    if probe.returncode != 0:
+        return {"skipped": f"veRL: {py} cannot import verl ({probe.stderr.strip().splitlines()[-1:]})"}
+    version, has_vllm = probe.stdout.split()
+    data = Path(ctx["out"]) / "verl_data"
+    prep = subprocess.run([py, "examples/verl/prepare_data.py", "--task", "maze", "--m", "3", "--out", str(data),
+                           "--train-n", "16", "--val-n", "8"], capture_output=True, text=True, cwd=REPO)
+    if prep.returncode != 0:
+        raise RuntimeError(f"prepare_data.py failed: {prep.stderr.strip()[-800:]}")
+    overrides = verl_overrides(_model(ctx), str(data), ctx["sizes"]["verl_steps"])
+    out = {"verl": version, "vllm_in_verl_env": has_vllm == "True"}
+    if ctx["dry"] or _device(ctx["dry"]) != "cuda":
+        comp = subprocess.run([py, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, cwd=REPO)
+        if comp.returncode != 0:
+            raise RuntimeError(f"veRL config did not compose: {comp.stderr.strip()[-800:]}")
+        return {**out, "composed": json.loads(comp.stdout.strip().splitlines()[-1]), "trained": "no (dry run: compose only)"}
+    if has_vllm != "True":
+        return {**out, "skipped": "veRL: vllm is not installed in the veRL env (veRL's rollout needs it)"}
+    env = dict(os.environ, RAY_DEDUP_LOGS="0", VERL_USE_EXTERNAL_PLUGINS="auto")
+    t0 = time.perf_counter()
+    run = subprocess.run([py, "-m", "verl.trainer.main_ppo", *overrides], capture_output=True, text=True, cwd=REPO,
+                         env=env, timeout=LIMITS["verl"] - 20)
+    (Path(ctx["out"]) / "verl.log").write_text(run.stdout + "\n" + run.stderr)
+    if run.returncode != 0:
+        raise RuntimeError(f"veRL exited {run.returncode}: {run.stderr.strip()[-800:]}")
+    return {**out, "steps": ctx["sizes"]["verl_steps"], "seconds": round(time.perf_counter() - t0, 1),
+            "log": str(Path(ctx["out"]) / "verl.log")}
+
+
+# ---------------------------------------------------------------------------------------------
+# driver
+# ---------------------------------------------------------------------------------------------
+
+
+def run_stage(name: str, ctx: dict) -> dict:
+    """Run one stage in a child process; its result, or its failure with the last lines it printed."""
+    limit = LIMITS[name] if not ctx["dry"] else 300
+    cmd = [sys.executable, str(HERE), "--stage", name, "--out", ctx["out"]] + (["--dry-run"] if ctx["dry"] else [])
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": f"timed out after {limit} s", "wall_s": limit}
+    wall = round(time.perf_counter() - t0, 1)
+    lines = proc.stdout.strip().splitlines()
+    try:
+        res = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = (proc.stderr or proc.stdout).strip()[-800:]
+        return {"status": "failed", "reason": f"exit {proc.returncode}: {tail}", "wall_s": wall}
+    res["wall_s"] = wall
+    return res
+
+
+def child(name: str, ctx: dict) -> int:
+    fn = globals()[f"stage_{name}"]
+    try:
+        res = fn(ctx)
+        res = {"status": "skipped", "reason": res.pop("skipped"), **res} if "skipped" in res else {"status": "ok", **res}
+    except Exception as e:  # noqa: BLE001 - reported in the summary, the other stages still run
+        res = {"status": "failed", "reason": f"{type(e).__name__}: {e}"[-1200:]}
+    print(json.dumps(res, default=str))
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes (also GPU_CHECK_DRY_RUN=1)")
+    ap.add_argument("--out", default=None, help="work directory (default: runs/gpu_check, or a temp dir in dry runs)")
+    ap.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {','.join(STAGES)}")
+    ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # internal: run one stage in this process
+    args = ap.parse_args(argv)
+    dry = args.dry_run or os.environ.get("GPU_CHECK_DRY_RUN", "") in ("1", "true", "yes")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.out is None:
+        import tempfile
+
+        args.out = tempfile.mkdtemp(prefix="vpo_gpu_check_") if dry else str(REPO / "runs" / "gpu_check")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    ctx = {"dry": dry, "sizes": SIZES["dry" if dry else "gpu"], "out": str(Path(args.out).resolve())}
+    if args.stage:
+        return child(args.stage, ctx)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        ap.error(f"unknown stages {unknown}; choose from {','.join(STAGES)}")
+    t0 = time.perf_counter()
+    summary = {"mode": "dry-run (CPU)" if dry else "gpu", "out": ctx["out"], "stages": {}}
+    for name in stages:
+        res = run_stage(name, ctx)
+        summary["stages"][name] = res
+        print(f"[gpu_check] {name}: {res['status']}" + (f" ({res['reason'][:200]})" if res.get("reason") else ""),
+              file=sys.stderr, flush=True)
+    summary["ok"] = all(r["status"] != "failed" for r in summary["stages"].values())
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    (Path(ctx["out"]) / "gpu_check.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps(summary, default=str))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
