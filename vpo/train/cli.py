@@ -11,6 +11,11 @@ shipped config, with or without ``.yaml`` (``vpo train maze_qwen3_4b``; see ``vp
 ``--smoke`` runs any config for one step on CPU with a tiny locally built model (no download, no GPU,
 no vLLM, no tensorboard): a check that a config starts, not a training run.
 
+Resume: ``--resume`` (or ``resume_from_checkpoint: true`` / ``--resume_from_checkpoint true``) picks
+the last complete checkpoint in output_dir; rerunning a command whose output_dir has checkpoints
+stops and says how to resume (it never starts over on top of them). Ctrl-C (SIGINT) or SIGTERM saves
+a checkpoint at the end of the current step and prints the command that resumes; a second one aborts.
+
 Multi-GPU: ``accelerate launch --config_file vpo/configs/accelerate/multi_gpu.yaml -m vpo.cli train
 CONFIG.yaml`` (or a DeepSpeed config from the same folder); see docs/training.md.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from vpo.errors import UserError
@@ -185,8 +191,59 @@ def check_backends(training_args, model_args) -> None:
         raise UserError("use_peft: true needs the 'peft' package, which is not installed; pip install peft")
 
 
-def run_training(training_args, model_args, callbacks=None):
-    """Build the model/trainer from parsed configs, train, save; returns the trainer."""
+_TRUE = ("true", "yes", "1", "last")
+_FALSE = ("false", "no", "0", "none", "")
+
+
+def _rank0() -> bool:
+    return os.environ.get("RANK", "0") in ("", "0")
+
+
+def resolve_resume(training_args, resume_hint: str | None = None) -> None:
+    """Turn ``resume_from_checkpoint`` into a checkpoint path (or None), the way a TRL user expects:
+    true (YAML ``true``, ``--resume_from_checkpoint true``, ``--resume``) means the last *complete*
+    checkpoint in output_dir; a path must be a complete checkpoint; unset with checkpoints already in
+    output_dir is refused (one line saying how to resume) instead of starting over on top of them."""
+    from vpo.train.resume import checkpoint_problem, checkpoints, last_complete_checkpoint
+
+    value = training_args.resume_from_checkpoint
+    out = training_args.output_dir
+    text = str(value).strip().lower() if value is not None else None
+    if value is None or value is False or text in _FALSE:
+        existing = checkpoints(out)
+        if existing:
+            raise UserError(
+                f"output_dir {out} already holds checkpoints of a run (newest {existing[-1].name}); resume it with: "
+                f"{resume_hint or 'the same command plus --resume'}; or give another --output_dir to start over"
+            )
+        training_args.resume_from_checkpoint = None
+        return
+    if value is True or text in _TRUE:
+        ckpt, notes = last_complete_checkpoint(out)
+        if _rank0():
+            for n in notes:
+                print(f"vpo train: {n}", file=sys.stderr, flush=True)
+        if ckpt is None:
+            raise UserError(
+                f"resume: no complete checkpoint in output_dir {out} (none saved yet, or every save was interrupted); "
+                "run without --resume / resume_from_checkpoint to start, or point --output_dir at the run to resume"
+            )
+    else:
+        ckpt = Path(str(value)).expanduser()
+        why = "no such directory" if not ckpt.is_dir() else checkpoint_problem(ckpt)
+        if why is not None:
+            raise UserError(
+                f"resume_from_checkpoint {value}: not a complete checkpoint ({why}); give a checkpoint-N folder, "
+                "or true (or --resume) for the last complete one in output_dir"
+            )
+    if _rank0():
+        print(f"vpo train: resuming from {ckpt}", file=sys.stderr, flush=True)
+    training_args.resume_from_checkpoint = str(ckpt)
+
+
+def run_training(training_args, model_args, callbacks=None, resume_hint: str | None = None):
+    """Build the model/trainer from parsed configs, train, save; returns the trainer. A run stopped
+    by a signal (a callback with ``received`` set) keeps its checkpoint and saves no final model."""
     from trl import get_peft_config
 
     from vpo.train.trainer import VPOTrainer
@@ -197,6 +254,7 @@ def run_training(training_args, model_args, callbacks=None):
         raise UserError("task is required (in the YAML or as --task); `vpo tasks` lists them")
     check_model(model_args.model_name_or_path)
     check_backends(training_args, model_args)
+    resolve_resume(training_args, resume_hint)
     init = dict(training_args.model_init_kwargs or {})
     if model_args.dtype is not None:
         init.setdefault("dtype", model_args.dtype)
@@ -210,6 +268,8 @@ def run_training(training_args, model_args, callbacks=None):
         callbacks=callbacks,
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if any(getattr(cb, "received", None) is not None for cb in callbacks or []):
+        return trainer  # interrupted: the checkpoint it saved is the run's state; no "final" model
     trainer.save_model(training_args.output_dir)
     trainer.create_model_card(model_name=Path(training_args.output_dir).name)  # README.md: a VPO card
     if trainer.is_world_process_zero():  # the log history (vpo/* metrics per step) next to the model
@@ -242,11 +302,13 @@ def _main(args) -> int:
     from vpo.tasks import import_user_modules
 
     argv = ([args.config] if args.config else []) + list(args.overrides or [])
+    given = list(argv)
     if args.help or "-h" in argv or "--help" in argv:
         parse_train_args(["--help"])  # prints every field with its help text, exits 0
         return 0
     imports, argv = _take_flag(argv, "--import", with_value=True)
     smoke, argv = _take_flag(argv, "--smoke", with_value=False)
+    resume, argv = _take_flag(argv, "--resume", with_value=False)
     config = argv.pop(0) if argv and not argv[0].startswith("-") else None
     if config is None and "--config" in argv:
         i = argv.index("--config")
@@ -270,7 +332,17 @@ def _main(args) -> int:
         training_args, model_args = parse_train_args(head + argv)[:2]
     except ValueError as e:
         raise _config_value_error(e) from None
-    run_training(training_args, model_args)
+    if resume and str(training_args.resume_from_checkpoint or "").strip().lower() in _FALSE:
+        training_args.resume_from_checkpoint = "true"
+    from vpo.train.resume import EpochOrderCallback, SignalCheckpointCallback, resume_command
+
+    hint = resume_command(["vpo", "train", *given])
+    stop = SignalCheckpointCallback(resume_hint=hint)
+    run_training(training_args, model_args, callbacks=[EpochOrderCallback(), stop], resume_hint=hint)
+    if stop.received is not None:
+        if stop.saved_to is None and _rank0():  # stopped before any step ended
+            print("vpo train: stopped before the first step ended; nothing saved", file=sys.stderr)
+        return 128 + int(stop.received)
     print(f"vpo train: model saved to {training_args.output_dir}")
     return 0
 
@@ -287,6 +359,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", nargs="?", help="YAML config (path, or a shipped config name); --help lists every field")
     p.add_argument(
         "overrides", nargs=argparse.REMAINDER,
-        help="--field value pairs overriding the YAML; also --import MODULE (repeatable) and --smoke",
+        help="--field value pairs overriding the YAML; also --import MODULE (repeatable), --smoke and --resume",
     )
     p.set_defaults(func=_main)
