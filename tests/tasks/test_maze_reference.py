@@ -496,3 +496,32 @@ def test_training_inputs_the_trainer_builds():
     # the first rollout (B-boosted gold and a lava-light diamond route) beats one plain route, which
     # beats a route that never reaches E: the z-scored advantages keep that order and sum to 0
     assert adv[0] > adv[1] > adv[2] and abs(adv.sum()) < 1e-9
+
+
+def _split_routes_by_regex(text, m):
+    """The fallbacks written with non-greedy regexes (quadratic on adversarial text, fine here)."""
+    import re
+
+    tagged = [h.group(1) for i in range(1, m + 1)
+              if (h := re.search(rf"<route_{i}>(.*?)</route_{i}>", text, re.DOTALL | re.IGNORECASE))]
+    parts = [p.strip() for p in text.split("---") if p.strip()]
+    answers = re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL | re.IGNORECASE)
+    routes = tagged or (parts if len(parts) >= 2 else answers if len(answers) >= 2 else [text])
+    return (routes + [""] * m)[:m]
+
+
+def test_split_routes_is_the_regex_rule_in_linear_time():
+    import time
+
+    toks = ["<route_1>", "</route_1>", "<ROUTE_2>", "</route_2>", "</Route_3>", "<route_3>", "<answer>", "</answer>",
+            "<Answer>", "</ANSWER>", "UP", " down ", "---", "-", "x", "\n", "İ", "<route_1", ">"]
+    rng = random.Random(1)
+    for _ in range(3000):
+        text = "".join(rng.choice(toks) for _ in range(rng.randrange(0, 25)))
+        m = rng.randrange(1, 5)
+        assert split_routes(text, m) == _split_routes_by_regex(text, m), text
+    t0 = time.perf_counter()
+    split_routes("<route_1>" * 100_000, 3)  # the regex takes minutes on this (unclosed tags)
+    split_routes("<answer>" * 100_000 + "UP", 3)
+    extract_moves("<answer>" * 100_000)
+    assert time.perf_counter() - t0 < 5

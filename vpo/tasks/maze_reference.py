@@ -39,7 +39,8 @@ MAX_DRAWS_PER_MAZE = 300
 _STEP = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 _NEIGHBOURS = ((-1, 0), (1, 0), (0, -1), (0, 1))  # the reference's order: up, down, left, right
 _MOVE_WORD = re.compile(r"\b(UP|DOWN|LEFT|RIGHT)\b")
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _TO_DEFAULT = str.maketrans({GOLD: "$", DIAMOND: "*", LAVA: "~", BONUS: "."})
 
 Cell = tuple[int, int]
@@ -56,6 +57,25 @@ def _text(answer: Any) -> str | None:
     return answer if isinstance(answer, str) else None
 
 
+def _tagged(text: str, opening: re.Pattern, closing: re.Pattern, pos: int = 0) -> tuple[str, int] | None:
+    """The body of the first ``opening`` after ``pos`` that a ``closing`` follows, up to the first
+    such ``closing``, and the position after it: what a non-greedy ``<t>(.*?)</t>`` search finds,
+    in linear time (an opening with no closing after it means none later has one either)."""
+    o = opening.search(text, pos)
+    if o is None:
+        return None
+    c = closing.search(text, o.end())
+    return None if c is None else (text[o.end() : c.start()], c.end())
+
+
+def _all_tagged(text: str, opening: re.Pattern, closing: re.Pattern) -> list[str]:
+    out, pos = [], 0
+    while (hit := _tagged(text, opening, closing, pos)) is not None:
+        out.append(hit[0])
+        pos = hit[1]
+    return out
+
+
 def extract_moves(answer: Any) -> str:
     """The moves of one route as a string over ``UDLR`` ("" when there are none); never raises.
 
@@ -68,8 +88,8 @@ def extract_moves(answer: Any) -> str:
     text = _text(answer)
     if text is None:
         return ""
-    tagged = _ANSWER_TAG.search(text)
-    body = tagged.group(1) if tagged else text
+    tagged = _tagged(text, _ANSWER_OPEN, _ANSWER_CLOSE)
+    body = tagged[0] if tagged else text
     return "".join(w[0] for w in _MOVE_WORD.findall(body.upper()))
 
 
@@ -90,15 +110,15 @@ def split_routes(completion: Any, m: int) -> list[str]:
 
     tagged = []
     for i in range(1, m + 1):
-        hit = re.search(rf"<route_{i}>(.*?)</route_{i}>", text, re.DOTALL | re.IGNORECASE)
+        hit = _tagged(text, re.compile(rf"<route_{i}>", re.IGNORECASE), re.compile(rf"</route_{i}>", re.IGNORECASE))
         if hit:
-            tagged.append(hit.group(1))
+            tagged.append(hit[0])
     if tagged:
         return padded(tagged)
     parts = [p.strip() for p in text.split("---") if p.strip()]
     if len(parts) >= 2:
         return padded(parts)
-    answers = _ANSWER_TAG.findall(text)
+    answers = _all_tagged(text, _ANSWER_OPEN, _ANSWER_CLOSE)
     if len(answers) >= 2:
         return padded(answers)
     return padded([text])
