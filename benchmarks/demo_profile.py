@@ -36,7 +36,9 @@ BUCKETS = {
     "estimator": [("compute_advantages", "vpo/core/estimators.py")],
     "backward": [("backward", "torch/_tensor.py"), ("backward", "accelerate/accelerator.py")],
     "optimizer": [("step", "torch/optim/adamw.py"), ("step", "torch/optim/optimizer.py"), ("wrapper", "torch/optim/optimizer.py")],
-    "loss_forward": [("_get_per_token_logps_and_entropies", "trl/"), ("compute_loss", "trl/")],
+    # the demo's configs set shared_prompt_forward: VPOTrainer's override (vpo/train/shared_prefix.py)
+    "loss_forward": [("_get_per_token_logps_and_entropies", "trl/"), ("_get_per_token_logps_and_entropies", "vpo/train/trainer.py"),
+                     ("compute_loss", "trl/")],
 }
 
 

@@ -34,8 +34,9 @@ def test_train_config_is_a_valid_vpo_config_with_the_methods_setting(method, tmp
     assert args.per_device_train_batch_size == cfg.prompts_per_step * args.num_generations
     assert args.max_completion_length == (cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi)
     assert (args.learning_rate, args.beta, args.max_steps, args.seed) == (cfg.rl_lr, cfg.beta, cfg.rl_steps, 1)
-    # the CPU speed settings (docs/demo.md): fp32, no recomputation, preallocated KV cache
+    # the CPU speed settings (docs/demo.md): fp32, no recomputation, preallocated KV cache, each prompt once
     assert not args.bf16 and not args.gradient_checkpointing and args.cache_implementation == "static"
+    assert args.shared_prompt_forward
     opts = args.task_options if isinstance(args.task_options, dict) else json.loads(args.task_options)
     assert opts["instruction"] == cfg.instruction
 

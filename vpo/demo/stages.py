@@ -95,6 +95,10 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
         # a preallocated KV cache: the default one grows by concatenation at every decoding step
         # (benchmarks/generation.py)
         "cache_implementation": "static",
+        # each maze's prompt runs through the policy and the reference model once per step, not once
+        # per rollout: the same log-probabilities to float rounding, about half the loss-side work
+        # (benchmarks/shared_prefix.py, docs/demo.md)
+        "shared_prompt_forward": True,
         "seed": seed,
         "weight_seed": 1000 + seed,
         "output_dir": str(out_dir),
