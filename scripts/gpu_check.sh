@@ -11,6 +11,7 @@
 # $VERL_PYTHON). A stage whose dependency is missing is recorded as skipped with the reason.
 # The last line printed is one JSON summary; it is also written to <out>/gpu_check.json.
 # Exit status: 0 when no stage failed, 1 otherwise, 124 when the whole check ran past its limit.
+# More time: GPU_CHECK_TIMEOUT=900 (whole run, seconds) and GPU_CHECK_LIMIT_SCALE=2 (every stage).
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python}"
