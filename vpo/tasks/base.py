@@ -75,6 +75,12 @@ class Task:
         """``w*``: the deployment scalarisation (uniform unless the task overrides it)."""
         return np.full(self.d, 1.0 / self.d)
 
+    @property
+    def declared_target_weights(self) -> np.ndarray | None:
+        """``w*`` when the task states one, ``None`` when it keeps the uniform default (then a
+        trainer may take w* from TRL's ``reward_weights``)."""
+        return None if type(self).target_weights is Task.target_weights else self.target_weights
+
     # -- data -------------------------------------------------------------------------------
     def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
         raise NotImplementedError
@@ -158,6 +164,7 @@ class Task:
             for j, r in enumerate(row[:m]):
                 if isinstance(r, BaseException) or r is None:
                     if strict and isinstance(r, BaseException):
+                        r.add_note(f"while scoring rollout {i}, answer {j}")
                         raise r
                     errors += 1
                     first_error = first_error or (r if isinstance(r, BaseException) else None)
@@ -220,6 +227,10 @@ class FunctionTask(Task):
     def target_weights(self) -> np.ndarray:
         return self._w if self._w is not None else super().target_weights
 
+    @property
+    def declared_target_weights(self) -> np.ndarray | None:
+        return self._w
+
     def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
         src = self._examples
         if callable(src):
@@ -250,13 +261,18 @@ class RewardFunctionsTask(Task):
 
     ``VPOTrainer(reward_funcs=...)`` wraps them in this class so that they are scored by
     :meth:`Task.score_completions` like any task: same parsing, dedup, padding and scorer-error
-    counting. Examples are TRL input rows: ``"prompt"`` (the prompt the model saw) plus any other
-    dataset columns. Each function is called once per batch, as TRL calls reward functions:
-    ``f(prompts=[...], completions=[...], **context(), **columns)`` with one parsed answer per
-    completion (a one-message assistant list when the prompts are chats), and returns one float (or
-    ``None``, stored as NaN) per answer. With m = 1 the whole completion is the answer. A function
-    that raises on a batch is called again answer by answer, so only the answers it fails on count
-    as scorer errors (``strict=True`` re-raises instead).
+    counting. Examples are TRL input rows: ``"prompt"`` (the prompt the model saw), optionally
+    ``"completion_ids"`` (the rollout's generated token ids), plus any other dataset columns. Each
+    function is called once per batch with TRL 1.16's keywords: ``f(prompts=[...], completions=[...],
+    completion_ids=[...], **context(), **columns)``, one entry per parsed answer (a one-message
+    assistant list when the prompts are chats); ``context`` adds what the trainer passes
+    (``trainer_state``, ``log_metric``, ``log_extra``). It returns one float (or ``None``, stored as
+    NaN) per answer. With m = 1 the whole completion is the answer and ``completion_ids`` are the
+    rollout's ids; with m > 1 they are the answer's text through ``tokenize`` (``None`` without it).
+    ``log_extra(column, values)`` takes one value per answer and forwards one per completion (the
+    value with m = 1, the list of its answers' values with m > 1), so TRL's completions table stays
+    aligned. A function that raises on a batch is called again answer by answer, so only the answers
+    it fails on count as scorer errors (``strict=True`` re-raises instead, with a note naming it).
     """
 
     name = "reward_funcs"
@@ -268,6 +284,7 @@ class RewardFunctionsTask(Task):
         target_weights: Sequence[float] | None = None,
         *,
         context: Callable[[], Mapping[str, Any]] | None = None,
+        tokenize: Callable[[list[str]], list[list[int]]] | None = None,
     ) -> None:
         funcs = list(reward_funcs)
         names = list(objectives) if objectives is not None else [getattr(f, "__name__", f"r{i}") for i, f in enumerate(funcs)]
@@ -280,14 +297,27 @@ class RewardFunctionsTask(Task):
         self.objectives = tuple(names)
         self._fns = funcs
         self._context = context
+        self._tokenize = tokenize
         self._w = _check_target_weights(target_weights, self.d)
+        self._whole = False  # True while score_completions runs with m = 1 (answer = completion)
 
     @property
     def target_weights(self) -> np.ndarray:
         return self._w if self._w is not None else super().target_weights
 
+    @property
+    def declared_target_weights(self) -> np.ndarray | None:
+        return self._w
+
     def parse(self, completion: str, m: int) -> list[str]:
         return [completion] if m == 1 else super().parse(completion, m)
+
+    def score_completions(self, examples, completions, m, **kw) -> ScoredBatch:
+        self._whole = m == 1
+        try:
+            return super().score_completions(examples, completions, m, **kw)
+        finally:
+            self._whole = False
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         row = self.score_answers([example], [[answer]])[0][0]
@@ -295,34 +325,48 @@ class RewardFunctionsTask(Task):
             raise row
         return row
 
+    def _answer_ids(self, examples, owner: list[int], flat: list[str]) -> list:
+        if self._whole and all("completion_ids" in examples[o] for o in owner):
+            return [examples[o]["completion_ids"] for o in owner]
+        if self._tokenize is not None:
+            return list(self._tokenize(flat))
+        return [None] * len(flat)
+
     def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
         owner = [i for i, ans in enumerate(answers) for _ in ans]
         flat = [a for ans in answers for a in ans]
         if not flat:
             return [[] for _ in answers]
         chat = isinstance(examples[0]["prompt"], list)
-        completions = [[{"role": "assistant", "content": a}] if chat else a for a in flat]
-        prompts = [examples[o]["prompt"] for o in owner]
-        columns = {k: [examples[o][k] for o in owner] for k in examples[0] if k not in ("prompt", "completion", "completion_ids")}
+        batch = {
+            "prompts": [examples[o]["prompt"] for o in owner],
+            "completions": [[{"role": "assistant", "content": a}] if chat else a for a in flat],
+            "completion_ids": self._answer_ids(examples, owner, flat),
+        }
+        skip = ("prompt", "completion", "completion_ids")
+        columns = {k: [examples[o][k] for o in owner] for k in examples[0] if k not in skip}
         context = dict(self._context()) if self._context is not None else {}
+        extra = _ExtraColumns(context.pop("log_extra", None), len(flat))
         failed: dict[int, BaseException] = {}
         cols = []
-        for f in self._fns:
+        for f, objective in zip(self._fns, self.objectives):
             try:
-                out = self._call(f, prompts, completions, context, columns, len(flat))
+                out = self._call(f, batch, columns, context, extra, list(range(len(flat))))
             except _RewardShapeError:
                 raise
             except Exception:  # noqa: BLE001 - find the answers it fails on, one call each
                 out = np.full(len(flat), np.nan)
                 for j in range(len(flat)):
                     try:
-                        one = {k: v[j : j + 1] for k, v in columns.items()}
-                        out[j] = self._call(f, prompts[j : j + 1], completions[j : j + 1], context, one, 1)[0]
+                        out[j] = self._call(f, batch, columns, context, extra, [j])[0]
                     except _RewardShapeError:
                         raise
                     except Exception as e:  # noqa: BLE001 - counted by score_completions
-                        failed.setdefault(j, e)
+                        if j not in failed:
+                            e.add_note(f"raised by reward function {getattr(f, '__name__', f)!r} (objective {objective!r})")
+                            failed[j] = e
             cols.append(out)
+        extra.forward(owner, len(answers), self._whole)
         mat = np.stack(cols, axis=1)
         result: list[list[Any]] = [[] for _ in answers]
         for j, o in enumerate(owner):
@@ -330,12 +374,43 @@ class RewardFunctionsTask(Task):
         return result
 
     @staticmethod
-    def _call(f, prompts, completions, context, columns, n: int) -> np.ndarray:
-        out = f(prompts=prompts, completions=completions, **context, **columns)
+    def _call(f, batch: dict, columns: dict, context: dict, extra: "_ExtraColumns", idx: list[int]) -> np.ndarray:
+        pick = (lambda v: v) if len(idx) == len(batch["prompts"]) else (lambda v: [v[j] for j in idx])
+        kwargs = {k: pick(v) for k, v in batch.items()}
+        kwargs.update({k: pick(v) for k, v in columns.items()})
+        kwargs["log_extra"] = extra.recorder(idx)
+        out = f(**kwargs, **context)
         out = np.asarray([np.nan if r is None else r for r in out], dtype=np.float64)
-        if out.shape != (n,):
-            raise _RewardShapeError(f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {n} answers")
+        if out.shape != (len(idx),):
+            raise _RewardShapeError(f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {len(idx)} answers")
         return out
+
+
+class _ExtraColumns:
+    """``log_extra`` for reward functions called on answers: records one value per answer, then
+    forwards one value per completion to the trainer's ``log_extra`` (TRL's completions table)."""
+
+    def __init__(self, target: Callable[[str, list], Any] | None, n: int) -> None:
+        self.target = target
+        self.n = n
+        self.columns: dict[str, list] = {}
+
+    def recorder(self, idx: list[int]) -> Callable[[str, Sequence], None]:
+        def log_extra(column: str, values: Sequence) -> None:
+            col = self.columns.setdefault(column, [None] * self.n)
+            for j, v in zip(idx, values):
+                col[j] = v
+
+        return log_extra
+
+    def forward(self, owner: list[int], n_rows: int, whole: bool) -> None:
+        if self.target is None:
+            return
+        for column, values in self.columns.items():
+            rows: list[list] = [[] for _ in range(n_rows)]
+            for j, o in enumerate(owner):
+                rows[o].append(values[j])
+            self.target(column, [(r[0] if r else None) if whole else r for r in rows])
 
 
 class _RewardShapeError(ValueError):

@@ -99,6 +99,14 @@ class VPOConfig(GRPOConfig):
         default=False,
         metadata={"help": "Raise on NaN/inf rewards or scorer exceptions instead of counting the answer invalid."},
     )
+    zero_signal_patience: int = field(
+        default=20,
+        metadata={
+            "help": "Stop with an error after this many training batches in a row without learning signal (no "
+            "parsable answer, no valid answer, or no finite reward: every advantage is 0); each such batch is also "
+            "counted in vpo/zero_signal_batches and warned about. 0 disables the error."
+        },
+    )
     compute_dtype: str = field(
         default="float32",
         metadata={
@@ -203,6 +211,8 @@ class VPOConfig(GRPOConfig):
         if self.compute_dtype not in ("float32", "float64"):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")
         positive_int(self.max_at_k, "max_at_k", allow_none=True)
+        if isinstance(self.zero_signal_patience, bool) or not isinstance(self.zero_signal_patience, int) or self.zero_signal_patience < 0:
+            raise ValueError(f"zero_signal_patience must be an integer >= 0 (0: never stop), got {self.zero_signal_patience!r}")
         if self.estimator in TRL_NATIVE_ESTIMATORS:
             self.multi_objective_aggregation = TRL_NATIVE_ESTIMATORS[self.estimator]
         if self.num_generations is not None and self.num_generations < 2:

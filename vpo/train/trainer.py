@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -108,8 +109,33 @@ class StrictRewardsError(UserError):
     """``strict_rewards: true`` stopped training on a NaN/inf reward or a scorer exception."""
 
 
-def _checked_objectives(task: Task, args: VPOConfig) -> tuple[list[str], np.ndarray]:
-    """The task's objective names and w*, checked; ``args.reward_weights`` defaults to w*."""
+class ZeroSignalError(UserError):
+    """``zero_signal_patience`` training batches in a row had no valid answer or no finite reward."""
+
+
+ZERO_SIGNAL_WARN_EVERY = 10
+"""At most one zero-signal warning per this many optimizer steps (the counters are logged every step)."""
+
+
+def _declared_target(task: Task) -> np.ndarray | None:
+    """The w* a task states (``target_weights=``, or a task class with its own), looking through
+    wrappers such as ``ConstrainedTask`` (``.inner``); ``None`` for the uniform default."""
+    while isinstance(getattr(task, "inner", None), Task):
+        task = task.inner
+    return getattr(task, "declared_target_weights", None)
+
+
+def _fmt(w) -> str:
+    return "[" + ", ".join(f"{float(x):.4g}" for x in w) + "]"
+
+
+def _checked_objectives(task: Task, args: VPOConfig) -> tuple[list[str], np.ndarray, list[float]]:
+    """The task's objective names, w*, and TRL's ``reward_weights``, checked.
+
+    TRL's ``reward_weights`` (when given) become w*, normalised to sum to 1, unless the task states
+    its own w* (a task class's, or ``target_weights=``): then they must be proportional to it. TRL's
+    weights stay as given for TRL's own logged ``reward`` and the ``trl_*`` estimators; unset, they
+    are w*. ``args`` is not modified."""
     names = list(task.objectives)
     w = np.asarray(task.target_weights, dtype=np.float64)
     if len(names) < 1:
@@ -120,15 +146,27 @@ def _checked_objectives(task: Task, args: VPOConfig) -> tuple[list[str], np.ndar
         )
     if (w < 0).any() or not np.isclose(w.sum(), 1.0):
         raise ValueError(f"target weights w* must be non-negative and sum to 1, got {w.tolist()}")
-    # TRL's reward_weights scale its logged "reward" (and its own advantages for trl_*): use w*
     if args.reward_weights is None:
-        args.reward_weights = w.tolist()
-    elif len(args.reward_weights) != len(names):
+        return names, w, w.tolist()
+    rw = np.asarray(args.reward_weights, dtype=np.float64).reshape(-1)
+    what = f"task {task.name!r} has d={len(names)} objectives ({', '.join(names)})"
+    if rw.size != len(names):
         raise TrainerSetupError(
-            f"reward_weights has {len(args.reward_weights)} entries but task {task.name!r} has d={len(names)} "
-            f"objectives ({', '.join(names)}); give {len(names)} weights, or leave reward_weights unset (w*)"
+            f"reward_weights has {rw.size} entries but {what}; give {len(names)} weights, or leave reward_weights unset (w*)"
         )
-    return names, w
+    if not np.isfinite(rw).all() or (rw < 0).any() or rw.sum() <= 0:
+        raise TrainerSetupError(
+            f"reward_weights {_fmt(rw)} for {what}: VPO's w* is a weighting of objectives where higher is better, so "
+            "the weights must be >= 0 with a positive sum; negate a penalty inside its reward function instead"
+        )
+    declared = _declared_target(task)
+    if declared is not None and not np.allclose(rw / rw.sum(), declared, rtol=1e-6, atol=1e-9):
+        raise TrainerSetupError(
+            f"reward_weights {_fmt(rw)} (normalised {_fmt(rw / rw.sum())}) disagree with the target weights w* "
+            f"{_fmt(declared)} of task {task.name!r} (objectives {', '.join(names)}); give one of the two, or make "
+            "them proportional"
+        )
+    return names, rw / rw.sum(), rw.tolist()
 
 
 class VPOTrainer(GRPOTrainer):
@@ -177,12 +215,14 @@ class VPOTrainer(GRPOTrainer):
         # user reward functions become a task too, so there is one scoring path (Task.score_completions)
         self._vpo_task_data = task is not None
         if task is None:
-            task = RewardFunctionsTask(reward_funcs, objectives, target_weights, context=lambda: {"trainer_state": self.state})
+            task = RewardFunctionsTask(
+                reward_funcs, objectives, target_weights, context=self._reward_context, tokenize=self._tokenize_answers
+            )
         if args.constraints:
             task = constrained(task, args.constraints)  # a violating answer scores as invalid
         self.vpo_task: Task = task
         self.vpo_m = int(args.num_answers)
-        names, w = _checked_objectives(task, args)
+        names, w, trl_weights = _checked_objectives(task, args)
         self.vpo_objectives = names
         self.vpo_target = w
 
@@ -213,6 +253,9 @@ class VPOTrainer(GRPOTrainer):
 
             self.add_callback(SearchEvalCallback(self))
         self.vpo_last: dict | None = None  # the last batch's tensors, for inspection and tests
+        # TRL's logged "reward" and the trl_* advantages use reward_weights as given (w* when unset)
+        self.reward_weights = torch.tensor(trl_weights, dtype=torch.float32)
+        self._zero_signal = {"total": 0, "streak": 0, "warned_at": None}
 
     def _vpo_datasets(self, task: Task, args: VPOConfig, processing_class, train_dataset, eval_dataset):
         """The train and eval datasets: built from the task where not given (chat prompts when the
@@ -316,41 +359,63 @@ class VPOTrainer(GRPOTrainer):
             self._example_cache[idx] = ex
         return ex
 
-    def _score_local(self, inputs, prompts, completions):
+    def _reward_context(self) -> dict:
+        """The keywords TRL 1.16 passes every reward function besides the batch and the dataset columns."""
+        return {"trainer_state": self.state, "log_metric": self._log_metric, "log_extra": self._log_completion_extra}
+
+    def _tokenize_answers(self, texts: list[str]) -> list[list[int]]:
+        """``completion_ids`` of m > 1 answers: each answer's text through the trainer's tokenizer."""
+        tok = getattr(self.processing_class, "tokenizer", self.processing_class)
+        return [list(ids) for ids in tok(list(texts), add_special_tokens=False)["input_ids"]]
+
+    def _score_local(self, inputs, prompts, completions, completion_ids=None):
         """rewards [n, m, d], valid [n, m], per-completion stats for this process's rollouts."""
         texts = [completion_text(c) for c in completions]
         if self._vpo_task_data:
             examples = [self._example(x) for x in inputs]
-        else:  # RewardFunctionsTask: the TRL row, with the prompt the model was given
+        else:  # RewardFunctionsTask: the TRL row, with the prompt the model was given and its ids
             examples = [{**x, "prompt": p} for x, p in zip(inputs, prompts)]
+            for i, ex in enumerate(examples):
+                if completion_ids is not None:
+                    ex["completion_ids"] = completion_ids[i]
+                if getattr(self, "environments", None) is not None:  # TRL's per-completion environments
+                    ex["environments"] = self.environments[i]
         try:
             sb = self.vpo_task.score_completions(
                 examples, texts, self.vpo_m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
             )
         except Exception as e:
-            if not self.args.strict_rewards:
+            if not self.args.strict_rewards or isinstance(e, UserError):
                 raise
+            notes = "".join(f"; {n}" for n in getattr(e, "__notes__", []))
             raise StrictRewardsError(
                 f"strict_rewards: true stopped training at step {self.state.global_step}: task "
-                f"{getattr(self.vpo_task, 'name', '?')!r}'s scorer raised {type(e).__name__}: {e}; fix the scorer, "
-                "or set strict_rewards: false to count such answers as invalid"
+                f"{getattr(self.vpo_task, 'name', '?')!r}'s scorer raised {type(e).__name__}: {e}{notes}; fix the "
+                "scorer, or set strict_rewards: false to count such answers as invalid"
             ) from e
         if self.args.strict_rewards:
-            bad = sb.valid & ~np.isfinite(sb.rewards).all(-1)
-            if bad.any():
-                i, j = (int(x) for x in np.argwhere(bad)[0])
-                raise StrictRewardsError(
-                    f"strict_rewards: true stopped training at step {self.state.global_step}: task "
-                    f"{getattr(self.vpo_task, 'name', '?')!r} gave a NaN/inf reward (rollout {i}, answer {j}; "
-                    f"{int(bad.sum())} in all); fix the scorer, or set strict_rewards: false to count such answers as invalid"
-                )
+            self._check_finite(sb.rewards, sb.valid)
         return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
+
+    def _check_finite(self, rewards: np.ndarray, valid: np.ndarray) -> None:
+        """strict_rewards: one line naming the first NaN/inf reward's rollout, answer and objective(s)."""
+        bad = valid & ~np.isfinite(rewards).all(-1)
+        if not bad.any():
+            return
+        i, j = (int(x) for x in np.argwhere(bad)[0])
+        objs = [n for n, x in zip(self.vpo_objectives, rewards[i, j]) if not np.isfinite(x)]
+        raise StrictRewardsError(
+            f"strict_rewards: true stopped training at step {self.state.global_step}: task "
+            f"{getattr(self.vpo_task, 'name', '?')!r} gave a NaN/inf reward for objective(s) {', '.join(objs)} "
+            f"(rollout {i}, answer {j}; {int(bad.sum())} answer(s) in all); fix the scorer, or set "
+            "strict_rewards: false to count such answers as invalid"
+        )
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         from accelerate.utils import gather
 
         device = self.accelerator.device
-        rewards, valid, num_parsed, dups = self._score_local(inputs, prompts, completions)
+        rewards, valid, num_parsed, dups = self._score_local(inputs, prompts, completions, completion_ids_list)
         r = torch.as_tensor(rewards, dtype=torch.float32, device=device)
         v = torch.as_tensor(valid, dtype=torch.int64, device=device)
         stats = torch.as_tensor(
@@ -449,6 +514,61 @@ class VPOTrainer(GRPOTrainer):
 
             for key, val in pool_stat_logs(p["rewards"], p["valid"], G, self.vpo_target).items():
                 metrics[key].append(val)
+        self._check_zero_signal(mode, metrics)
+
+    def _zero_signal_cause(self, rewards: torch.Tensor, valid: torch.Tensor, parsed: float) -> str | None:
+        """Why this batch has no learning signal (no answer parsed, none valid, no finite reward), or None."""
+        finite = torch.isfinite(rewards).all(-1)
+        if bool((valid & finite).any()):
+            return None
+        task = getattr(self.vpo_task, "name", "?")
+        if parsed == 0:
+            if self.vpo_task.answer_format == "code":
+                fmt = "fenced code blocks"
+            else:
+                fmt = f"<answer_1>..<answer_{self.vpo_m}> tags" if self.vpo_m > 1 else "<answer>...</answer> tags"
+            return (
+                f"no completion contained a parsable answer (task {task!r} parses {fmt}); check that the prompts ask "
+                "for that format and the model writes it (a fresh model needs a warm start, docs/tasks.md)"
+            )
+        if not bool(valid.any()):
+            return (
+                f"answers were parsed but none was valid: task {task!r}'s scorer raised on every one (see its "
+                "scorer-error warnings), or every answer broke a constraint"
+            )
+        bad = [n for j, n in enumerate(self.vpo_objectives) if not bool(torch.isfinite(rewards[..., j][valid]).any())]
+        which = f"objective(s) {', '.join(bad)}" if bad else "some objective"
+        return (
+            f"no answer got a finite reward: {which} of task {task!r} returned NaN/inf (or None) for every answer; "
+            "check that scorer or reward function"
+        )
+
+    def _check_zero_signal(self, mode: str, metrics) -> None:
+        """Log ``vpo/nonfinite_answers`` and ``vpo/zero_signal_batches``; warn (at most once every
+        ``ZERO_SIGNAL_WARN_EVERY`` steps) about a training batch without learning signal, and stop after
+        ``zero_signal_patience`` such batches in a row."""
+        p = self._pending
+        rewards, valid = p["rewards"], p["valid"]
+        metrics["vpo/nonfinite_answers"].append(float((valid & ~torch.isfinite(rewards).all(-1)).sum()))
+        if mode != "train":
+            return
+        z = self._zero_signal
+        cause = self._zero_signal_cause(rewards, valid, float(p["stats"][1]))
+        z["streak"] = z["streak"] + 1 if cause else 0
+        z["total"] += bool(cause)
+        metrics["vpo/zero_signal_batches"].append(float(z["total"]))
+        if cause is None:
+            return
+        step, patience = int(self.state.global_step), self.args.zero_signal_patience
+        what = f"vpo: step {step}: no learning signal in this batch ({z['streak']} in a row, {z['total']} in all): {cause}"
+        if patience and z["streak"] >= patience:
+            raise ZeroSignalError(
+                f"{what}. Stopped after zero_signal_patience = {patience} such batches in a row (every advantage was 0, "
+                "so nothing was learned); fix the cause, or set zero_signal_patience: 0 to train on regardless"
+            )
+        if z["warned_at"] is None or step - z["warned_at"] >= ZERO_SIGNAL_WARN_EVERY:
+            z["warned_at"] = step
+            warnings.warn(f"{what} (every advantage is 0)", RuntimeWarning, stacklevel=2)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                            compute_entropy=False, compute_aux_loss=False, **multimodal):
