@@ -11,7 +11,8 @@ is pinned and ``tests/train/test_trl_contract.py`` fails loudly when they move):
    logged are replaced by ``vpo.core.compute_advantages`` (``trl_grpo``/``trl_gdpo`` keep TRL's own).
 
 The weight sampler's state is saved in every checkpoint (``vpo_state.pt``) and restored on resume;
-goal-conditioned weightings derive from (seed, step, example index), so processes and resumed runs agree.
+goal-conditioned weightings derive from (seed, step, example index), or (seed, example index) with
+``weight_schedule="per_row"`` (random_weight too), so processes and resumed runs agree.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 from trl import GRPOTrainer
 
 from vpo.core.answers import answer_instruction
-from vpo.core.estimators import compute_advantages
+from vpo.core.estimators import compute_advantages, row_weights
 from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
@@ -272,6 +273,11 @@ class VPOTrainer(GRPOTrainer):
             raise ValueError("no train_dataset: pass one, or a task to build it from")
         if args.estimator == "goal_conditioned" and (not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names):
             raise ValueError("goal_conditioned writes the weighting into the prompt, so it needs a vpo task dataset")
+        if args.estimator == "random_weight" and args.weight_schedule == "per_row" and INDEX_COLUMN not in train_dataset.column_names:
+            raise TrainerSetupError(
+                f"weight_schedule: per_row fixes each training row's w from its row index, but the train dataset has no "
+                f"{INDEX_COLUMN!r} column; train on a vpo task (it adds one), add that column, or use weight_schedule: per_step"
+            )
         return train_dataset, eval_dataset
 
     # ---------------------------------------------------------------------------------------
@@ -440,6 +446,8 @@ class VPOTrainer(GRPOTrainer):
     # ---------------------------------------------------------------------------------------
     def _goal_weights(self, inputs) -> list[list[float]]:
         d = len(self.vpo_objectives)
+        if self.args.weight_schedule == "per_row":  # the row's w for the whole run: a function of (seed, row)
+            return row_weights(self._goal_seed, [int(x[INDEX_COLUMN]) for x in inputs], d, self.args.weight_alpha).tolist()
         step = int(self.state.global_step)
         out = []
         for x in inputs:
@@ -456,6 +464,8 @@ class VPOTrainer(GRPOTrainer):
                 prompt = [{"role": "user", "content": text}] if chat else text
                 new.append({**x, "prompt": prompt, WEIGHTS_COLUMN: w})
             inputs = new
+        elif self.args.estimator == "random_weight" and self.args.weight_schedule == "per_row":
+            inputs = [{**x, WEIGHTS_COLUMN: w} for x, w in zip(inputs, self._goal_weights(inputs))]  # hidden w
         output = super()._generate_and_score_completions(inputs)
         if self.args.estimator in TRL_NATIVE_ESTIMATORS:
             self._log_vpo(None)
@@ -463,6 +473,11 @@ class VPOTrainer(GRPOTrainer):
         p = self._pending
         mode = "train" if self.model.training else "eval"
         G = self.num_generations if mode == "train" else self.num_generations_eval
+        lengths = None
+        if self.args.estimator == "gdpo" and self.vpo_estimator_config.gdpo_whitening == "tokens":
+            from accelerate.utils import gather
+
+            lengths = gather(output["completion_mask"].sum(1)).cpu()  # response tokens per rollout
         res = compute_advantages(
             self.args.estimator,
             p["rewards"],
@@ -472,6 +487,7 @@ class VPOTrainer(GRPOTrainer):
             rollout_weights=p["weights"],
             config=self.vpo_estimator_config,
             sampler=self.vpo_sampler,
+            response_lengths=lengths,
         )
         adv_all = res.advantages.to(torch.float32).to(self.accelerator.device)
         n_local = output["advantages"].shape[0]
