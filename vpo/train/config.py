@@ -23,6 +23,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from vpo._util import positive_int
+from vpo.core.estimator_base import WEIGHT_SCHEDULES, resolve_gdpo_options
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
 from vpo.core.weights import renamed_setting, validate_sampler_args
 
@@ -54,7 +55,8 @@ class VPOConfig(GRPOConfig):
         metadata={
             "help": "Advantage estimator: 'vpo' (Bahlous-Boldi et al. 2026), 'grpo', 'gdpo' (arXiv 2601.05242), "
             "'multi_rlvr' (arXiv 2603.24844), 'random_weight', 'goal_conditioned', 'max_at_k' (arXiv 2510.23393), "
-            "'maxrl' (arXiv 2602.02710), or TRL's own 'trl_grpo' / 'trl_gdpo' (multi_objective_aggregation)."
+            "'maxrl' (arXiv 2602.02710), 'union_coverage', any set objective registered with "
+            "vpo.core.register_set_objective (see --import), or TRL's own 'trl_grpo' / 'trl_gdpo' (multi_objective_aggregation)."
         },
     )
     num_answers: int | None = field(
@@ -113,6 +115,32 @@ class VPOConfig(GRPOConfig):
             "help": "Stop with an error after this many training batches in a row without learning signal (no "
             "parsable answer, no valid answer, or no finite reward: every advantage is 0); each such batch is also "
             "counted in vpo/zero_signal_batches and warned about. 0 disables the error."
+        },
+    )
+    gdpo_weighting: str = field(
+        default="target",
+        metadata={
+            "help": "GDPO: sum the per-objective group z-scores weighted by w* ('target', default) or with weight 1 "
+            "('ones', the VPO reference's launcher). docs/estimators.md#reference-conventions."
+        },
+    )
+    gdpo_whitening: str = field(
+        default="rollouts",
+        metadata={
+            "help": "GDPO's batch whitening: over rollouts ('rollouts', default: Bessel std + eps) or over response "
+            "tokens ('tokens': veRL's masked whitening, each rollout weighted by its length, rsqrt(var + 1e-8); the "
+            "VPO reference's)."
+        },
+    )
+    gdpo_preset: str | None = field(
+        default=None,
+        metadata={"help": "'reference' sets gdpo_weighting: ones and gdpo_whitening: tokens (the VPO reference's GDPO)."},
+    )
+    weight_schedule: str = field(
+        default="per_step",
+        metadata={
+            "help": "random_weight / goal_conditioned: draw w per prompt at every step ('per_step', default) or fix each "
+            "training row's w for the whole run from (weight seed, row index) ('per_row', the VPO reference's)."
         },
     )
     compute_dtype: str = field(
@@ -219,6 +247,9 @@ class VPOConfig(GRPOConfig):
         if self.compute_dtype not in ("float32", "float64"):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")
         positive_int(self.max_at_k, "max_at_k", allow_none=True)
+        self.gdpo_weighting, self.gdpo_whitening = resolve_gdpo_options(self.gdpo_weighting, self.gdpo_whitening, self.gdpo_preset)
+        if self.weight_schedule not in WEIGHT_SCHEDULES:
+            raise ValueError(f"weight_schedule must be one of {', '.join(WEIGHT_SCHEDULES)}, got {self.weight_schedule!r}")
         if isinstance(self.zero_signal_patience, bool) or not isinstance(self.zero_signal_patience, int) or self.zero_signal_patience < 0:
             raise ValueError(f"zero_signal_patience must be an integer >= 0 (0: never stop), got {self.zero_signal_patience!r}")
         if self.estimator in TRL_NATIVE_ESTIMATORS:
@@ -243,6 +274,9 @@ class VPOConfig(GRPOConfig):
             strict_rewards=self.strict_rewards,
             max_at_k=self.max_at_k,
             compute_dtype=self.compute_dtype,
+            gdpo_weighting=self.gdpo_weighting,
+            gdpo_whitening=self.gdpo_whitening,
+            weight_schedule=self.weight_schedule,
         )
 
     @property
