@@ -300,3 +300,23 @@ def test_vpoconfig_constraints_wrap_the_trainers_task(tmp_path, tiny_model_dir, 
     # same seed, same first generation: exactly those answers became invalid, with zero rewards
     assert torch.equal(v, v0 & ~(r0[..., upper] > 0))
     assert (r[~v] == 0).all()
+
+
+def test_constraint_table_script_on_saved_pools(tmp_path, maze_pool, capsys):
+    """scripts/constraint_table.py (the docs/constraints.md table) reads <method>_s<seed>/pool dirs."""
+    import importlib.util
+
+    pool, best_lava, best_safe = maze_pool
+    for run in ("vpo_s0", "vpo_s1", "grpo_s0"):
+        pool.save(tmp_path / run / "pool")
+    spec = importlib.util.spec_from_file_location("constraint_table", HERE.parents[2] / "scripts" / "constraint_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--eval-dir", str(tmp_path), "--ks", "1,6", "--eval-seeds", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(out["methods"]) == {"vpo", "grpo"} and out["methods"]["vpo"]["seeds"] == 2
+    v = out["methods"]["vpo"]
+    assert v["best"][1] == pytest.approx(best_lava) and v["best_c"][1] == pytest.approx(best_safe / 2)
+    assert v["filtered_frac"] == pytest.approx(5 / 7) and v["no_admissible_frac"] == pytest.approx(0.5)
+    # completed routes (reaching E): 1 lava + 2 safe in prompt 0, 2 lava in prompt 1 -> 3 of 5 refused
+    assert v["filtered_completed"] == pytest.approx(3 / 5)
