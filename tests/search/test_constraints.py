@@ -213,6 +213,9 @@ def test_cli_constraint_writes_both_figures(tmp_path, maze_pool, capsys):
     rc = main(["eval", "--pool", str(tmp_path / "run" / "pool"), "--ks", "1,6", "--bootstrap", "0", "--no-plots",
                "--constraint", "avoid_lava>=1", "--constraint", "completion>=1"])
     assert rc == 0
+    printed = capsys.readouterr().out
+    assert "under avoid_lava>=1, completion>=1: best@1 " in printed and f"best@6 {best_safe / 2:.3f}" in printed
+    assert "71.4% of valid answers filtered out" in printed  # 5 of 7
     doc = json.loads((tmp_path / "run" / "report.json").read_text())
     (res,) = doc["results"].values()
     assert res["constrained"]["constraints"] == ["avoid_lava>=1", "completion>=1"]

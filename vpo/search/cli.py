@@ -351,6 +351,11 @@ def _print_summary(results: dict, paths: dict) -> None:
         div = r["metrics"]["diversity"]["mean"]
         p1 = r["metrics"]["pass_at_1"]["mean"]
         print(f"{name}: {curve}; pass@1 {p1:.3f}; diversity {'n/a' if div is None else f'{div:.3f}'}")
+        c = r.get("constrained")
+        if c:
+            cb = c["metrics"]["best_at_k"]
+            curve = ", ".join(f"best@{k} {m:.3f}" for k, m in zip(cb["k"], cb["mean"]) if m is not None)
+            print(f"  under {', '.join(c['constraints'])}: {curve}; {c['filtered_frac']:.1%} of valid answers filtered out")
     print("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
