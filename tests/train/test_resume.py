@@ -280,3 +280,35 @@ def test_sigint_saves_a_checkpoint_and_the_printed_command_resumes_it(tmp_path, 
     import json
 
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+
+
+@pytest.mark.parametrize("process_index", [0, 1])
+def test_epoch_order_callback_replays_the_finished_epochs_through_accelerate_sharding(process_index):
+    """In-process, no training: a fresh dataloader (TRL's RepeatSampler, sharded by accelerate for 2
+    processes) after EpochOrderCallback yields epoch k's batches of the original, not epoch 0's."""
+    from types import SimpleNamespace
+
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+    from transformers import TrainerControl
+    from trl.trainer.utils import RepeatSampler
+
+    from vpo.train.resume import EpochOrderCallback
+
+    def loader():
+        s = RepeatSampler(list(range(6)), mini_repeat_count=2, batch_size=3, repeat_count=1, shuffle=True, seed=0)
+        dl = DataLoader(list(range(6)), batch_size=6, sampler=s)
+        return prepare_data_loader(dl, num_processes=2, process_index=process_index, put_on_device=False)
+
+    original = loader()
+    epochs = [[b.tolist() for b in original] for _ in range(4)]
+    assert len(original) == 1 and epochs[0] != epochs[2]  # one batch (= one step) per epoch here
+    args = SimpleNamespace(gradient_accumulation_steps=1, ignore_data_skip=False)
+    for k in (1, 2, 3):
+        fresh = loader()
+        cb = EpochOrderCallback()
+        cb.on_train_begin(args, SimpleNamespace(global_step=k), TrainerControl(), train_dataloader=fresh)
+        assert cb.advanced_epochs == k
+        assert [b.tolist() for b in fresh] == epochs[k]
+        plain = loader()  # what transformers alone resumes with: the first epoch's order
+        assert [b.tolist() for b in plain] == epochs[0]
