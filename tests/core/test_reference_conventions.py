@@ -370,3 +370,47 @@ def test_gdpo_flat_batch_is_exactly_zero_and_flat_objectives_add_nothing():
     full = compute_advantages("gdpo", r, group_size=4, config=EstimatorConfig(gdpo_weighting="ones")).advantages
     two = compute_advantages("gdpo", r[:, :, :2], group_size=4, config=EstimatorConfig(gdpo_weighting="ones")).advantages
     assert torch.equal(full, two)
+
+
+# ---------------------------------------------------------------------------------------------
+# veRL pass-through (the score function; no veRL needed)
+# ---------------------------------------------------------------------------------------------
+
+
+def _digits_task():
+    """Test-only task (named as such): objective j is the j-th digit of the answer / 9."""
+    from vpo.tasks import FunctionTask
+
+    def digit(j):
+        return lambda ex, a: int([c for c in a if c.isdigit()][j]) / 9.0 if len([c for c in a if c.isdigit()]) > j else 0.0
+
+    return FunctionTask("conventions_test_digits", objectives={o: digit(j) for j, o in enumerate("xyz")},
+                        examples=[{"id": 0, "question": "Give three digits."}])
+
+
+def test_verl_score_function_per_row_weights_and_set_objectives():
+    import json
+
+    from vpo.integrations.verl_reward import compute_score
+    from vpo.tasks import list_tasks, register_task
+
+    if "conventions_test_digits" not in list_tasks():
+        register_task("conventions_test_digits", _digits_task)
+    gt = json.dumps({"id": 0, "question": "Give three digits."})
+    src = "vpo/conventions_test_digits"
+
+    def score(index, group, **kw):
+        info = {"vpo_group": group} if index is None else {"index": index, "vpo_group": group}
+        return compute_score(src, "<answer_1>9 0 4</answer_1>", gt, info, method="vpo_random_weight", m=1, **kw)["score"]
+
+    r = np.array([1.0, 0.0, 4 / 9])
+    per_row = dict(weight_schedule="per_row", weight_seed=2)
+    assert score(5, "uid-a", **per_row) == pytest.approx(float(numpy_row_draw(2, 5, 3) @ r), abs=1e-12)
+    assert score(5, "uid-b", **per_row) == score(5, "uid-a", **per_row)  # a new step's uid: the same w
+    assert score(6, "uid-a", **per_row) != score(5, "uid-a", **per_row)
+    assert score(5, "uid-b") != score(5, "uid-a")  # per_step: keyed by the group uid
+    with pytest.raises(ValueError, match="extra_info has no 'index'"):
+        score(None, "uid-a", **per_row)
+    union = compute_score(src, "<answer_1>9 0 4</answer_1> <answer_2>0 9 0</answer_2>", gt, {"vpo_group": "g"},
+                          method="vpo_union_coverage", m=2)
+    assert union["score"] == pytest.approx(1 + 1 + 4 / 9, abs=1e-12)  # best x, best y, best z
