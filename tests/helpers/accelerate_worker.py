@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from conftest import CharStatsTask  # noqa: E402
 
 from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
+from vpo.train.resume import EpochOrderCallback, SignalCheckpointCallback  # noqa: E402
 from vpo.train.trainer import INDEX_COLUMN  # noqa: E402
 
 
@@ -57,7 +58,9 @@ def main():
         max_completion_length=12, max_steps=2, learning_rate=5e-2, beta=1e-3, logging_steps=1, report_to="none",
         save_strategy="no", use_cpu=True, seed=0, num_weightings=16, disable_tqdm=True,
     )
-    tr = RecordingTrainer(model=model, args=args, task=CharStatsTask.make(12))
+    # vpo train's callbacks ride along: the signal callback's per-step all-reduce runs over gloo
+    tr = RecordingTrainer(model=model, args=args, task=CharStatsTask.make(12),
+                          callbacks=[EpochOrderCallback(), SignalCheckpointCallback()])
     tr.train()
     rank = tr.accelerator.process_index
     import torch.distributed as dist
