@@ -1,7 +1,9 @@
 """From the demo's evaluation pools to its numbers: per-maze statistics per run, then per method with
 intervals that include seed-to-seed variance.
 
-For every run (a method trained with one seed, or the warm start) and every evaluated maze:
+For every run (a method trained with one seed, or the warm start) and every evaluated maze (or, with
+``domain='prog'``, program problem: its front is the all-pass vector, so Pareto coverage is pass@k,
+"completed" means passing at least one test and distinct routes are distinct programs):
 best@k under w*, under each of the task's named deployment preferences and E_w[best@k] over fixed
 Dir(1) weightings; completion rate; reward-space diversity over all answers (the paper's definition)
 and over completed answers only; Pareto coverage at each k (fraction of the maze's exact Pareto-front
@@ -28,6 +30,8 @@ from vpo.demo.stages import eval_entries, make_task
 SCALARS = ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer",
            "completion_rate", "completed_diversity", "distinct_routes", "union_coverage", "collinearity")
 CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
+PROG_CURVES = ("pass_at_k",)
+"""Curves only the prog domain reports (the maze's pass@k is 0 by design)."""
 
 
 class DemoDataError(ValueError):
@@ -46,6 +50,40 @@ def maze_fronts(examples: list[dict]) -> list[np.ndarray]:
     return [np.stack([r.reward for r in pareto_routes(Maze.from_example(ex))]) for ex in examples]
 
 
+def prog_fronts(examples: list[dict]) -> list[np.ndarray]:
+    """Each program problem's Pareto front ``[1, d]``: the all-pass vector, which the reference program
+    reaches and which dominates every other reward vector."""
+    return [np.ones((1, len(ex["inputs"]))) for ex in examples]
+
+
+def answer_keys(domain: str, examples: list[dict], pool, done: np.ndarray) -> np.ndarray:
+    """``[P, R, m]`` what makes two completed answers the same (None for the others): a maze route's
+    executed moves (two texts that walk the same route count once), a program's canonical AST text."""
+    P, R, m = done.shape
+    keys = np.empty((P, R, m), dtype=object)
+    if domain == "prog":
+        from vpo.tasks.prog import canonical_program
+
+        key_of = lambda p, text: canonical_program(text)  # noqa: E731
+    else:
+        from vpo.tasks.maze import Maze, parse_route, run_route
+
+        mazes = [Maze.from_example(ex) for ex in examples]
+
+        def key_of(p, text):
+            mv = parse_route(text)
+            return run_route(mazes[p], mv).moves if mv is not None else None
+
+    pos = np.zeros(P, dtype=np.int64)
+    for i, p in enumerate(pool.prompt_index):
+        r = pos[p]
+        pos[p] += 1
+        for j in range(m):
+            text = pool.answers[i][j] if pool.answers is not None and j < len(pool.answers[i]) else ""
+            keys[p, r, j] = key_of(p, text) if done[p, r, j] else None
+    return keys
+
+
 def preference_ceilings(fronts: list[np.ndarray], prefs: dict[str, np.ndarray]) -> dict[str, float]:
     """Mean over mazes of the best single route's score under each weighting (exact): no best@k under
     that weighting can exceed it. A linear score with non-negative weights peaks on the Pareto front."""
@@ -53,13 +91,13 @@ def preference_ceilings(fronts: list[np.ndarray], prefs: dict[str, np.ndarray]) 
 
 
 def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray], prefs: dict[str, np.ndarray],
-              ks: list[int], eval_seeds: int) -> dict:
-    """Per-maze arrays of one evaluated run: scalars ``[P]`` and curves ``[P, len(ks)]``."""
+              ks: list[int], eval_seeds: int, domain: str = "maze") -> dict:
+    """Per-maze arrays of one evaluated run: scalars ``[P]`` and curves ``[P, len(ks)]``; for the prog
+    domain also ``pass_at_k`` (some answer of the matched-budget sub-pool passes every test)."""
     from vpo.search.metrics import group_by_prompt, matched_best_at_k, scalarize
     from vpo.search.poolstats import (
         completed_diversity, completed_mask, distinct_count, matched_prefix, pareto_coverage, union_coverage,
     )
-    from vpo.tasks.maze import Maze, parse_route, run_route
 
     ids = [ex["id"] for ex in examples]
     if list(pool.prompt_ids) != ids or list(report["per_prompt"]["prompt_ids"]) != ids:
@@ -70,18 +108,8 @@ def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray]
     g = group_by_prompt(pool.rewards, pool.valid, pool.prompt_index, num_prompts=len(ids))
     P, R, m, d = g.shape
     comp_idx = list(pool.objectives).index("completion") if "completion" in pool.objectives else None
-    done = completed_mask(g.rewards, g.valid, comp_idx)  # [P, R, m]
-    # executed moves of each completed answer (two texts that walk the same route count once)
-    keys = np.empty((P, R, m), dtype=object)
-    pos = np.zeros(P, dtype=np.int64)
-    mazes = [Maze.from_example(ex) for ex in examples]
-    for i, p in enumerate(pool.prompt_index):
-        r = pos[p]
-        pos[p] += 1
-        for j in range(m):
-            text = pool.answers[i][j] if pool.answers is not None and j < len(pool.answers[i]) else ""
-            mv = parse_route(text) if done[p, r, j] else None
-            keys[p, r, j] = run_route(mazes[p], mv).moves if mv is not None else None
+    done = completed_mask(g.rewards, g.valid, comp_idx)  # [P, R, m]; prog (no completion component): >= 1 test passed
+    keys = answer_keys(domain, examples, pool, done)
     pts = g.rewards.reshape(P, R * m, d)
     out: dict[str, np.ndarray] = {}
     pp = report["per_prompt"]
@@ -103,6 +131,9 @@ def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray]
         s = np.where(g.present[..., None], scalarize(g.rewards, g.valid, w), -np.inf)
         draws = [matched_best_at_k(s, g.present, ks, rng=seed) for seed in seeds]
         out[f"pref_{name}"] = np.mean(draws, axis=0)
+    if domain == "prog":  # the same draws as best@k: pass@k <= best@k at every k
+        passes = np.where(g.present[..., None], (g.valid & (g.rewards >= 1.0).all(-1)).astype(float), -np.inf)
+        out["pass_at_k"] = np.mean([matched_best_at_k(passes, g.present, ks, rng=seed) for seed in seeds], axis=0)
     return out
 
 
@@ -199,7 +230,8 @@ def aggregate_runs(cfg: DemoConfig, runs: dict[str, list[dict]], labels: dict[st
     shapes = {key: {r["best_at_k"].shape for r in rs} for key, rs in runs.items()}
     if len({s for ss in shapes.values() for s in ss}) != 1:
         raise DemoDataError(f"evaluations differ in shape (mazes x ks): {shapes}")
-    curves = list(CURVES) + [f"pref_{p}" for p in prefs]
+    first = next(iter(runs.values()))[0]
+    curves = list(CURVES) + [c for c in PROG_CURVES if c in first] + [f"pref_{p}" for p in prefs]
     rows: dict[str, dict] = {}
     for key, rs in runs.items():
         row = {"label": labels[key], "m": ms[key], "num_seeds": len(rs)}
@@ -233,7 +265,7 @@ def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str
     """Per-run statistics of every evaluation of a finished demo directory."""
     task = make_task(cfg)
     examples = task.load(cfg.split, n=cfg.eval_mazes)
-    fronts = maze_fronts(examples)
+    fronts = prog_fronts(examples) if cfg.domain == "prog" else maze_fronts(examples)
     prefs = {"w*": np.full(task.d, 1.0 / task.d), **{k: np.asarray(v, dtype=float) for k, v in task.preferences.items()}}
     runs: dict[str, list[dict]] = {}
     labels: dict[str, str] = {}
@@ -242,7 +274,7 @@ def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str
         stats = []
         for n in names:
             rep, pool = _load_run(out, n)
-            stats.append(run_stats(rep, pool, examples, fronts, prefs, list(cfg.ks), cfg.eval_seeds))
+            stats.append(run_stats(rep, pool, examples, fronts, prefs, list(cfg.ks), cfg.eval_seeds, cfg.domain))
             ms[key] = pool.m
         runs[key], labels[key] = stats, label
     extra = {

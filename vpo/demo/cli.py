@@ -13,6 +13,9 @@ scratch (no hub), then
 4. ``report.md``, ``demo.json`` and PNG plots: best@k under w* and under other preferences, Pareto
    coverage, diversity among completed answers, every interval including seed-to-seed variance.
 
+``--domain prog`` runs the same pipeline on programs in a tiny language, one reward component per test
+case, reporting pass@1, pass@k and best@k (docs/demo.md, "Second domain: programs").
+
 Settings are chosen with ``--set split=validation``; the test split is for the report. Jobs run as
 subprocesses, ``--jobs`` at a time. Each stage records the settings that produced it: rerunning
 resumes where it stopped, and a changed setting reruns the stages that depend on it.
@@ -57,6 +60,8 @@ def config_from_args(args):
         over["jobs"] = args.jobs
     if args.warm_only:
         over["warm_only"] = True
+    if getattr(args, "domain", None):
+        over["domain"] = args.domain
     names = {f.name for f in fields(DemoConfig)}
     for kv in args.set or []:
         k, sep, v = kv.partition("=")
@@ -85,6 +90,8 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default=None, help="output directory (default runs/demo)")
+    p.add_argument("--domain", choices=("maze", "prog"), default=None,
+                   help="the task: maze (default) or prog (tiny-language programs, one reward component per test case)")
     p.add_argument("--quick", action="store_true",
                    help="the CI setting: 1 seed, grpo and vpo only, 24 mazes, 12 answers each (a few minutes on 2 cores)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="RL seeds (default 0 1 2)")

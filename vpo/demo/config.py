@@ -28,6 +28,12 @@ DEFAULT_METHODS = ("grpo", "grpo_3x", "gdpo", "max_at_k", "multi_rlvr", "vpo")
 ALL_METHODS = DEFAULT_METHODS + ("maxrl", "random_weight", "goal_conditioned")
 """``--methods all``."""
 MULTI_ANSWER_M = 3
+DOMAIN_SETTINGS: dict[str, tuple[str, ...]] = {
+    "maze": ("maze_size", "budget_slack", "items_per_zone", "zone_radius", "lava", "zones", "warm_waypoints",
+             "warm_wander"),
+    "prog": ("prog_tests", "prog_pieces", "prog_cases", "prog_min_piece"),
+}
+"""``--domain`` choices and the settings that only that domain reads."""
 
 
 def method_spec(name: str) -> tuple[str, str, int, int]:
@@ -64,6 +70,10 @@ class DemoConfig:
 
     out: str = "runs/demo"
     """Output directory (models, pools, report)."""
+    domain: str = "maze"
+    """The task: 'maze' (designed-conflict mazes, the default) or 'prog' (programs in a tiny language,
+    one reward component per test; docs/prog_task.md). Settings of the other domain must stay at their
+    defaults. 'mazes' in the names below count the domain's problems."""
     seeds: tuple[int, ...] = (0, 1, 2)
     """RL/eval seeds; every method is trained once per seed from the same warm start."""
     methods: tuple[str, ...] = DEFAULT_METHODS
@@ -146,12 +156,21 @@ class DemoConfig:
     """Jobs at a time (each in its own single-threaded worker process)."""
     warm_only: bool = False
     """Stop after evaluating the warm start (a cheap probe of the task regime's headroom)."""
+    prog_tests: int = 8
+    """prog only: test cases per problem (= reward components d)."""
+    prog_pieces: int = 2
+    """prog only: lines per target function (2 or 3)."""
+    prog_cases: str = "threshold"
+    """prog only: how the target splits its inputs: 'threshold', 'parity' or 'mixed'."""
+    prog_min_piece: int = 3
+    """prog only: fewest tests per piece."""
 
     def __post_init__(self) -> None:  # noqa: C901 (a flat list of independent setting checks)
         """Fail before the warm start, not after it, on a setting a later stage would refuse."""
         from vpo.core.answers import INSTRUCTION_STYLES, style_choices
         from vpo.core.weights import SAMPLERS
 
+        self._check_domain()
         if not self.methods:
             raise UserError("give at least one demo method")
         for m in self.methods:
@@ -194,6 +213,30 @@ class DemoConfig:
         except ValueError as e:
             raise UserError(f"maze settings: {e}") from None
 
+    def _check_domain(self) -> None:
+        """A known domain, and the other domain's settings left at their defaults (a prog run with
+        ``maze_size=7`` would otherwise silently ignore it)."""
+        if self.domain not in DOMAIN_SETTINGS:
+            raise UserError(f"domain must be one of {', '.join(DOMAIN_SETTINGS)}, got {self.domain!r}")
+        default = {f.name: f.default for f in fields(self)}
+        for other, names in DOMAIN_SETTINGS.items():
+            if other == self.domain:
+                continue
+            same = lambda a, b: (list(a) if isinstance(a, (tuple, list)) else a) == (list(b) if isinstance(b, (tuple, list)) else b)  # noqa: E731
+            changed = [n for n in names if not same(getattr(self, n), default[n])]
+            if changed:
+                raise UserError(
+                    f"demo setting(s) {', '.join(changed)} apply to --domain {other} only, but the domain is "
+                    f"{self.domain!r}; drop them or use --domain {other}"
+                )
+        if self.domain == "prog":
+            from vpo.tasks.prog import ProgTask
+
+            try:
+                ProgTask(**self.task_options())
+            except ValueError as e:
+                raise UserError(f"prog settings: {e}") from None
+
     @classmethod
     def quick(cls, **kw) -> "DemoConfig":
         """The CI setting: the default task, model, warm start and RL, then GRPO and VPO only,
@@ -211,6 +254,9 @@ class DemoConfig:
 
     # -- what each stage depends on (resume safety) ------------------------------------------
     def task_options(self) -> dict:
+        if self.domain == "prog":
+            return {"tests": self.prog_tests, "pieces": self.prog_pieces, "cases": self.prog_cases,
+                    "min_piece": self.prog_min_piece, "compact": True, "instruction": self.instruction}
         return {
             "size": self.maze_size, "budget_slack": self.budget_slack, "items_per_zone": list(self.items_per_zone),
             "zone_radius": self.zone_radius,
@@ -220,9 +266,13 @@ class DemoConfig:
     def warm_settings(self) -> dict:
         keys = ("train_mazes", "hidden_size", "num_layers", "warm_steps", "warm_batch", "warm_lr",
                 "warm_routes_per_maze", "warm_waypoints", "warm_wander", "warm_threads")
+        if self.domain != "maze":  # the maze's records (and their hashes) stay as they were
+            keys = tuple(k for k in keys if k not in DOMAIN_SETTINGS["maze"])
+            return {"domain": self.domain, "task": self.task_options(), **{k: getattr(self, k) for k in keys}}
         return {"task": self.task_options(), **{k: getattr(self, k) for k in keys}}
 
     def eval_settings(self) -> dict:
         keys = ("split", "eval_mazes", "eval_temperature", "eval_budget", "ks", "eval_seeds",
                 "max_tokens_single", "max_tokens_multi")
-        return {"task": self.task_options(), **{k: getattr(self, k) for k in keys}}
+        head = {} if self.domain == "maze" else {"domain": self.domain}
+        return {**head, "task": self.task_options(), **{k: getattr(self, k) for k in keys}}

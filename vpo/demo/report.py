@@ -55,18 +55,25 @@ def _as_results(agg: dict, metric: str) -> dict:
 def plot_demo(agg: dict, out: Path) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     band = "band: 95 % two-level bootstrap (seeds, then mazes)"
+    prog = agg["config"].get("domain", "maze") == "prog"
+    unit = "problems" if prog else "mazes"
     fig, (ax,) = new_figure(7.5, 4.8)
-    draw_curve(ax, _as_results(agg, "best_at_k"), "best_at_k", "best@k of w*ᵀr (mean over mazes)",
-               f"best@k on held-out mazes vs answer budget\n({band})",
-               reference=(agg["ceilings"]["w*"], "ceiling: best single route (exact search)"))
+    draw_curve(ax, _as_results(agg, "best_at_k"), "best_at_k", f"best@k of w*ᵀr (mean over {unit})",
+               f"best@k on held-out {unit} vs answer budget\n({band})",
+               reference=(agg["ceilings"]["w*"], "ceiling: the reference program" if prog else "ceiling: best single route (exact search)"))
     paths["best_at_k"] = out / "best_at_k.png"
     fig.savefig(paths["best_at_k"])
 
     fig, (ax,) = new_figure(7.5, 4.8)
-    draw_curve(ax, _as_results(agg, "pareto_coverage"), "pareto_coverage",
-               "fraction of the exact Pareto front hit", f"Pareto coverage vs answer budget\n({band})")
-    paths["pareto_coverage"] = out / "pareto_coverage.png"
-    fig.savefig(paths["pareto_coverage"])
+    if prog:
+        draw_curve(ax, _as_results(agg, "pass_at_k"), "pass_at_k", "fraction of problems with an all-pass answer",
+                   f"pass@k vs answer budget\n({band})")
+        paths["pass_at_k"] = out / "pass_at_k.png"
+    else:
+        draw_curve(ax, _as_results(agg, "pareto_coverage"), "pareto_coverage",
+                   "fraction of the exact Pareto front hit", f"Pareto coverage vs answer budget\n({band})")
+        paths["pareto_coverage"] = out / "pareto_coverage.png"
+    fig.savefig(paths["pass_at_k" if prog else "pareto_coverage"])
 
     prefs = [p for p in agg["preferences"] if p != "w*"]
     fig, axes = new_figure(4.6 * (len(prefs) + 1), 4.4, len(prefs) + 1)
@@ -82,9 +89,11 @@ def plot_demo(agg: dict, out: Path) -> dict[str, Path]:
     fig, axes = new_figure(12.0, 4.2, 3)
     draw_bars(axes[0], _as_results(agg, "diversity"), "diversity", "mean pairwise L1 (all answers)",
               "diversity, all answers (paper's definition)")
+    done = "answers passing >= 1 test" if prog else "completed answers"
     draw_bars(axes[1], _as_results(agg, "completed_diversity"), "completed_diversity",
-              "mean pairwise L1 (completed answers)", "diversity among completed answers")
-    draw_bars(axes[2], _as_results(agg, "completion_rate"), "completion_rate", "fraction of answers", "completion rate")
+              f"mean pairwise L1 ({done})", f"diversity among {done}")
+    draw_bars(axes[2], _as_results(agg, "completion_rate"), "completion_rate", "fraction of answers",
+              "passing >= 1 test" if prog else "completion rate")
     paths["diversity"] = out / "diversity.png"
     fig.savefig(paths["diversity"])
 
@@ -119,6 +128,8 @@ def _k(entry: dict, k) -> dict:
 
 def markdown(agg: dict) -> str:
     cfg = agg["config"]
+    if cfg.get("domain", "maze") == "prog":
+        return markdown_prog(agg)
     ks = cfg["ks"]
     kmax = max(ks)
     top = [k for k in (10, 30) if k in ks] or [kmax]
@@ -201,6 +212,17 @@ def markdown(agg: dict) -> str:
         L.append(f"| {r['label']} | " + " | ".join(_ci(_k(r[f'pref_{p}'], kmax)) for p in ["w*"] + prefs)
                  + f" | {_ci(_k(r['ew_best_at_k'], kmax))} |")
     L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
+    L += _timing_lines(agg)
+    L += ["![best@k](best_at_k.png)", "", "![Pareto coverage](pareto_coverage.png)", "",
+          "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", "![training](training_curves.png)", "",
+          f"Reproduce: `{reproduce_command(cfg)}`."]
+    return "\n".join(L) + "\n"
+
+
+def _timing_lines(agg: dict) -> list[str]:
+    """The report's wall-time and time-per-job lines (none when the run recorded no timing)."""
+    cfg = agg["config"]
+    L: list[str] = []
     if agg.get("wall_seconds"):
         L += [f"Wall time: {agg['wall_seconds'] / 60:.1f} min on this machine ({os.cpu_count()} cores, "
               f"{cfg['jobs']} jobs at a time).", ""]
@@ -214,9 +236,87 @@ def markdown(agg: dict) -> str:
         parts = [f"{k} {np.mean(v):.0f} s" for k, v in per.items()]
         L += [f"Time per job (mean over seeds, two jobs sharing the cores): warm start {timing['warm_start_s']:.0f} s "
               f"(alone); " + ", ".join(parts) + f"; report {timing.get('report_s', 0):.0f} s.", ""]
-    L += ["![best@k](best_at_k.png)", "", "![Pareto coverage](pareto_coverage.png)", "",
-          "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", "![training](training_curves.png)", "",
-          f"Reproduce: `{reproduce_command(cfg)}`."]
+    return L
+
+
+def markdown_prog(agg: dict) -> str:
+    """The prog domain's report: pass@1, pass@k and best@k, ρ̄ of the test components, diversity among
+    answers passing at least one test, distinct programs; the ceiling is 1 (the reference passes all)."""
+    cfg = agg["config"]
+    ks = cfg["ks"]
+    kmax = max(ks)
+    top = [k for k in (10, 30) if k in ks] or [kmax]
+    rows = agg["methods"]
+    L = [
+        f"# vpo demo --domain prog: VPO vs GRPO and the baselines on piecewise program synthesis (CPU, {cfg['split']} split)",
+        "",
+        f"Programs in a tiny language checked on {cfg['prog_tests']} tests each (one reward component per test), "
+        f"targets of {cfg['prog_pieces']} lines split by {cfg['prog_cases']}, at least {cfg['prog_min_piece']} tests "
+        f"per piece (docs/prog_task.md); tiny Qwen2 ({cfg['num_layers']} layers, hidden {cfg['hidden_size']}, one "
+        f"token per character); warm start {cfg['warm_steps']} steps on random programs; RL {cfg['rl_steps']} steps x "
+        f"{cfg['prompts_per_step']} problems x {cfg['num_generations']} rollouts at lr {cfg['rl_lr']}; seeds "
+        f"{cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} problems at T = {cfg['eval_temperature']}, "
+        f"{cfg['eval_budget']} answers per problem, best@k and pass@k at a matched answer budget (multi-answer "
+        f"policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws.",
+        "",
+        "Intervals: [95 % two-level bootstrap: seeds, then problems]. They include seed-to-seed variance; "
+        "with few seeds the seed level is coarse, so every seed's own value is listed below too.",
+        "",
+        "## Search on w* (pass rate) and what the pools contain",
+        "",
+        "| method | " + " | ".join(f"best@{k}" for k in ks) + " | pass@1 | " + " | ".join(f"pass@{k}" for k in ks[1:])
+        + " | reward@1 | ≥1 test | diversity (all) | diversity (≥1 test) | distinct programs | union cov. | ρ̄ | tokens/rollout |",
+        "|---|" + "---|" * (2 * len(ks) + 8),
+    ]
+    for r in rows.values():
+        L.append(
+            f"| {r['label']} | " + " | ".join(_fmt(_k(r['best_at_k'], k)['mean']) for k in ks)
+            + f" | {_fmt(r['pass_at_1']['mean'])} | " + " | ".join(_fmt(_k(r['pass_at_k'], k)['mean']) for k in ks[1:])
+            + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
+            f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
+            f" | {_fmt(r['union_coverage']['mean'])} | {_fmt(r['collinearity']['mean'], 2)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+        )
+    L += [
+        "",
+        f"Ceiling: {agg['ceilings']['w*']:.3f} (the reference program passes every test of every problem). best@k: "
+        "the best pass rate among k answers. pass@1: the first answer of a rollout passes every test; pass@k: "
+        "some answer of the matched-budget sub-pool passes every test (the all-pass vector is each problem's "
+        "whole Pareto front, so this is also its Pareto coverage). ≥1 test: fraction of answers passing at least "
+        "one test (the prog counterpart of the maze's completion). Diversity (all): mean pairwise L1 of the "
+        "reward vectors over every answer (the paper's definition); diversity (≥1 test): the same over answers "
+        "passing at least one test. Distinct programs: distinct canonical programs (same AST) among those. "
+        "Union cov.: Σ_j max_i r_ij, tests passed by some answer. ρ̄: mean pairwise correlation of the test "
+        "components over a pool's valid answers.",
+        "",
+        "## With intervals",
+        "",
+        "| method | " + " | ".join(f"best@{k}" for k in top) + " | " + " | ".join(f"pass@{k}" for k in top)
+        + " | diversity (≥1 test) | ≥1 test |",
+        "|---|" + "---|" * (2 * len(top) + 2),
+    ]
+    for r in rows.values():
+        L.append(f"| {r['label']} | " + " | ".join(_ci(_k(r['best_at_k'], k)) for k in top) + " | "
+                 + " | ".join(_ci(_k(r['pass_at_k'], k)) for k in top)
+                 + f" | {_ci(r['completed_diversity'])} | {_ci(r['completion_rate'])} |")
+    per = lambda s: " / ".join(_fmt(x) for x in s["per_seed"])  # noqa: E731
+    L += ["", "## Per seed", "", "| method | " + " | ".join(f"best@{k} per seed" for k in top)
+          + f" | pass@{kmax} per seed | diversity (≥1 test) per seed |", "|---|" + "---|" * (len(top) + 2)]
+    for r in rows.values():
+        L.append(f"| {r['label']} | " + " | ".join(per(_k(r['best_at_k'], k)) for k in top)
+                 + f" | {per(_k(r['pass_at_k'], kmax))} | {per(r['completed_diversity'])} |")
+    if agg["paired_vs_vpo"]:
+        L += ["", "## VPO minus each method (paired: same seed index, same problems)", "",
+              "mean [95 % two-level bootstrap] / SE over seeds of the per-seed differences.", "",
+              "| vs | " + " | ".join(f"Δbest@{k}" for k in top) + " | " + " | ".join(f"Δpass@{k}" for k in top)
+              + " | Δdiversity (≥1 test) |", "|---|" + "---|" * (2 * len(top) + 1)]
+        for other, d in agg["paired_vs_vpo"].items():
+            cells = [f"{_ci(_k(d[c], k), signed=True)} / {_fmt(_k(d[c], k)['se_seeds'])}" for c in ("best_at_k", "pass_at_k") for k in top]
+            L.append(f"| {rows[other]['label']} | " + " | ".join(cells) + f" | {_ci(d['completed_diversity'], signed=True)} |")
+    L += ["", f"E_w[best@{kmax}] over fixed Dir(1) weightings of the tests: "
+          + "; ".join(f"{r['label']} {_ci(_k(r['ew_best_at_k'], kmax))}" for r in rows.values()) + ".", ""]
+    L += _timing_lines(agg)
+    L += ["![best@k](best_at_k.png)", "", "![pass@k](pass_at_k.png)", "", "![diversity](diversity.png)", "",
+          "![training](training_curves.png)", "", f"Reproduce: `{reproduce_command(cfg)}`."]
     return "\n".join(L) + "\n"
 
 
@@ -231,6 +331,9 @@ def reproduce_command(cfg: dict) -> str:
             continue
         if name == "warm_only":
             parts.append("--warm-only")
+            continue
+        if name == "domain":
+            parts.append(f"--domain {value}")
             continue
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         parts.append(f"--set {name}={text}")

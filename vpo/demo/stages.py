@@ -1,8 +1,10 @@
 """The demo's stages: the warm start (in process), then one ``vpo train`` and one ``vpo eval`` job per
 method and seed (run by :func:`vpo.demo.jobs.run_jobs`), built from one :class:`~vpo.demo.config.DemoConfig`.
 
-Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its routes come
-from :func:`vpo.tasks.maze.random_route` (valid, with random detours whose breadth the config sets).
+Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its answers come
+from :func:`vpo.tasks.maze.random_route` (valid, with random detours whose breadth the config sets)
+or, with ``domain='prog'``, from :func:`vpo.tasks.prog.random_program` (valid programs built from
+the shown pairs, mostly passing one piece).
 """
 
 from __future__ import annotations
@@ -21,16 +23,48 @@ from vpo.demo.jobs import Job, clear_stage, mark_done, stage_state, status
 
 
 def make_task(cfg: DemoConfig):
+    if cfg.domain == "prog":
+        from vpo.tasks.prog import ProgTask
+
+        return ProgTask(**cfg.task_options())
     from vpo.tasks.maze import MazeTask
 
     return MazeTask(**cfg.task_options())
 
 
-def warm_start(cfg: DemoConfig, out: Path) -> Path:
-    """Build the tiny model and fine-tune it on diverse mediocre routes (both formats)."""
+def warm_answer_sampler(cfg: DemoConfig, rng: np.random.Generator):
+    """``sample(example) -> answer text``: the warm start's random answers for the config's domain."""
+    if cfg.domain == "prog":
+        from vpo.tasks.prog import random_program
+
+        return lambda ex: random_program(ex, rng).program
     from vpo.tasks.maze import Maze, random_route
+
+    def route(ex):
+        return random_route(Maze.from_example(ex), rng, waypoints=cfg.warm_waypoints, wander=cfg.warm_wander).moves
+
+    return route
+
+
+def warm_pairs(cfg: DemoConfig, task, train: list[dict]) -> list[tuple[str, str]]:
+    """The warm start's (prompt, completion) pairs: per training problem and ``warm_routes_per_maze``,
+    one random answer in the single-answer format and three in the 3-answer format."""
+    from vpo.train.warmstart import format_answers
+
+    # one generator, drawn in the same order as before the prog domain existed: the maze's pairs are unchanged
+    sample = warm_answer_sampler(cfg, np.random.default_rng(12345))
+    pairs = []
+    for ex in train:
+        for _ in range(cfg.warm_routes_per_maze):
+            pairs.append((task.build_prompt(ex, 1), format_answers([sample(ex)], 1)))
+            pairs.append((task.build_prompt(ex, 3), format_answers([sample(ex) for _ in range(3)], 3)))
+    return pairs
+
+
+def warm_start(cfg: DemoConfig, out: Path) -> Path:
+    """Build the tiny model and fine-tune it on diverse mediocre answers (routes or programs, both formats)."""
     from vpo.train.tiny import build_tiny_model
-    from vpo.train.warmstart import format_answers, supervised_warm_start
+    from vpo.train.warmstart import supervised_warm_start
 
     ws = out / "warmstart"
     marker = ws / "warmstart.json"
@@ -42,17 +76,9 @@ def warm_start(cfg: DemoConfig, out: Path) -> Path:
         status(f"warm start: settings changed, training it again ({'; '.join(changes[:4])})")
     clear_stage(marker)
     task = make_task(cfg)
-    train = task.load("train", n=cfg.train_mazes)
-    rng = np.random.default_rng(12345)
-    route = lambda maze: random_route(maze, rng, waypoints=cfg.warm_waypoints, wander=cfg.warm_wander).moves  # noqa: E731
-    pairs = []
-    for ex in train:
-        maze = Maze.from_example(ex)
-        for _ in range(cfg.warm_routes_per_maze):
-            pairs.append((task.build_prompt(ex, 1), format_answers([route(maze)], 1)))
-            pairs.append((task.build_prompt(ex, 3), format_answers([route(maze) for _ in range(3)], 3)))
+    pairs = warm_pairs(cfg, task, task.load("train", n=cfg.train_mazes))
     init = build_tiny_model(out / "init", hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=4)
-    status(f"warm start: {len(pairs)} (prompt, routes) pairs, {cfg.warm_steps} steps")
+    status(f"warm start: {len(pairs)} (prompt, {task.answer_noun}s) pairs, {cfg.warm_steps} steps")
     import torch
 
     torch.set_num_threads(max(1, min(cfg.warm_threads, os.cpu_count() or 1)))
@@ -72,7 +98,7 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
     G = cfg.num_generations * mult
     return {
         "model_name_or_path": str(init),
-        "task": "maze",
+        "task": cfg.domain,
         "task_options": json.dumps(cfg.task_options()),
         "train_size": cfg.train_mazes,
         "estimator": estimator,
@@ -116,7 +142,7 @@ def eval_argv(cfg: DemoConfig, model: Path, m: int, out_dir: Path, name: str, se
     max_new = cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi
     return [
         sys.executable, "-m", "vpo.cli", "eval",
-        "--model", str(model), "--task", "maze", *opts,
+        "--model", str(model), "--task", cfg.domain, *opts,
         "--split", cfg.split, "--num-prompts", str(cfg.eval_mazes),
         "--m", str(m), "--rollouts", str(math.ceil(cfg.eval_budget / m)),
         "--temperature", str(cfg.eval_temperature), "--max-new-tokens", str(max_new),
