@@ -312,3 +312,23 @@ def test_epoch_order_callback_replays_the_finished_epochs_through_accelerate_sha
         assert [b.tolist() for b in fresh] == epochs[k]
         plain = loader()  # what transformers alone resumes with: the first epoch's order
         assert [b.tolist() for b in plain] == epochs[0]
+
+
+def test_a_run_without_checkpoints_stops_unsaved_on_a_signal(capsys):
+    """save_strategy: no (the demo's runs, --smoke): the signal stops the run and saves nothing, so a
+    rerun of the same command is not refused for checkpoints it never asked for."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from vpo.train.resume import SignalCheckpointCallback
+
+    cb = SignalCheckpointCallback()
+    cb._handler(signal.SIGTERM, None)
+    state = SimpleNamespace(global_step=3, max_steps=8, is_world_process_zero=True)
+    control = cb.on_step_end(SimpleNamespace(save_strategy="no"), state, TrainerControl())
+    assert control.should_training_stop and not control.should_save
+    assert "stopped at step 3 of 8; save_strategy is 'no', so no checkpoint was saved" in capsys.readouterr().err
+    control = SignalCheckpointCallback()
+    control._handler(signal.SIGTERM, None)
+    assert control.on_step_end(SimpleNamespace(save_strategy="steps"), state, TrainerControl()).should_save

@@ -338,10 +338,11 @@ def _main(args) -> int:
 
     hint = resume_command(["vpo", "train", *given])
     stop = SignalCheckpointCallback(resume_hint=hint)
-    run_training(training_args, model_args, callbacks=[EpochOrderCallback(), stop], resume_hint=hint)
+    try:
+        run_training(training_args, model_args, callbacks=[EpochOrderCallback(), stop], resume_hint=hint)
+    finally:
+        stop.restore()  # the handlers go back even when training raised
     if stop.received is not None:
-        if stop.saved_to is None and _rank0():  # stopped before any step ended
-            print("vpo train: stopped before the first step ended; nothing saved", file=sys.stderr)
         return 128 + int(stop.received)
     print(f"vpo train: model saved to {training_args.output_dir}")
     return 0

@@ -9,7 +9,7 @@
   trained. It works for TRL's GRPOTrainer too; ``vpo train`` always adds it.
 * :class:`SignalCheckpointCallback`: the first SIGINT/SIGTERM makes the trainer save a checkpoint
   at the end of the current step and stop, then prints where and the command that resumes; a second
-  signal aborts at once.
+  signal aborts at once. A run with ``save_strategy: no`` (the demo's, ``--smoke``) stops unsaved.
 """
 
 from __future__ import annotations
@@ -121,6 +121,11 @@ def resume_command(argv: list[str] | None = None) -> str:
     return " ".join(shlex.quote(a) for a in [prog, *out, "--resume"])
 
 
+def _strategy(args) -> str:
+    v = getattr(args, "save_strategy", "steps")
+    return str(getattr(v, "value", v)).lower()
+
+
 def _any_process(signum: int | None) -> int | None:
     """The signal any process received (all processes must save and stop at the same step, or the
     save's collectives hang); one tiny all-reduce per step when torch.distributed is running."""
@@ -145,11 +150,12 @@ class SignalCheckpointCallback(TrainerCallback):
         self.stream = stream
         self.received: int | None = None
         self.saved_to: str | None = None
+        self._said_unsaved = False
         self._previous: dict = {}
 
     def _handler(self, signum, frame):
         if self.received is not None:  # second signal: abort now
-            self._restore()
+            self.restore()
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             os._exit(128 + signum)
@@ -158,7 +164,8 @@ class SignalCheckpointCallback(TrainerCallback):
         print(f"vpo train: {name} received: saving a checkpoint at the end of this step, then stopping "
               "(again to abort without saving)", file=self.stream or sys.stderr, flush=True)
 
-    def _restore(self):
+    def restore(self):
+        """Put back the signal handlers that were there before ``on_train_begin``."""
         for s, h in self._previous.items():
             try:
                 signal.signal(s, h)
@@ -177,8 +184,13 @@ class SignalCheckpointCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self.received = _any_process(self.received)
         if self.received is not None:
-            control.should_save = True
             control.should_training_stop = True
+            if _strategy(args) != "no":
+                control.should_save = True
+            elif state.is_world_process_zero and not self._said_unsaved:
+                self._said_unsaved = True
+                print(f"vpo train: stopped at step {state.global_step} of {state.max_steps}; save_strategy is 'no', "
+                      "so no checkpoint was saved", file=self.stream or sys.stderr, flush=True)
         return control
 
     def on_save(self, args, state, control, **kwargs):
@@ -190,4 +202,4 @@ class SignalCheckpointCallback(TrainerCallback):
                       f"{self.saved_to}; resume with: {hint}", file=self.stream or sys.stderr, flush=True)
 
     def on_train_end(self, args, state, control, **kwargs):
-        self._restore()
+        self.restore()
