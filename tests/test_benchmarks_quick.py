@@ -55,12 +55,16 @@ QUOTED_KEYS = {
     "search_eval": ["step_s", "eval_s", "eval_generation_s", "eval_over_step", "amortised_overhead", "pool_logs_ms", "answers_per_eval"],
     # docs/demo.md "Where the time goes", docs/training.md (shared_prompt_forward)
     "shared_prefix": ["trl_s_grpo", "shared_s_grpo", "speedup_grpo", "speedup_grpo_range", "tokens_grpo"],
+    # docs/evolve.md "Old vs new selection on the examples"
+    "evolve_islands": [f"{p}_{s}_{k}" for p in ("poly_fit", "tradeoff") for s in ("default", "vpo") for k in (
+        "solved", "solved_at_mean", "best_score_mean", "coverage_third", "coverage_two_thirds", "coverage_final",
+        "archive_size_mean")],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
 
 FAST = ["estimators", "sandbox", "scorers", "generation", "sandbox_seccomp", "sandbox_soak", "shared_prefix"]  # ~5 s each here
-SLOW = ["train_step", "metrics", "search_eval"]  # three trainers / model generation: 15-30 s each here
+SLOW = ["train_step", "metrics", "search_eval", "evolve_islands"]  # trainers / generation / 4 evolve runs: 15-60 s each here
 
 
 def _run(name: str, *extra: str, timeout: int = 300) -> dict:

@@ -10,11 +10,11 @@ failures and the code layout.
 
 Modules: ``config`` (model, problem, settings, :class:`EvolveError`), ``clients`` (LLM clients,
 endpoint check), ``problems`` (problems, splitting completions), ``worker`` (evaluation in a
-killable process), ``run`` (one model on one problem), ``report`` (models side by side, plot),
+killable process), ``selection`` (per-island weightings, Pareto archive), ``run`` (one model on one problem), ``report`` (models side by side, plot),
 ``cli`` (``vpo evolve``). Importing the package is light: openevolve and torch load when a run starts.
 """
 
-from vpo.integrations.evolve.clients import LocalHFClient, ScriptedLLM, check_endpoint
+from vpo.integrations.evolve.clients import LocalHFClient, MutationLLM, ScriptedLLM, check_endpoint
 from vpo.integrations.evolve.config import (
     SOLVED_AT,
     EvolveError,
@@ -29,6 +29,7 @@ from vpo.integrations.evolve.problems import (
 )
 from vpo.integrations.evolve.report import plot_report, run_comparison
 from vpo.integrations.evolve.run import evolve_problem
+from vpo.integrations.evolve.selection import ParetoArchive, VPOSelector, coverage, island_weights
 from vpo.integrations.evolve.worker import shim_evaluate
 
 __all__ = [
@@ -38,9 +39,14 @@ __all__ = [
     "EvolveProblem",
     "EvolveSettings",
     "LocalHFClient",
+    "MutationLLM",
+    "ParetoArchive",
     "ScriptedLLM",
+    "VPOSelector",
     "check_endpoint",
+    "coverage",
     "evolve_problem",
+    "island_weights",
     "plot_report",
     "problem_from_dir",
     "problems_from_task",

@@ -31,8 +31,14 @@ be). A --config FILE.yaml may hold models: (list of such mappings), problems: (l
 {dir: ...} or {task: ..., task_options: ..., split: ..., n: ...}) and settings:
 (fields of vpo.integrations.evolve.EvolveSettings); flags add to / override it.
 
+Selection (--selection vpo, the default): island i ranks its programs by its own
+w_i ~ Dir(alpha) of the metric vector (seeded by --seed, recorded in the report), and a Pareto
+archive of the non-dominated metric vectors supplies parents and inspirations to every island;
+--selection default is OpenEvolve's own selection on w*^T r. Example problems:
+examples/evolve/poly_fit and examples/evolve/tradeoff.
+
 Writes OUT/report.json, OUT/evolve_progress.png and per run OUT/<model>/<problem>/
-(history, OpenEvolve checkpoints, best program). See docs/evolve.md.
+(history, OpenEvolve checkpoints, best program, Pareto archive). See docs/evolve.md.
 """
 
 _MODEL_KEYS = {"name", "answers", "api_base", "model", "api_key", "client", "temperature", "max_tokens", "timeout", "retries"}
@@ -46,6 +52,9 @@ _SETTINGS_FLAGS = {
     "seed": "seed",
     "max_llm_failures": "max_llm_failures",
     "stop_when_solved": "stop_when_solved",
+    "selection": "selection",
+    "alpha": "dirichlet_alpha",
+    "eval_workers": "eval_workers",
 }
 
 
@@ -72,7 +81,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--islands", type=int, help="OpenEvolve islands (default 2)")
     p.add_argument("--checkpoint-interval", type=int, help="calls between checkpoints (default 10)")
     p.add_argument("--max-llm-failures", type=int, help="consecutive failed LLM calls that stop a run (default 3)")
-    p.add_argument("--seed", type=int, help="seed (default 0)")
+    p.add_argument("--seed", type=int, help="seed (default 0; also draws the islands' weightings)")
+    p.add_argument("--selection", choices=["vpo", "default"],
+                   help="vpo (default): each island ranks programs by its own w ~ Dir(alpha) of the metric vector and "
+                        "a Pareto archive feeds parents and inspirations; default: OpenEvolve's selection on w*^T r")
+    p.add_argument("--alpha", type=float, help="Dirichlet concentration of the islands' weightings (default 1.0)")
+    p.add_argument("--eval-workers", type=int,
+                   help="evaluation processes: a call's candidates evaluated at once (default: min(m, CPU cores))")
     p.add_argument("--stop-when-solved", action="store_const", const=True, help="end a run at its first solving program")
     p.add_argument("--out", default="runs/evolve", help="output folder (default: runs/evolve)")
     p.add_argument("--resume", action="store_true", help="continue each run from its latest checkpoint")
@@ -202,9 +217,11 @@ def run(args) -> int:
     except EvolveError as e:
         raise UserError(str(e)) from e
     out = Path(args.out)
-    print(f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'calls':>6s} {'cands':>6s}")
+    print(f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'coverage':>9s} {'archive':>8s} "
+          f"{'calls':>6s} {'cands':>6s}")
     for name, r in report["models"].items():
         print(f"{name:16s} {r['answers_per_call']:2d} {r['problems_solved']:4d}/{len(problems):<3d} "
-              f"{r['mean_best_score']:10.3f} {r['llm_calls']:6d} {r['candidates']:6d}")
+              f"{r['mean_best_score']:10.3f} {r['mean_coverage']:9.3f} {r['mean_archive_size']:8.1f} "
+              f"{r['llm_calls']:6d} {r['candidates']:6d}")
     print(f"report: {out / 'report.json'}\nplot:   {out / 'evolve_progress.png'}")
     return 0

@@ -3,7 +3,8 @@
 OpenEvolve's ``LLMEnsemble`` talks to an OpenAI-compatible endpoint or, through ``init_client``, to
 any object with ``async generate_with_context(system_message, messages) -> str``. This module holds
 the in-process ones: :class:`ScriptedLLM` (a fake that replays fixed completions, for tests and dry
-runs) and :class:`LocalHFClient` (a ``transformers`` checkpoint, no server), plus the picklable
+runs), :class:`MutationLLM` (a seeded random-mutation fake that edits the programs shown in the
+prompt: it exercises the search machinery, not a model's skill) and :class:`LocalHFClient` (a ``transformers`` checkpoint, no server), plus the picklable
 factory that hands a model spec's ``client`` to OpenEvolve and :func:`check_endpoint`, which fails a
 run early (with what to do) when an endpoint is down or does not serve the model. torch and
 transformers are imported only when a local model generates.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,78 @@ class ScriptedLLM:
     async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
         self.calls.append({"system": system_message, "messages": messages})
         return self.responses[(len(self.calls) - 1) % len(self.responses)]
+
+    async def generate(self, prompt: str, **kwargs) -> str:
+        return await self.generate_with_context("", [{"role": "user", "content": prompt}], **kwargs)
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.S)
+_TUNABLE = re.compile(r"^([A-Z][A-Z0-9_]*)\s*=\s*(.+)$", re.M)
+_INT = re.compile(r"(?<![\w.])-?\d+(?![\w.])")
+
+
+class MutationLLM:
+    """A fake LLM that mutates the prompt's programs at random (seeded): for search benchmarks.
+
+    Not a model. Per call it finds the program under ``# Current Program`` and the other programs
+    the prompt shows (top programs, inspirations), and writes the number of programs the answer
+    instruction asks for (``Write N genuinely different programs``; else 1). Each is the current
+    program where, with probability ``crossover``, every ``UPPER_CASE = ...`` line is taken with
+    probability 1/2 from one other shown program that has it, and then one integer literal of one
+    such line moves by a nonzero step in ``[-step, step]``. The draws come from ``random.Random``
+    seeded by ``(seed, call index)``, so a run is reproducible. ``calls`` records the prompts.
+    """
+
+    def __init__(self, seed: int = 0, crossover: float = 0.3, step: int = 2, answers: int | None = None) -> None:
+        self.seed, self.crossover, self.step, self.answers = int(seed), float(crossover), int(step), answers
+        self.calls: list[dict] = []
+
+    @staticmethod
+    def programs_in(prompt: str) -> tuple[str | None, list[str]]:
+        """``(current program, other programs)`` shown in an OpenEvolve full-rewrite prompt."""
+        head, sep, tail = prompt.partition("# Current Program\n")
+        cur = _FENCE.search(tail) if sep else None
+        others = [b for b in _FENCE.findall(head) if b.strip() and "Your rewritten program here" not in b]
+        return (cur.group(1) if cur else None), [o for o in others if cur is None or o != cur.group(1)]
+
+    def _mutate(self, code: str, rng) -> str:
+        lines = code.splitlines(keepends=True)
+        spots = [(i, mt) for i, ln in enumerate(lines) if _TUNABLE.match(ln.rstrip("\n"))
+                 for mt in _INT.finditer(ln)]
+        if not spots:
+            return code
+        i, mt = rng.choice(spots)
+        delta = rng.choice([d for d in range(-self.step, self.step + 1) if d != 0])
+        ln = lines[i]
+        lines[i] = ln[: mt.start()] + str(int(mt.group()) + delta) + ln[mt.end():]
+        return "".join(lines)
+
+    def _cross(self, code: str, other: str, rng) -> str:
+        theirs = {mt.group(1): mt.group(0) for mt in _TUNABLE.finditer(other)}
+
+        def pick(mt):
+            return theirs[mt.group(1)] if mt.group(1) in theirs and rng.random() < 0.5 else mt.group(0)
+
+        return _TUNABLE.sub(pick, code)
+
+    async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
+        import random as _random
+
+        prompt = messages[-1]["content"] if messages else ""
+        self.calls.append({"system": system_message, "messages": messages})
+        rng = _random.Random(f"{self.seed}:{len(self.calls)}")
+        found = re.search(r"Write (\d+) genuinely different programs", prompt)
+        m = self.answers or (int(found.group(1)) if found else 1)
+        current, others = self.programs_in(prompt)
+        if current is None:
+            return "no program in the prompt"
+        outs = []
+        for _ in range(m):
+            code = current
+            if others and rng.random() < self.crossover:
+                code = self._cross(code, rng.choice(others), rng)
+            outs.append(self._mutate(code, rng))
+        return "\n---\n".join(f"```python\n{c.rstrip()}\n```" for c in outs)
 
     async def generate(self, prompt: str, **kwargs) -> str:
         return await self.generate_with_context("", [{"role": "user", "content": prompt}], **kwargs)

@@ -126,6 +126,18 @@ class EvolveSettings:
     """Language of the programs (prompt and code fences)."""
     stop_when_solved: bool = False
     """End a run at its first solving candidate (curves then stay flat)."""
+    selection: str = "vpo"
+    """'vpo': each island ranks by its own ``w_i ~ Dir(dirichlet_alpha)`` and a Pareto archive feeds
+    parents and inspirations; 'default': OpenEvolve's selection on ``w*^T r`` (docs/evolve.md)."""
+    dirichlet_alpha: float = 1.0
+    """Concentration of the islands' weightings (``selection='vpo'``; 1 = uniform on the simplex)."""
+    archive_parent_ratio: float = 0.25
+    """Probability that a call's parent is a uniformly drawn Pareto archive member (``selection='vpo'``)."""
+    archive_inspirations: int = 2
+    """Pareto archive members shown as inspirations per call, besides the island's (``selection='vpo'``)."""
+    eval_workers: int | None = None
+    """Evaluation worker processes, i.e. a call's candidates evaluated at once; default
+    ``min(m, usable CPU cores)`` (the cores the sandbox's default concurrency uses). 1 = sequential."""
 
     def __post_init__(self) -> None:
         if self.budget_unit not in ("candidates", "calls"):
@@ -134,6 +146,17 @@ class EvolveSettings:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.selection not in ("default", "vpo"):
+            raise ValueError(f"selection must be 'vpo' or 'default', got {self.selection!r}")
+        if not (self.dirichlet_alpha > 0):
+            raise ValueError(f"dirichlet_alpha must be > 0, got {self.dirichlet_alpha!r}")
+        if not (0 <= self.archive_parent_ratio <= 1):
+            raise ValueError(f"archive_parent_ratio must be in [0, 1], got {self.archive_parent_ratio!r}")
+        if not isinstance(self.archive_inspirations, int) or self.archive_inspirations < 0:
+            raise ValueError(f"archive_inspirations must be an integer >= 0, got {self.archive_inspirations!r}")
+        if self.eval_workers is not None and (not isinstance(self.eval_workers, int) or isinstance(self.eval_workers, bool)
+                                              or self.eval_workers < 1):
+            raise ValueError(f"eval_workers must be None or an integer >= 1, got {self.eval_workers!r}")
         if not (self.eval_timeout > 0):
             raise ValueError(f"eval_timeout must be > 0 seconds, got {self.eval_timeout!r}")
 

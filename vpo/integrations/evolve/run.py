@@ -7,9 +7,12 @@ archive, migration, checkpoints), ``PromptSampler`` (full-rewrite prompts), ``LL
 with vpo's m-answer instruction, splits the completion, adds every new program to the database as
 its own ``Program`` (same parent, its slot in the metadata), and spends budget (docs/evolve.md,
 "How m answers enter OpenEvolve"). Failed LLM calls cost nothing; too many in a row stop the run
-with a checkpoint that ``resume`` continues from.
+with a checkpoint that ``resume`` continues from. A call's candidates are evaluated at once by a
+pool of evaluation workers. With ``selection='vpo'`` each island ranks by its own weighting and a
+Pareto archive feeds parents and inspirations (:mod:`.selection`); the archive and its coverage are
+recorded in both modes.
 
-Simplifications: one evaluation at a time; full rewrites only (m diffs against one parent would not
+Simplifications: full rewrites only (m diffs against one parent would not
 be m programs); ``asyncio.run`` per call (so not from inside a running event loop). openevolve,
 tqdm and torch are imported only when a run starts.
 """
@@ -37,7 +40,14 @@ from vpo.integrations.evolve.config import (
     EvolveSettings,
 )
 from vpo.integrations.evolve.problems import _code_key, split_programs
-from vpo.integrations.evolve.worker import _WORKERS, _EvalWorker, _write_eval_files
+from vpo.integrations.evolve.selection import (
+    ParetoArchive,
+    VPOSelector,
+    coverage,
+    island_weights,
+    population_strategy,
+)
+from vpo.integrations.evolve.worker import _WORKERS, _write_eval_files, _WorkerPool
 
 logger = logging.getLogger("vpo.evolve")
 
@@ -88,8 +98,11 @@ class _EvolveRun:
                                       "solved_at": None, "llm_calls": 0, "llm_errors": 0, "candidates": 0}
         self.failures = 0  # failed LLM calls in a row
         self.last_checkpoint: Path | None = None
-        self.worker: _EvalWorker | None = None
+        self.worker: _WorkerPool | None = None
         self.objectives: list[str] = []
+        self.archive = ParetoArchive()
+        self.selector: VPOSelector | None = None
+        self.weights: list[list[float]] | None = None
 
     # -- setup -----------------------------------------------------------------------------------
 
@@ -102,21 +115,32 @@ class _EvolveRun:
 
         from vpo.core.answers import answer_instruction
 
+        s = self.settings
         self.spec_path = _write_eval_files(self.problem, self.out)
-        self.worker = _EvalWorker(self.spec_path, self.settings.eval_timeout, self.out / "evaluator_stderr.log")
+        self.n_workers = s.eval_workers or max(1, min(self.model.answers, _usable_cores()))
+        self.worker = _WorkerPool(self.spec_path, s.eval_timeout, self.out / "evaluator_stderr.log", self.n_workers)
         _WORKERS[str(self.spec_path)] = self.worker
         ready = self.worker.start()
         self.objectives = list(self.problem.objectives or ready.get("objectives") or [])
         self.worker.objectives = self.objectives or None
-        self.cfg = _oe_config(self.settings, self.model, _system_message(self.problem))
-        _seed_rngs(self.settings.seed)
-        self.db = ProgramDatabase(self.cfg.database)
-        self.sampler = PromptSampler(self.cfg.prompt)
-        self.ensemble = LLMEnsemble(self.cfg.llm.models)
         if not self.objectives:
             self.objectives = self._infer_objectives()
         self.worker.objectives = self.objectives
         self.worker.target = self._target_weights()
+        self.cfg = _oe_config(s, self.model, _system_message(self.problem), self.n_workers)
+        strategy = None
+        if s.selection == "vpo":
+            self.weights = island_weights(s.num_islands, len(self.objectives), s.dirichlet_alpha, s.seed)
+            pc, dc = self.cfg.prompt, self.cfg.database
+            self.selector = VPOSelector(
+                self.weights, self._program_rewards, exploration_ratio=dc.exploration_ratio,
+                exploitation_ratio=dc.exploitation_ratio, elite_count=pc.num_top_programs,
+                archive_parent_ratio=s.archive_parent_ratio, archive_inspirations=s.archive_inspirations)
+            strategy = population_strategy(self.selector, dc.migration_rate)
+        _seed_rngs(s.seed)
+        self.db = ProgramDatabase(self.cfg.database, population_strategy=strategy)
+        self.sampler = PromptSampler(self.cfg.prompt)
+        self.ensemble = LLMEnsemble(self.cfg.llm.models)
         self.evaluator = Evaluator(self.cfg.evaluator, str(self.out / "vpo_evaluator.py"), database=self.db, suffix=".py")
         self.instruction = answer_instruction(self.model.answers, "code", "program")
 
@@ -145,6 +169,14 @@ class _EvolveRun:
 
     def _rewards(self, metrics: Mapping) -> list[float]:
         return [float(metrics.get(o, 0.0)) for o in self.objectives]
+
+    def _program_rewards(self, program) -> list[float]:
+        """A Program's (or ProgramState's) reward vector: its ``vpo_rewards``, else from its metrics."""
+        r = program.metadata.get("vpo_rewards")
+        return list(r) if r is not None else self._rewards(program.metrics)
+
+    def _note_archive(self, program) -> None:
+        self.archive.add(program.id, self._program_rewards(program), program.to_dict())
 
     def _solved(self, metrics: Mapping) -> bool:
         return "vpo_eval_error" not in metrics and all(v >= SOLVED_AT for v in self._rewards(metrics))
@@ -175,6 +207,8 @@ class _EvolveRun:
         self.state.update(saved["state"])
         rs = saved["random_state"]
         random.setstate((rs[0], tuple(rs[1]), rs[2]))
+        if saved.get("archive") is not None:
+            self.archive = ParetoArchive.from_state(saved["archive"])
         rows = [r for r in _read_history(self.hist_path) if r["call"] <= self.state["call"]]
         self.hist_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         logger.info("resumed %s/%s from %s (call %d)", self.model.name, self.problem.name, ck, self.state["call"])
@@ -190,6 +224,7 @@ class _EvolveRun:
                      metadata={"vpo_call": 0, "vpo_slot": 0, "vpo_model": self.model.name,
                                "vpo_rewards": self._rewards(metrics)})
         self.db.add(p0)
+        self._note_archive(p0)
         if arts:
             self.db.store_artifacts(pid, arts)
         st = self.state
@@ -197,7 +232,13 @@ class _EvolveRun:
         st["solved"] = self._solved(metrics)
         st["solved_at"] = 0 if st["solved"] else None
         _append(self.hist_path, {"call": 0, "budget_used": 0, "initial": True, "best_score": st["best_score"],
-                                 "solved": st["solved"], "candidates": [self._cand_row(pid, 0, metrics, arts)]})
+                                 "solved": st["solved"], "candidates": [self._cand_row(pid, 0, metrics, arts)],
+                                 **self._archive_fields()})
+
+    def _archive_fields(self) -> dict:
+        """The Pareto archive's size, its member ids and its coverage (history row fields)."""
+        return {"archive_size": len(self.archive), "archive_ids": self.archive.ids(),
+                "component_best": list(self.archive.best), "coverage": coverage(self.archive.best)}
 
     # -- the calls -------------------------------------------------------------------------------
 
@@ -227,8 +268,9 @@ class _EvolveRun:
         A failed LLM call changes nothing but the error count; the same call is tried again."""
         call = self.state["call"] + 1
         island = (call - 1) % self.settings.num_islands
-        parent, system, user = self._prompt(call, island)
-        row: dict[str, Any] = {"call": call, "island": island, "parent_id": parent.id, "candidates": []}
+        parent, system, user, how = self._prompt(call, island)
+        row: dict[str, Any] = {"call": call, "island": island, "parent_id": parent.id, "parent_from": how,
+                               "candidates": []}
         completion = self._ask(system, user, row)
         if completion is None:
             return
@@ -244,13 +286,24 @@ class _EvolveRun:
             self.last_checkpoint = self.save_checkpoint(call)
 
     def _prompt(self, call: int, island: int):
-        """``(parent, system, user)``: OpenEvolve's full-rewrite prompt plus vpo's m-answer instruction."""
+        """``(parent, system, user, how the parent was chosen)``: OpenEvolve's full-rewrite prompt plus
+        vpo's m-answer instruction (and, with ``selection='vpo'``, the island's weighting)."""
         pc, db = self.cfg.prompt, self.db
-        parent, inspirations = db.sample_from_island(island, num_inspirations=pc.num_diverse_programs)
-        island_programs = sorted(
-            (db.programs[i] for i in db.islands[island] if i in db.programs),
-            key=lambda p: p.metrics.get("combined_score", 0.0), reverse=True,
-        )
+        focus = ""
+        if self.selector is not None:
+            parent, inspirations, how = self.selector.sample(
+                db, island, self.archive, pc.num_diverse_programs, _program_from_dict)
+            island_programs = self.selector.ranked([db.programs[i] for i in sorted(db.islands[island]) if i in db.programs], island)
+            w = ", ".join(f"{o}: {x:.2f}" for o, x in zip(self.objectives, self.weights[island]))
+            focus = (f"\n\n# Island focus\nThis island ranks programs by a weighted sum of the metrics ({w}); "
+                     "programs that trade one metric for another are welcome.")
+        else:
+            parent, inspirations = db.sample_from_island(island, num_inspirations=pc.num_diverse_programs)
+            how = "openevolve"
+            island_programs = sorted(
+                (db.programs[i] for i in db.islands[island] if i in db.programs),
+                key=lambda p: p.metrics.get("combined_score", 0.0), reverse=True,
+            )
         n_top = pc.num_top_programs
         prompt = self.sampler.build_prompt(
             current_program=parent.code, parent_program=parent.code, program_metrics=parent.metrics,
@@ -261,7 +314,8 @@ class _EvolveRun:
             program_artifacts=db.get_artifacts(parent.id) or None,
             feature_dimensions=db.config.feature_dimensions,
         )
-        return parent, prompt["system"], prompt["user"].rstrip() + "\n\n# Answer format\n" + self.instruction
+        user = prompt["user"].rstrip() + focus + "\n\n# Answer format\n" + self.instruction
+        return parent, prompt["system"], user, how
 
     def _ask(self, system: str, user: str, row: dict) -> str | None:
         """The model's completion, or None after recording a failed call."""
@@ -310,18 +364,33 @@ class _EvolveRun:
         return programs
 
     def evaluate_candidates(self, programs: list[str], parent, call: int, island: int, row: dict) -> dict:
-        """Evaluate and add each new program (slot order); returns the counts of those skipped:
-        duplicates within the call, copies of the parent, programs over ``max_code_length``."""
+        """Evaluate the new programs at once (up to ``eval_workers`` in parallel), then add each one
+        in slot order; returns the counts of those skipped: duplicates within the call, copies of
+        the parent, programs over ``max_code_length``."""
         counts = {"duplicates": 0, "identical_to_parent": 0, "too_long": 0}
         seen: set[str] = set()
         parent_key = _code_key(parent.code)
+        todo = []
         for slot, code in enumerate(programs):
             skip = self._skip_reason(code, seen, parent_key)
             if skip is not None:
                 counts[skip] += 1
                 continue
-            self._add_candidate(code, slot, parent, call, island, row)
+            todo.append((slot, code, str(uuid.uuid4())))
+        results = self.evaluate_codes([(code, cid) for _, code, cid in todo])
+        for (slot, code, cid), metrics in zip(todo, results):
+            self._add_candidate(code, cid, metrics, slot, parent, call, island, row)
         return counts
+
+    def evaluate_codes(self, items: list[tuple[str, str]]) -> list[dict]:
+        """OpenEvolve's evaluator on ``(code, id)`` pairs, all at once; metrics in input order."""
+        if not items:
+            return []
+
+        async def all_of():
+            return await asyncio.gather(*(self.evaluator.evaluate_program(code, cid) for code, cid in items))
+
+        return list(asyncio.run(all_of()))
 
     def _skip_reason(self, code: str, seen: set[str], parent_key: str) -> str | None:
         key = _code_key(code)
@@ -334,11 +403,10 @@ class _EvolveRun:
             return "too_long"
         return None
 
-    def _add_candidate(self, code: str, slot: int, parent, call: int, island: int, row: dict) -> None:
+    def _add_candidate(self, code: str, cid: str, metrics: dict, slot: int, parent, call: int, island: int,
+                       row: dict) -> None:
         from openevolve.database import Program
 
-        cid = str(uuid.uuid4())
-        metrics = asyncio.run(self.evaluator.evaluate_program(code, cid))
         arts = self.evaluator.get_pending_artifacts(cid)
         child = Program(
             id=cid, code=code, language=self.settings.language, parent_id=parent.id,
@@ -348,6 +416,7 @@ class _EvolveRun:
                       "vpo_rewards": self._rewards(metrics)},
         )
         self.db.add(child, iteration=call, target_island=island)
+        self._note_archive(child)
         if arts:
             self.db.store_artifacts(cid, arts)
         self.state["candidates"] += 1
@@ -369,7 +438,8 @@ class _EvolveRun:
         st = self.state
         st["budget_used"] += row["units"]
         self.bar.update(row["units"])
-        row.update(**counts, budget_used=st["budget_used"], best_score=st["best_score"], solved=st["solved"])
+        row.update(**counts, budget_used=st["budget_used"], best_score=st["best_score"], solved=st["solved"],
+                   **self._archive_fields())
         _append(self.hist_path, row)
 
     # -- checkpoints and the end -----------------------------------------------------------------
@@ -387,7 +457,8 @@ class _EvolveRun:
                  "current_iteration": call, "metrics": best.metrics, "language": best.language}, indent=2, default=str))
         rs = random.getstate()
         (path / "vpo_state.json").write_text(json.dumps({"state": self.state, "random_state": [rs[0], list(rs[1]), rs[2]],
-                                                          "model": self.model.name, "problem": self.problem.name}))
+                                                          "model": self.model.name, "problem": self.problem.name,
+                                                          "archive": self.archive.state()}, default=str))
         return path
 
     def finish(self) -> dict:
@@ -419,6 +490,16 @@ class _EvolveRun:
             "evaluator_restarts": self.worker.restarts,
             "curve": [[r["budget_used"], r["best_score"], bool(r["solved"])]
                       for r in rows if "budget_used" in r and not r.get("aborted")],
+            "curve_archive": [[r["budget_used"], r["coverage"], r["archive_size"]]
+                              for r in rows if "coverage" in r and not r.get("aborted")],
+            "eval_workers": self.n_workers,
+            "selection": {"mode": s.selection, "dirichlet_alpha": s.dirichlet_alpha, "seed": s.seed,
+                          "island_weights": self.weights,
+                          "archive_parent_ratio": s.archive_parent_ratio if s.selection == "vpo" else None,
+                          "archive_inspirations": s.archive_inspirations if s.selection == "vpo" else None},
+            "pareto_archive": self.archive.state(with_programs=False)["members"],
+            "component_best": list(self.archive.best),
+            "coverage": coverage(self.archive.best),
         }
 
     def close(self) -> None:
@@ -475,7 +556,20 @@ def _seed_rngs(seed: int) -> None:
         pass
 
 
-def _oe_config(settings: EvolveSettings, model: EvolveModel, system_message: str):
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
+def _program_from_dict(d: Mapping):
+    from openevolve.database import Program
+
+    return Program.from_dict(dict(d))
+
+
+def _oe_config(settings: EvolveSettings, model: EvolveModel, system_message: str, parallel: int = 1):
     """OpenEvolve's ``Config`` for one run: the settings, full rewrites, one model (endpoint or
     ``init_client``), and an evaluator timeout that leaves the worker's own timeout to fire first."""
     from openevolve.config import Config, LLMModelConfig
@@ -495,7 +589,7 @@ def _oe_config(settings: EvolveSettings, model: EvolveModel, system_message: str
     cfg.evaluator.timeout = int(math.ceil(settings.eval_timeout)) + 30  # ours fires first
     cfg.evaluator.max_retries = 0
     cfg.evaluator.cascade_evaluation = False
-    cfg.evaluator.parallel_evaluations = 1
+    cfg.evaluator.parallel_evaluations = max(1, int(parallel))
     cfg.prompt.system_message = system_message
     mc = LLMModelConfig(
         name=model.model or model.name,

@@ -9,8 +9,9 @@ process group is killed and restarted and the candidate scores 0 with the reason
 :func:`shim_evaluate` turns the worker's metrics into the reward vector (a problem's objectives, in
 order; missing or non-finite metrics count 0) and ``combined_score = w*^T r``.
 
-Simplifications: one evaluation at a time (a lock, no pool); the protocol is one JSON line each way
-per program; the worker's stdout is moved to its stderr log so that prints cannot corrupt it.
+A run's m candidates can be evaluated at once by a :class:`_WorkerPool` of such workers (each one
+evaluation at a time). Simplifications: the protocol is one JSON line each way per program; the
+worker's stdout is moved to its stderr log so that prints cannot corrupt it.
 """
 
 from __future__ import annotations
@@ -184,6 +185,40 @@ class _EvalWorker:
                 s.close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+class _WorkerPool:
+    """``n`` :class:`_EvalWorker` s behind one ``evaluate``: each call takes a free worker, so up to
+    ``n`` evaluations (threads of OpenEvolve's evaluator) run at once; the pool is what
+    :func:`shim_evaluate` finds in ``_WORKERS``."""
+
+    def __init__(self, spec_path: Path, timeout: float, log_path: Path, n: int) -> None:
+        self.workers = [_EvalWorker(spec_path, timeout, log_path) for _ in range(max(1, int(n)))]
+        self.free: queue.Queue = queue.Queue()
+        self.objectives: list[str] | None = None
+        self.target: list[float] | None = None
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self.workers)
+
+    def start(self) -> dict:
+        """Start every worker (in turn: each loads the evaluator); returns the first one's ready message."""
+        ready = [w.start() for w in self.workers]
+        for w in self.workers:
+            self.free.put(w)
+        return ready[0]
+
+    def evaluate(self, program_path: str) -> tuple[dict | None, dict, str | None]:
+        w = self.free.get()
+        try:
+            return w.evaluate(program_path)
+        finally:
+            self.free.put(w)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
 
 
 def _reward_vector(metrics: Mapping | None, objectives: list[str]) -> tuple[list[float], list[str]]:
