@@ -16,7 +16,7 @@ from trl import GRPOTrainer  # noqa: E402
 from trl.trainer.utils import add_fused_lm_head  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from vpo.train.shared_prefix import shared_prefix_logps, shared_prefix_supported  # noqa: E402
+from vpo.train.shared_prefix import shared_prefix_generate, shared_prefix_logps, shared_prefix_supported  # noqa: E402
 
 TEMPERATURE = 0.9
 
@@ -96,6 +96,35 @@ def test_a_prompt_mix_up_is_caught(tiny_model_dir, monkeypatch):
     assert not torch.allclose(wrong, ref_logps, atol=1e-3)
 
 
+@pytest.mark.parametrize("cache", ["static", None])
+@pytest.mark.parametrize("sample", [False, True])
+def test_shared_prefill_generates_the_same_tokens(tiny_model_dir, cache, sample):
+    """Prefill once per distinct prompt, then ``generate`` from the repeated cache: the same tokens as
+    the plain call, greedy and sampled from the same seed (the same random draws in the same order)."""
+    from transformers import GenerationConfig
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    ids, mask, c = _batch(model.config.vocab_size)
+    p = ids.size(1) - c
+    ids, mask = ids[:, :p], mask[:, :p]  # the prompts: left-padded, each 4 times, shuffled
+    gc = GenerationConfig(max_new_tokens=9, do_sample=sample, temperature=1.0, top_k=0, top_p=1.0,
+                          cache_implementation=cache, pad_token_id=0, eos_token_id=2)
+    calls = []
+
+    def counting_generate(**kw):
+        calls.append(kw)
+        return model.generate(**kw)
+
+    with torch.no_grad():
+        torch.manual_seed(3)
+        plain = model.generate(input_ids=ids, attention_mask=mask, generation_config=gc)
+        torch.manual_seed(3)
+        shared = shared_prefix_generate(counting_generate, model, input_ids=ids, attention_mask=mask, generation_config=gc)
+    assert len(calls) == 1 and calls[0]["generation_config"].cache_implementation is None  # took the shared path
+    assert gc.cache_implementation == cache  # the caller's config is untouched
+    assert shared.shape == plain.shape and torch.equal(shared, plain)
+
+
 def test_support_check():
     cfg = types.SimpleNamespace(use_sliding_window=False, layer_types=["full_attention"] * 2)
     model = types.SimpleNamespace(config=cfg)
@@ -117,8 +146,8 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
     import vpo.train.shared_prefix as sp
     from vpo.train import VPOConfig, VPOTrainer
 
-    real = sp.shared_prefix_logps
-    losses, calls = {}, {}
+    real, real_gen = sp.shared_prefix_logps, sp.shared_prefix_generate
+    losses, calls, gens = {}, {}, {}
     for shared in (False, True):
         args = VPOConfig(
             output_dir=str(tmp_path / f"out{shared}"), num_generations=4, per_device_train_batch_size=8,
@@ -133,10 +162,20 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
             _n.append(1)
             return real(*a, **k)
 
+        g: list[int] = []
+
+        def counting_gen(*a, _g=g, **k):
+            _g.append(1)
+            return real_gen(*a, **k)
+
         monkeypatch.setattr(sp, "shared_prefix_logps", counting)
+        monkeypatch.setattr(sp, "shared_prefix_generate", counting_gen)
         trainer.train()
         monkeypatch.setattr(sp, "shared_prefix_logps", real)
+        monkeypatch.setattr(sp, "shared_prefix_generate", real_gen)
+        gens[shared] = len(g)
         calls[shared] = len(n)
         losses[shared] = next(h["loss"] for h in trainer.state.log_history if "loss" in h)
     assert calls[False] == 0 and calls[True] >= 2  # policy and reference model
+    assert gens[False] == 0 and gens[True] == 1  # the rollouts' prefill too
     assert losses[True] == pytest.approx(losses[False], abs=1e-5)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from vpo.search.prefill import _cache_keyword, _distinct_prompts, full_attention_model, shared_prefix_generate  # noqa: F401 (re-exported)
+
 
 def shared_prefix_supported(model, multimodal_inputs: dict, compute_aux_loss: bool) -> bool:
     """Whether :func:`shared_prefix_logps` computes what TRL's path would for this call."""
@@ -26,32 +28,7 @@ def shared_prefix_supported(model, multimodal_inputs: dict, compute_aux_loss: bo
     inner = getattr(model, "module", model)
     if getattr(inner, "is_gradient_checkpointing", False) and inner.training:
         return False  # checkpointed layers refuse a key/value cache while training
-    config = getattr(inner, "config", None)
-    if config is None:
-        return False
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    if getattr(text, "use_sliding_window", False) or getattr(text, "layer_types", None) and any(
-        t != "full_attention" for t in text.layer_types
-    ):
-        return False
-    return True
-
-
-def _cache_keyword(model) -> str:
-    """``cache`` (transformers >= 5.2x) or ``past_key_values`` (older), from the model class's forward."""
-    import inspect
-
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
-    return "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
-
-
-def _distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
-    """``(unique rows, inverse)``: row i of the batch is unique row ``inverse[i]`` (ids and mask both equal)."""
-    key = torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1)
-    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
-    p = prompt_ids.size(1)
-    return uniq[:, :p], uniq[:, p:].to(prompt_mask.dtype), inverse
+    return full_attention_model(inner)
 
 
 def shared_prefix_logps(
@@ -98,3 +75,4 @@ def shared_prefix_logps(
         if compute_entropy:
             ents.append((-(logp_all.exp() * logp_all).sum(-1)).masked_fill(~mask, 0.0))
     return torch.cat(logps, 0), (torch.cat(ents, 0) if compute_entropy else None)
+

@@ -17,6 +17,7 @@ goal-conditioned weightings derive from (seed, step, example index), or (seed, e
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import warnings
@@ -585,6 +586,21 @@ class VPOTrainer(GRPOTrainer):
         if z["warned_at"] is None or step - z["warned_at"] >= ZERO_SIGNAL_WARN_EVERY:
             z["warned_at"] = step
             warnings.warn(f"{what} (every advantage is 0)", RuntimeWarning, stacklevel=2)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's, or with ``shared_prompt_forward`` the prompt prefill once per distinct prompt
+        (``vpo.train.shared_prefix.shared_prefix_generate``: the same tokens, tested)."""
+        args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        if not getattr(self.args, "shared_prompt_forward", False) or self.use_vllm or images is not None or multimodal_fields or getattr(self, "tools", None):
+            return super()._generate_single_turn(*args)
+        from vpo.train.shared_prefix import shared_prefix_generate
+
+        model = self.accelerator.unwrap_model(self.model)
+        model.generate = functools.partial(shared_prefix_generate, model.generate, model)  # this call only
+        try:
+            return super()._generate_single_turn(*args)
+        finally:
+            del model.generate
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                            compute_entropy=False, compute_aux_loss=False, **multimodal):

@@ -1,0 +1,35 @@
+"""``vpo eval``'s transformers backend prefills each prompt once for its n rows
+(``vpo.search.prefill.shared_prefix_generate``): the pools must be the ones the plain ``generate``
+call gives, token for token, and the shared path must be the one taken."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import vpo.search.prefill as prefill  # noqa: E402
+from vpo.search.backends import PoolConfig, TransformersGenerator  # noqa: E402
+
+PROMPTS = ["abc", "a longer prompt here", "xy"]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_eval_pools_equal_the_plain_generate_call(tiny_model_dir, monkeypatch, temperature):
+    gen = TransformersGenerator(tiny_model_dir, cfg=PoolConfig(max_new_tokens=8, temperature=temperature, num_threads=1))
+    taken = []
+    real = prefill.shared_prefix_generate
+
+    def spy(generate, model, **kw):
+        out = real(generate, model, **kw)
+        taken.append(kw["input_ids"].shape[0])
+        return out
+
+    monkeypatch.setattr(prefill, "shared_prefix_generate", spy)
+    shared = gen.generate(PROMPTS, 5, seed=11)
+    assert taken == [15]  # 3 prompts x 5 rows went through the shared path
+    monkeypatch.setattr(prefill, "shared_prefix_generate", lambda generate, model, **kw: generate(**kw))
+    plain = gen.generate(PROMPTS, 5, seed=11)
+    assert [[(g.text, g.num_tokens) for g in row] for row in shared] == [[(g.text, g.num_tokens) for g in row] for row in plain]
+    if temperature:  # sampled: the rows of one prompt differ, so equality above is not vacuous
+        assert len({g.text for g in shared[1]}) > 1

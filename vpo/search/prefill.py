@@ -1,0 +1,89 @@
+"""Sampling with each distinct prompt prefilled once (``shared_prefix_generate``).
+
+``vpo eval`` repeats every prompt n times in a batch (n rollouts), and a GRPO step samples G
+rollouts per prompt: ``generate`` would run the same prompt tokens through the model n (or G)
+times before decoding. Here all prompt tokens but the last run once per distinct prompt, the
+key/value cache is repeated to the rows that share the prompt (a static cache when the generation
+config asks for one), and ``generate`` continues from it. Positions come from the attention mask,
+as ``generate`` computes them, and sampling draws the same random numbers in the same order, so the
+tokens equal the plain call's up to float rounding of the probabilities (tests/train/test_shared_prefix.py).
+Used by ``vpo eval``'s transformers backend and by ``VPOTrainer`` with ``shared_prompt_forward``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _cache_keyword(model) -> str:
+    """``cache`` (transformers >= 5.2x) or ``past_key_values`` (older), from the model class's forward."""
+    import inspect
+
+    inner = getattr(model, "module", model)
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    return "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
+
+
+def full_attention_model(model) -> bool:
+    """A causal LM whose every layer attends to the full prefix with a plain key/value cache (no
+    sliding window, no recurrent state): the case where a repeated prompt cache is exact."""
+    inner = getattr(model, "module", model)
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    config = getattr(inner, "config", None)
+    if config is None:
+        return False
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if getattr(text, "use_sliding_window", False) or getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", None) is None:
+        return False
+    if any(t != "full_attention" for t in (getattr(text, "layer_types", None) or [])):
+        return False
+    supports = getattr(inner, "_supports_default_dynamic_cache", None)
+    return bool(supports()) if callable(supports) else True
+
+
+def _distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
+    """``(unique rows, inverse)``: row i of the batch is unique row ``inverse[i]`` (ids and mask both equal)."""
+    key = torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+    p = prompt_ids.size(1)
+    return uniq[:, :p], uniq[:, p:].to(prompt_mask.dtype), inverse
+
+
+def shared_prefix_generate(generate, model, input_ids=None, attention_mask=None, generation_config=None, **kwargs):
+    """``generate(...)`` with the prompt prefill done once per distinct prompt: all prompt tokens but the
+    last run through ``model`` once per distinct prompt (positions from the attention mask, as
+    ``generate`` computes them), the key/value cache is repeated to the rows that share the prompt,
+    and ``generate`` continues from that cache (a static cache when the generation config asks for
+    one). Sampling draws the same random numbers in the same order as the plain call, so the tokens
+    agree up to float rounding of the probabilities. Falls back to the plain call when no two rows
+    share a prompt, a cache or other model inputs are passed, or the cache kind is not dynamic/static."""
+    import copy
+
+    from transformers import DynamicCache, StaticCache
+
+    plain = lambda: generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config, **kwargs)  # noqa: E731
+    kw = _cache_keyword(model)
+    if input_ids is None or attention_mask is None or input_ids.size(1) < 2 or kwargs.get(kw) is not None or any(
+        isinstance(v, torch.Tensor) for v in kwargs.values()
+    ):
+        return plain()
+    if not full_attention_model(model):
+        return plain()
+    cfg = copy.deepcopy(generation_config if generation_config is not None else model.generation_config)
+    passthrough = cfg.update(**kwargs)  # generation settings given as keywords go into the copy
+    impl = cfg.cache_implementation
+    if impl not in (None, "dynamic", "static") or cfg.max_new_tokens is None:
+        return plain()
+    ids, mask, inverse = _distinct_prompts(input_ids, attention_mask)
+    if ids.size(0) == input_ids.size(0):
+        return plain()
+    p = input_ids.size(1)
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    with torch.no_grad():
+        out = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1], use_cache=True,
+                    **{kw: DynamicCache()})
+    cache = StaticCache(config=model.config, max_cache_len=p + cfg.max_new_tokens) if impl == "static" else DynamicCache()
+    for layer, src in enumerate(out[kw].layers):
+        cache.update(src.keys.index_select(0, inverse), src.values.index_select(0, inverse), layer)
+    cfg.cache_implementation = None
+    return generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=cfg, **{kw: cache}, **passthrough)
