@@ -8,6 +8,7 @@ shows. The figures therefore show the search machinery (which parents and inspir
 puts in front of the writer), not a model's skill. Per (problem, selection), over seeds: problems
 solved, the budget at which they were solved, the best ``w*^T r``, the Pareto archive's coverage
 (mean over components of the best value reached) at thirds of the budget, and the archive's size.
+Runs are reproducible: program ids follow (seed, call, slot) and the script runs with PYTHONHASHSEED=0.
 
     python benchmarks/evolve_islands.py                  # table
     python benchmarks/evolve_islands.py --json           # table, then one JSON object on the last line
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -109,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: budget 6, one seed")
     ap.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
     a = ap.parse_args(argv)
+    if argv is None and os.environ.get("PYTHONHASHSEED") != "0":
+        # OpenEvolve's own selection draws from sets of ids, whose order follows string hashing:
+        # fix it so that both selections give the same table on every run
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
     if a.quick:
         a.budget, a.seeds = 6, 1
     r = measure(a.budget, a.seeds, a.answers, a.islands, PROBLEMS)

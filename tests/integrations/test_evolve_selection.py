@@ -298,6 +298,26 @@ def test_cli_selection_vpo_end_to_end_writes_the_new_report_fields(tmp_path, cap
     assert all("def f(x)" in m["program"]["code"] for m in ck["archive"]["members"])
 
 
+def test_vpo_run_is_reproducible_from_its_seed_across_processes(tmp_path):
+    """Same seed, different string hashing (PYTHONHASHSEED): the same parents, candidates and archive."""
+    import os
+    import subprocess
+    import sys
+
+    hists = []
+    for hs in ("1", "2"):
+        out = tmp_path / hs
+        cmd = [sys.executable, "-m", "vpo.cli", "evolve", "--problem", str(EXAMPLES / "poly_fit"), "--islands", "2",
+               "--budget", "12", "--no-progress", "--out", str(out), "--model",
+               "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=5,crossover=0.5"]
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "PYTHONHASHSEED": hs})
+        assert r.returncode == 0, r.stderr[-2000:]
+        hists.append([(h.get("parent_id"), h.get("parent_from"), [(c["id"], c["rewards"]) for c in h["candidates"]],
+                       h["archive_ids"]) for h in _history(out / "mut" / "poly_fit")])
+    assert hists[0] == hists[1] and len(hists[0]) == 5
+
+
 def test_island_focus_in_the_prompt_and_default_selection_still_reports_the_archive(tmp_path):
     prob = problem_from_dir(EXAMPLES / "poly_fit")
     runs = {}

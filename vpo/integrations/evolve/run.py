@@ -170,6 +170,12 @@ class _EvolveRun:
     def _rewards(self, metrics: Mapping) -> list[float]:
         return [float(metrics.get(o, 0.0)) for o in self.objectives]
 
+    def _program_id(self, call: int, slot: int) -> str:
+        """A candidate's id, fixed by (model, problem, seed, call, slot), so that a rerun with the
+        same seed has the same ids (selection breaks ties by them; ``uuid4`` made runs differ)."""
+        key = f"vpo-evolve/{self.model.name}/{self.problem.name}/{self.settings.seed}/{call}/{slot}"
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
+
     def _program_rewards(self, program) -> list[float]:
         """A Program's (or ProgramState's) reward vector: its ``vpo_rewards``, else from its metrics."""
         r = program.metadata.get("vpo_rewards")
@@ -217,7 +223,7 @@ class _EvolveRun:
         from openevolve.database import Program
 
         self.hist_path.write_text("")
-        pid, code = str(uuid.uuid4()), self.problem.initial_program
+        pid, code = self._program_id(0, 0), self.problem.initial_program
         metrics = asyncio.run(self.evaluator.evaluate_program(code, pid))
         arts = self.evaluator.get_pending_artifacts(pid)
         p0 = Program(id=pid, code=code, language=self.settings.language, metrics=metrics, iteration_found=0,
@@ -293,7 +299,7 @@ class _EvolveRun:
         if self.selector is not None:
             parent, inspirations, how = self.selector.sample(
                 db, island, self.archive, pc.num_diverse_programs, _program_from_dict)
-            island_programs = self.selector.ranked([db.programs[i] for i in sorted(db.islands[island]) if i in db.programs], island)
+            island_programs = self.selector.ranked(self.selector.island_programs(db, island), island)
             w = ", ".join(f"{o}: {x:.2f}" for o, x in zip(self.objectives, self.weights[island]))
             focus = (f"\n\n# Island focus\nThis island ranks programs by a weighted sum of the metrics ({w}); "
                      "programs that trade one metric for another are welcome.")
@@ -376,7 +382,7 @@ class _EvolveRun:
             if skip is not None:
                 counts[skip] += 1
                 continue
-            todo.append((slot, code, str(uuid.uuid4())))
+            todo.append((slot, code, self._program_id(call, slot)))
         results = self.evaluate_codes([(code, cid) for _, code, cid in todo])
         for (slot, code, cid), metrics in zip(todo, results):
             self._add_candidate(code, cid, metrics, slot, parent, call, island, row)

@@ -122,12 +122,16 @@ class VPOSelector:
         """``programs`` best first under ``w_island`` (stable: ties keep their order)."""
         return sorted(programs, key=lambda p: self.score(p, island), reverse=True)
 
+    def island_programs(self, db, island: int) -> list:
+        """The island's programs in a fixed order (call, slot, migrant copy last, id): set order
+        would follow string hashing, which differs between processes."""
+        progs = [db.programs[i] for i in db.islands[island] if i in db.programs]
+        return sorted(progs, key=_creation_key)
+
     def sample(self, db, island: int, archive: ParetoArchive, num_inspirations: int, to_program) -> tuple[Any, list, str]:
         """``(parent, inspirations, how the parent was chosen)``; ``to_program`` turns an archive
         member's stored dict back into a Program."""
-        pool = [db.programs[i] for i in sorted(db.islands[island]) if i in db.programs]
-        if not pool:
-            pool = list(db.programs.values())
+        pool = self.island_programs(db, island) or sorted(db.programs.values(), key=_creation_key)
         ranked = self.ranked(pool, island)
         u = random.random()
         if archive.members and u < self.archive_parent_ratio:
@@ -156,6 +160,11 @@ class VPOSelector:
         return p if p is not None else to_program(member["program"])
 
 
+def _creation_key(p) -> tuple:
+    md = p.metadata
+    return (md.get("vpo_call", 1 << 30), md.get("vpo_slot", 0), bool(md.get("migrant", False)), p.id)
+
+
 def population_strategy(selector: VPOSelector, migration_rate: float):
     """OpenEvolve ``PopulationStrategy`` hooks that rank by the island's own ``w_i``: a candidate
     replaces the incumbent of its MAP-Elites cell in island i when its ``w_i^T r`` is higher, and each
@@ -168,8 +177,8 @@ def population_strategy(selector: VPOSelector, migration_rate: float):
     def migrate(snapshot) -> list:
         moves, n = [], len(snapshot.islands)
         for i, members in enumerate(snapshot.islands):
-            progs = [snapshot.programs[p] for p in sorted(members) if p in snapshot.programs
-                     and not snapshot.programs[p].metadata.get("migrant", False)]
+            progs = sorted((snapshot.programs[p] for p in members if p in snapshot.programs
+                            and not snapshot.programs[p].metadata.get("migrant", False)), key=_creation_key)
             if not progs:
                 continue
             top = selector.ranked(progs, i)[: max(1, int(len(progs) * migration_rate))]
