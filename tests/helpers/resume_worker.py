@@ -4,8 +4,8 @@ usage: python resume_worker.py MODEL_DIR OUT_DIR MAX_STEPS [--resume CKPT] [--sl
        [--n-examples N] [--save-steps N] [--no-epoch-order] [--trl]
 Writes OUT_DIR/final_params.pt at the end. With --slow-after N it sleeps after every step past N,
 so the parent has time to SIGKILL it mid-run (sleeping changes no computation). A step is 2 prompts
-x G = 4, so --n-examples 4 makes an epoch 2 steps. --no-epoch-order leaves out
-vpo.train.resume.EpochOrderCallback (to show the drift it fixes); --trl trains TRL's own
+x G = 4, so --n-examples 4 makes an epoch 2 steps. --no-epoch-order removes
+vpo.train.resume.EpochOrderCallback, which VPOTrainer adds by default (to show the drift it fixes); --trl trains TRL's own
 GRPOTrainer on the same task's mean reward (to compare).
 """
 
@@ -89,13 +89,13 @@ def main():
         disable_tqdm=True,
     )
     cb = [Slow(a.slow_after)] if a.slow_after is not None else []
-    if not a.no_epoch_order:
-        cb.append(EpochOrderCallback())
     task = CharStatsTask.make(a.n_examples)
     if a.trl:
-        tr = _trl_trainer(a.model, args, task, cb)
+        tr = _trl_trainer(a.model, args, task, cb + ([] if a.no_epoch_order else [EpochOrderCallback()]))
     else:
-        tr = VPOTrainer(model=a.model, args=args, task=task, callbacks=cb)
+        tr = VPOTrainer(model=a.model, args=args, task=task, callbacks=cb)  # EpochOrderCallback is a default
+        if a.no_epoch_order:
+            tr.remove_callback(EpochOrderCallback)
     tr.train(resume_from_checkpoint=a.resume)
     torch.save([q.detach().clone() for q in tr.model.parameters()], os.path.join(a.out, "final_params.pt"))
 

@@ -244,6 +244,12 @@ class VPOTrainer(GRPOTrainer):
             processing_class=processing_class,
             **kwargs,
         )
+        from vpo.train.resume import EpochOrderCallback
+
+        # resumed runs replay the finished epochs' data order (vpo/train/resume.py): on by default,
+        # so a Python user's resume is exact too, not only `vpo train`'s
+        if not any(isinstance(c, EpochOrderCallback) for c in self.callback_handler.callbacks):
+            self.add_callback(EpochOrderCallback())
         seed = args.seed if args.weight_seed is None else args.weight_seed
         self.vpo_estimator_config = args.estimator_config()
         self.vpo_sampler = SimplexSampler(args.num_weightings, args.weight_alpha, args.weight_sampler, seed=seed)
