@@ -270,6 +270,7 @@ def test_prog_demo_end_to_end_and_resume(tmp_path, capsys):
         assert 0.0 <= row["completed_diversity"]["mean"] <= 8.0 and 0.0 <= row["union_coverage"]["mean"] <= 8.0
         assert f"| {row['label']} |" in report
     # resume: the same settings skip every stage; another prog setting reruns the warm start
+    capsys.readouterr()
     run_demo(cfg)
     text = capsys.readouterr().out
     assert "already done with the same settings, skipped" in text and "] start " not in text
