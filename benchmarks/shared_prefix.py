@@ -1,5 +1,6 @@
-"""Log-probability pass of one demo RL step: TRL's per-row forward vs ``shared_prompt_forward``
-(each distinct prompt once). Same model, batch and shapes, alternating in one run.
+"""One demo RL step's two prompt-heavy parts, plain vs ``shared_prompt_forward`` (each distinct prompt
+once): the log-probability pass (TRL's per-row forward) and the rollouts' sampling (``generate``).
+Same model, batch and shapes, alternating in one run.
 
     python benchmarks/shared_prefix.py            # table
     python benchmarks/shared_prefix.py --json     # + one JSON object on the last line
@@ -9,8 +10,9 @@ Per configuration it times what a demo step does with log-probabilities: the ref
 forward (no gradients) and the policy's forward + backward, on the demo's tiny model with demo
 prompts (maze grids) and random completions of the configuration's length. Configurations: GRPO
 (8 prompts x 8 rollouts, 24 completion tokens), VPO m = 3 (8 x 8, 64 tokens), GRPO 3x (8 x 24, 24
-tokens). One torch thread, as in the demo's jobs; medians over ``--repeats`` alternating rounds,
-and the median of the per-round ratios.
+tokens). Sampling: ``generate`` of the configuration's rows at temperature 1 with a static cache, plain
+vs ``shared_prefix_generate`` (the same tokens). One torch thread, as in the demo's jobs; medians
+over ``--repeats`` alternating rounds, and the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ def main(argv=None) -> None:
 
     from vpo.demo import DemoConfig
     from vpo.demo.stages import make_task
+    from transformers import GenerationConfig
+
+    from vpo.search.prefill import shared_prefix_generate
     from vpo.train.shared_prefix import shared_prefix_logps
     from vpo.train.tiny import build_tiny_model
 
@@ -98,7 +103,7 @@ def main(argv=None) -> None:
             lp, _ = shared_prefix_logps(policy, ids, mask, c, 1.0, compute_entropy=True)
             lp.sum().backward()
 
-        rows, out = [], {"threads": a.threads, "repeats": repeats}
+        rows, gen_rows, out = [], [], {"threads": a.threads, "repeats": repeats}
         for name, (p, g, c) in configs.items():
             prompts = [task.build_prompt(ex, 3 if name == "vpo_m3" else 1) for ex in examples[:p]]
             ids, mask, c = _batch(tok, prompts, g, c, seed=0)
@@ -117,11 +122,31 @@ def main(argv=None) -> None:
             out[f"speedup_{name}_range"] = [min(ratios), max(ratios)]
             out[f"tokens_{name}"] = [int(ids.size(0)), int(ids.size(1) - c), int(c)]
             rows.append((name, f"{p} x {g}", ids.size(1) - c, c, out[f"trl_s_{name}"], out[f"shared_s_{name}"], out[f"speedup_{name}"], min(ratios), max(ratios)))
+            # sampling the rollouts: plain generate vs each prompt's prefill once
+            pid, pmask = ids[:, : ids.size(1) - c], mask[:, : ids.size(1) - c]
+            gc = GenerationConfig(max_new_tokens=c, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                  cache_implementation="static", pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            g_plain, g_sh = [], []
+            with torch.no_grad():
+                for _ in range(repeats + 1):  # the first round warms both up
+                    torch.manual_seed(0)
+                    g_plain.append(_time(lambda: policy.generate(input_ids=pid, attention_mask=pmask, generation_config=gc)))  # noqa: B023
+                    torch.manual_seed(0)
+                    g_sh.append(_time(lambda: shared_prefix_generate(policy.generate, policy, input_ids=pid, attention_mask=pmask, generation_config=gc)))  # noqa: B023
+            gr = [x / y for x, y in zip(g_plain[1:], g_sh[1:])]
+            out[f"gen_plain_s_{name}"] = statistics.median(g_plain[1:])
+            out[f"gen_shared_s_{name}"] = statistics.median(g_sh[1:])
+            out[f"gen_speedup_{name}"] = statistics.median(gr)
+            gen_rows.append((name, f"{p} x {g}", c, out[f"gen_plain_s_{name}"], out[f"gen_shared_s_{name}"], out[f"gen_speedup_{name}"], min(gr), max(gr)))
 
     print(f"log-prob pass of one step (reference forward + policy forward/backward), {a.threads} thread(s), {repeats} alternating rounds")
     print(f"{'config':<9} {'rows':>8} {'prompt':>7} {'compl.':>7} {'TRL s':>8} {'shared s':>9} {'speedup':>8} {'range':>13}")
     for name, rws, pl, c, t1, t2, sp, lo, hi in rows:
         print(f"{name:<9} {rws:>8} {pl:>7} {c:>7} {t1:>8.3f} {t2:>9.3f} {sp:>7.2f}x {lo:>6.2f}-{hi:<5.2f}")
+    print(f"\nsampling the rollouts (generate, T = 1, static cache), {repeats} alternating rounds after a warm-up")
+    print(f"{'config':<9} {'rows':>8} {'new':>5} {'plain s':>8} {'shared s':>9} {'speedup':>8} {'range':>13}")
+    for name, rws, c, t1, t2, sp, lo, hi in gen_rows:
+        print(f"{name:<9} {rws:>8} {c:>5} {t1:>8.3f} {t2:>9.3f} {sp:>7.2f}x {lo:>6.2f}-{hi:<5.2f}")
     if a.json:
         print(json.dumps(out))
 

@@ -54,7 +54,8 @@ QUOTED_KEYS = {
     # docs/training.md "Search evaluation during training" (overhead per evaluation, vpo/pool/... logs)
     "search_eval": ["step_s", "eval_s", "eval_generation_s", "eval_over_step", "amortised_overhead", "pool_logs_ms", "answers_per_eval"],
     # docs/demo.md "Where the time goes", docs/training.md (shared_prompt_forward)
-    "shared_prefix": ["trl_s_grpo", "shared_s_grpo", "speedup_grpo", "speedup_grpo_range", "tokens_grpo"],
+    "shared_prefix": ["trl_s_grpo", "shared_s_grpo", "speedup_grpo", "speedup_grpo_range", "tokens_grpo", "gen_plain_s_grpo",
+                      "gen_shared_s_grpo", "gen_speedup_grpo"],
     # docs/evolve.md "Old vs new selection on the examples"
     "evolve_islands": [f"{p}_{s}_{k}" for p in ("poly_fit", "tradeoff") for s in ("default", "vpo") for k in (
         "solved", "solved_at_mean", "best_score_mean", "coverage_third", "coverage_two_thirds", "coverage_final",
