@@ -318,6 +318,23 @@ def test_vpo_run_is_reproducible_from_its_seed_across_processes(tmp_path):
     assert hists[0] == hists[1] and len(hists[0]) == 5
 
 
+def test_the_archive_survives_resume(tmp_path):
+    """A run stopped after 6 candidates and resumed to 12 ends with the front of all 12 (and the
+    initial program), so the archive came back from the checkpoint."""
+    prob = problem_from_dir(EXAMPLES / "tradeoff")
+    out = tmp_path / "run"
+    for budget in (6, 12):
+        s = evolve_problem(prob, EvolveModel("m", answers=3, client=MutationLLM(seed=2)),
+                           EvolveSettings(budget=budget, num_islands=2, seed=2, checkpoint_interval=1), out,
+                           resume=budget == 12, progress=False)
+    hist = _history(out)
+    assert [h["budget_used"] for h in hist] == [0, 3, 6, 9, 12]
+    cands = [(c["id"], c["rewards"]) for h in hist for c in h["candidates"]]
+    front = _slow_front(cands)
+    assert sorted((m["id"], tuple(m["rewards"])) for m in s["pareto_archive"]) == front
+    assert any(pid in hist[2]["archive_ids"] for pid, _ in front)  # a pre-resume member is still there
+
+
 def test_island_focus_in_the_prompt_and_default_selection_still_reports_the_archive(tmp_path):
     prob = problem_from_dir(EXAMPLES / "poly_fit")
     runs = {}
