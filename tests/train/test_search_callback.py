@@ -15,34 +15,22 @@ from transformers import TrainerCallback  # noqa: E402
 
 from vpo.search.generate import generate_pool  # noqa: E402
 from vpo.search.poolstats import training_pool_stats  # noqa: E402
-from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
+from vpo.train import VPOTrainer  # noqa: E402
 from vpo.train.callbacks import SearchEvalCallback  # noqa: E402
+
+from helpers.trainer_args import tiny_vpo_args  # noqa: E402
 
 
 def make_args(out, **kw):
-    base = dict(
-        output_dir=str(out),
+    search = dict(
         estimator="vpo",
         num_answers=3,
-        num_generations=4,
-        per_device_train_batch_size=8,
-        max_completion_length=12,
         max_steps=4,
-        learning_rate=5e-2,
-        beta=0.0,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        seed=0,
-        num_weightings=16,
-        disable_tqdm=True,
         search_eval_steps=2,
         search_eval_examples=3,
         search_eval_budget=6,  # 2 rollouts of m = 3 answers per prompt
     )
-    base.update(kw)
-    return VPOConfig(**base)
+    return tiny_vpo_args(out, **{**search, **kw})
 
 
 class Recorder(TrainerCallback):

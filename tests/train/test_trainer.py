@@ -13,28 +13,13 @@ pytest.importorskip("trl")
 
 from vpo.core import SimplexSampler, compute_advantages  # noqa: E402
 from vpo.core.estimators import EstimatorConfig  # noqa: E402
-from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
+from vpo.train import VPOTrainer  # noqa: E402
+
+from helpers.trainer_args import tiny_vpo_args  # noqa: E402
 
 
 def make_args(tmp_path, **kw):
-    base = dict(
-        output_dir=str(tmp_path / "out"),
-        num_generations=4,
-        per_device_train_batch_size=8,
-        max_completion_length=12,
-        max_steps=2,
-        learning_rate=5e-2,
-        beta=0.0,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        seed=0,
-        num_weightings=16,
-        disable_tqdm=True,
-    )
-    base.update(kw)
-    return VPOConfig(**base)
+    return tiny_vpo_args(tmp_path / "out", **kw)
 
 
 def params(model):

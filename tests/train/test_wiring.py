@@ -24,8 +24,10 @@ import torch
 pytest.importorskip("trl")
 
 from vpo.core import SimplexSampler, compute_advantages, list_estimators  # noqa: E402
-from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
+from vpo.train import VPOTrainer  # noqa: E402
 from vpo.train.config import TRL_NATIVE_ESTIMATORS  # noqa: E402
+
+from helpers.trainer_args import tiny_vpo_args  # noqa: E402
 
 G = 4  # rollouts per prompt
 PER_DEVICE = 8  # micro-batch (2 prompts)
@@ -69,8 +71,8 @@ class WiringTrainer(VPOTrainer):
 
 
 def _args(tmp_path, estimator):
-    return VPOConfig(
-        output_dir=str(tmp_path / "out"),
+    return tiny_vpo_args(
+        tmp_path / "out",
         estimator=estimator,
         num_answers=3 if estimator in ("vpo", "multi_rlvr") else 1,
         num_generations=G,
@@ -79,15 +81,6 @@ def _args(tmp_path, estimator):
         gradient_accumulation_steps=STEPS_PER_GEN,
         max_completion_length=10,
         max_steps=1,
-        learning_rate=5e-2,
-        beta=0.0,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        seed=0,
-        num_weightings=16,
-        disable_tqdm=True,
     )
 
 
