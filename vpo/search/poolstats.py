@@ -16,6 +16,7 @@ layout of :func:`vpo.search.metrics.group_by_prompt`.
 
 from __future__ import annotations
 
+import inspect
 from functools import lru_cache
 from typing import Callable, Sequence
 
@@ -425,38 +426,46 @@ POOL_STAT_NAMES = (
 """The scalar statistics of :func:`pool_statistics`, in report order (pass@k curves follow)."""
 
 
+_REPORT_STAT_OPTIONS = ("convention", "pass_threshold", "ks", "num_draws", "draw_seed", "invalid_score")
+"""The :func:`pool_statistics` keywords that :func:`evaluate_pool_stats` passes on (and reports)."""
+
+
+def _report_stat_options(given: dict) -> dict:
+    """``given`` (evaluate_pool_stats' extra keywords) completed with :func:`pool_statistics`' own
+    defaults, in report order, so the defaults are written once; any other keyword is a TypeError."""
+    unknown = sorted(set(given) - set(_REPORT_STAT_OPTIONS))
+    if unknown:
+        raise TypeError(f"evaluate_pool_stats() got unexpected keyword arguments: {', '.join(unknown)}")
+    params = inspect.signature(pool_statistics).parameters
+    return {name: given.get(name, params[name].default) for name in _REPORT_STAT_OPTIONS}
+
+
 def evaluate_pool_stats(
     rewards,
     valid,
     prompt_index=None,
     *,
     target_weights=None,
-    convention: str = "valid",
-    pass_threshold: float = 1.0,
-    ks: Sequence[int] = REFERENCE_PASS_KS,
-    num_draws: int = 100,
-    draw_seed: int = 42,
-    invalid_score: float = 0.0,
     bootstrap: int = 1000,
     ci_level: float = 0.95,
     bootstrap_seed: int = 0,
     per_prompt: bool = True,
+    **stat_options,
 ) -> dict:
     """:func:`pool_statistics` of a pool (``rewards [N, m, d]``, ``valid [N, m]``, ``prompt_index [N]``)
     as a JSON-ready report entry: ``{"config", "metrics", "per_prompt"}``, scalar statistics as
     ``{"mean", "ci_low", "ci_high", "num_prompts"}`` (mean over the prompts where defined, percentile
     bootstrap over prompts), the pass@k curves as ``{"k", "mean", "ci_low", "ci_high"}`` at the ks
-    every prompt has enough rollouts for."""
+    every prompt has enough rollouts for. ``stat_options`` are :func:`pool_statistics`' keywords
+    ``convention``, ``pass_threshold``, ``ks``, ``num_draws``, ``draw_seed``, ``invalid_score``, with
+    its defaults."""
     from vpo.search.metrics import _jsonable, _summary, bootstrap_ci, group_by_prompt
 
+    opts = _report_stat_options(stat_options)
     g = group_by_prompt(rewards, valid, prompt_index)
-    P, R, m, d = g.shape
-    w = np.full(d, 1.0 / d) if target_weights is None else np.asarray(target_weights, dtype=np.float64).reshape(-1)
-    ks_used = [int(k) for k in ks if 1 <= int(k) <= int(g.num_rollouts.min())]
-    stats = pool_statistics(
-        g.rewards, g.valid, g.present, weights=w, convention=convention, pass_threshold=pass_threshold,
-        ks=ks_used, num_draws=num_draws, draw_seed=draw_seed, invalid_score=invalid_score,
-    )
+    ks_used = [int(k) for k in opts["ks"] if 1 <= int(k) <= int(g.num_rollouts.min())]
+    opts["ks"] = ks_used
+    stats = pool_statistics(g.rewards, g.valid, g.present, weights=target_weights, **opts)
     curves = ("pass_at_k_answer", "pass_at_k_rollout")
     rows = [stats[n] for n in POOL_STAT_NAMES] + [stats[c][:, i] for c in curves for i in range(len(ks_used))]
     low, high = bootstrap_ci(np.stack(rows), bootstrap, ci_level, bootstrap_seed)
@@ -468,8 +477,8 @@ def evaluate_pool_stats(
         at += K
     out = {
         "config": {
-            "convention": convention, "pass_threshold": pass_threshold, "ks": ks_used, "num_draws": int(num_draws),
-            "draw_seed": int(draw_seed), "invalid_score": invalid_score, "max_witness_objectives": MAX_WITNESS_OBJECTIVES,
+            **opts, "num_draws": int(opts["num_draws"]), "draw_seed": int(opts["draw_seed"]),
+            "max_witness_objectives": MAX_WITNESS_OBJECTIVES,
         },
         "metrics": _jsonable(metrics),
     }
