@@ -33,6 +33,7 @@ from vpo.tasks.maze_gen import (
 from vpo.tasks.maze_grid import (
     LEGEND,
     OBJECTIVES,
+    PREFERENCES,
     Maze,
     RouteOutcome,
     parse_route,
@@ -80,11 +81,7 @@ class MazeTask(Task):
 
     name = "maze"
     objectives = OBJECTIVES
-    preferences = {
-        "gold-first": (0.2, 0.6, 0.0, 0.2),
-        "diamond-first": (0.2, 0.0, 0.6, 0.2),
-        "lava-averse": (0.2, 0.1, 0.1, 0.6),
-    }
+    preferences = dict(PREFERENCES)
     answer_noun = "route"
 
     def __new__(cls, *args, variant: str = "default", **options):

@@ -25,6 +25,12 @@ from vpo._util import positive_int
 Cell = tuple[int, int]
 
 OBJECTIVES = ("completion", "gold", "diamond", "avoid_lava")
+PREFERENCES: dict[str, tuple[float, ...]] = {
+    "gold-first": (0.2, 0.6, 0.0, 0.2),
+    "diamond-first": (0.2, 0.0, 0.6, 0.2),
+    "lava-averse": (0.2, 0.1, 0.1, 0.6),
+}
+"""Named weightings over OBJECTIVES that both maze tasks (default and reference) report best@k under."""
 WALL, FLOOR, START, EXIT, GOLD, DIAMOND, LAVA = "#", ".", "S", "E", "$", "*", "~"
 SYMBOLS = WALL + FLOOR + START + EXIT + GOLD + DIAMOND + LAVA
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from vpo.tasks.base import Example, Task
-from vpo.tasks.maze_grid import OBJECTIVES, Maze
+from vpo.tasks.maze_grid import OBJECTIVES, PREFERENCES, Maze
 
 EMPTY, START, EXIT, GOLD, DIAMOND, LAVA, WALL, BONUS = ".", "S", "E", "G", "D", "L", "#", "B"
 SYMBOLS = EMPTY + START + EXIT + GOLD + DIAMOND + LAVA + WALL + BONUS
@@ -400,11 +400,7 @@ class ReferenceMazeTask(Task):
     name = "maze"
     variant = "reference"
     objectives = OBJECTIVES
-    preferences = {
-        "gold-first": (0.2, 0.6, 0.0, 0.2),
-        "diamond-first": (0.2, 0.0, 0.6, 0.2),
-        "lava-averse": (0.2, 0.1, 0.1, 0.6),
-    }
+    preferences = dict(PREFERENCES)
     answer_noun = "route"
 
     def __init__(self, score_mode: str = "convex_bonus", seed: int = SPLIT_SEEDS["train"],
