@@ -25,6 +25,7 @@ import warnings
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout: the table, then the JSON line last
 warnings.filterwarnings("ignore")
 
 SHAPES = ((1, 30, 24), (3, 10, 64))  # (m, rollouts, max new tokens): the demo's eval_budget = 30
@@ -88,7 +89,8 @@ def main(argv=None) -> None:
     out["speedup_vllm"] = out["answers_per_s_vllm"] / out["answers_per_s_transformers"]
     out["shapes"] = rows
 
-    print(f"{a.mazes} demo test mazes, 30 answers each, T = {demo.eval_temperature}; vLLM {vllm.__version__}, "
+    per_maze = "/".join(sorted({str(m * r) for m, r, _ in shapes}))
+    print(f"{a.mazes} demo test mazes, {per_maze} answers each, T = {demo.eval_temperature}; vLLM {vllm.__version__}, "
           f"start-up {out['vllm_startup_s']:.1f} s (not counted below)")
     print("| shape | transformers (1 thread) | vLLM | vLLM / transformers |\n|---|---|---|---|")
     for r in rows:
