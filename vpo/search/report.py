@@ -143,6 +143,9 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
 
     lines += markdown_section(results, all_ks)
     lines += _pool_stats_tables(results)
+    from vpo.search.set_scores import markdown_section as set_objective_section
+
+    lines += set_objective_section(results)
     lines += [
         "",
         "Definitions: docs/eval.md. Objective means over valid answers: "
