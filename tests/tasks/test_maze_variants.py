@@ -47,3 +47,22 @@ def test_validation_split_is_its_own_stream():
     assert MazeTask(size=5, compact=True, validation_seed=7).load("validation", 1)[0]["seed"] == 7
     with pytest.raises(ValueError, match="splits"):
         task.load("dev", 1)
+
+
+def test_collinear_maze_scores_every_objective_with_the_w_star_score():
+    """The rho-bar = 1 control: each component is the uniform mean of the default reward vector, for
+    finishing and failing routes alike; the default task is unchanged; a non-bool option is refused."""
+    opts = dict(size=5, budget_slack=2, compact=True, instruction="short")
+    plain, col = MazeTask(**opts), MazeTask(**opts, collinear=True)
+    ex = plain.load("validation", 3)
+    seen_finishing = False
+    for e in ex:
+        maze = Maze.from_example(e)
+        for route in [r.moves for r in pareto_routes(maze)] + ["UUUU", "xyz"]:
+            a, b = plain.score(e, route), col.score(e, route)
+            assert np.allclose(b, np.full(4, a.mean())), (route, a, b)
+            seen_finishing |= a[0] == 1.0
+    assert seen_finishing  # the check covered routes that reach E, not only failures
+    assert plain.score(ex[0], [r.moves for r in pareto_routes(Maze.from_example(ex[0]))][0]).std() > 0
+    with pytest.raises(ValueError, match="collinear must be true or false"):
+        MazeTask(**opts, collinear="yes")

@@ -113,9 +113,15 @@ class MazeTask(Task):
         validation_seed: int | None = None,
         zones: str = "split",
         variant: str = "default",
+        collinear: bool = False,
     ) -> None:
         if variant not in ("default", "reference"):
             raise ValueError(f"maze option variant must be 'default' or 'reference', got {variant!r}")
+        if not isinstance(collinear, bool):
+            raise ValueError(f"maze option collinear must be true or false, got {collinear!r}")
+        # a control where the objectives are one objective in disguise (rho-bar = 1): every component
+        # is the route's w*-score (the uniform mean of its four rewards); VPO has nothing to trade off
+        self.collinear = collinear
         self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts, zones)
         self.config.resolved()  # validate now, with a clear message
         for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
@@ -186,7 +192,8 @@ class MazeTask(Task):
         return Maze.from_example(example).render(self.compact)
 
     def score(self, example: Example, answer: str) -> np.ndarray:
-        return score_route(Maze.from_example(example), answer)
+        r = score_route(Maze.from_example(example), answer)
+        return np.full_like(r, float(np.mean(r))) if self.collinear else r
 
     def canonical(self, answer: str) -> Any:
         """Two answers are the same when they spell the same moves (``"U, r"`` == ``"ur"``)."""
