@@ -20,20 +20,20 @@ from pathlib import Path
 import numpy as np
 
 
-def _rho(collinearity, rewards, valid, prompt_index) -> float:
-    """Mean over prompts of ρ̄ over each prompt's valid answers (rollouts grouped by prompt)."""
-    order = np.argsort(prompt_index, kind="stable")
-    P = len(np.unique(prompt_index))
-    pts = rewards[order].reshape(P, -1, rewards.shape[-1])
-    mask = valid[order].reshape(P, -1)
-    return float(np.nanmean(collinearity(pts, mask)))
+def _rho(rewards, valid, prompt_index) -> float:
+    """Mean over prompts of ρ̄ over each prompt's valid answers."""
+    from vpo.search.at_k import group_by_prompt
+    from vpo.search.metrics import collinearity
+
+    g = group_by_prompt(rewards, valid, prompt_index)
+    P, R, m, d = g.rewards.shape
+    return float(np.nanmean(collinearity(g.rewards.reshape(P, R * m, d), g.valid.reshape(P, R * m))))
 
 
 def main(argv=None) -> int:
     from vpo.demo.analysis import maze_fronts, run_stats
     from vpo.demo.config import DemoConfig
     from vpo.demo.stages import make_task
-    from vpo.search.metrics import collinearity
     from vpo.search.pools import load_pool
 
     root = Path((argv or sys.argv[1:] or ["runs/probe_collinear"])[0])
@@ -60,8 +60,7 @@ def main(argv=None) -> int:
         rows.append((name, float(np.nanmean(st["best_at_k"][:, k10])), float(np.nanmean(st["best_at_k"][:, k30])),
                      float(np.nanmean(st["completion_rate"])), float(np.nanmean(st["completed_diversity"])),
                      float(np.nanmean(st["pareto_coverage"][:, k30])),
-                     _rho(collinearity, pool.rewards, pool.valid, pool.prompt_index),
-                     _rho(collinearity, rewards, pool.valid, pool.prompt_index)))
+                     _rho(pool.rewards, pool.valid, pool.prompt_index), _rho(rewards, pool.valid, pool.prompt_index)))
     print("| collinear maze, validation, seed 0 | best@10 | best@30 | completion | diversity (completed) | Pareto cov.@30 | ρ̄ trained on | ρ̄ re-scored |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:

@@ -15,20 +15,24 @@ from __future__ import annotations
 import torch
 
 
+def _unwrapped(model):
+    """The transformers model under a DDP (``.module``) and a PEFT (``get_base_model``) wrapper."""
+    inner = getattr(model, "module", model)
+    return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+
+
 def _cache_keyword(model) -> str:
     """``cache`` (transformers >= 5.2x) or ``past_key_values`` (older), from the model class's forward."""
     import inspect
 
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    inner = _unwrapped(model)
     return "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
 
 
 def full_attention_model(model) -> bool:
     """A causal LM whose every layer attends to the full prefix with a plain key/value cache (no
     sliding window, no recurrent state): the case where a repeated prompt cache is exact."""
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    inner = _unwrapped(model)
     config = getattr(inner, "config", None)
     if config is None:
         return False

@@ -143,9 +143,7 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
 
     lines += markdown_section(results, all_ks)
     lines += _pool_stats_tables(results)
-    from vpo.search.set_scores import markdown_section as set_objective_section
-
-    lines += set_objective_section(results)
+    lines += _set_objective_table(results)
     lines += [
         "",
         "Definitions: docs/eval.md. Objective means over valid answers: "
@@ -169,6 +167,24 @@ _POOL_STAT_COLUMNS = [
     ("subset winner share", "subset_winner_share"),
     ("Pareto fraction", "pareto_fraction"),
 ]
+
+
+def _set_objective_table(results: Mapping[str, dict]) -> list[str]:
+    """The "Set objectives" section (``result["set_objectives"]``, :mod:`vpo.search.set_scores`)."""
+    have = [r["set_objectives"] for r in results.values() if r.get("set_objectives")]
+    if not have:
+        return []
+    names = sorted({n for h in have for n in h["scores"]})
+    cfg = have[0]["config"]
+    lines = ["", "## Set objectives (each rollout's answer set, before group normalisation)", "",
+             f"Mean over prompts of the mean over their rollouts [{cfg['ci_level']:.0%} bootstrap over prompts]; weightings: "
+             f"{cfg['num_weightings']} fixed Dir({cfg['weight_alpha']:g}) draws; a rollout without a valid answer scores "
+             f"{cfg['invalid_score']:g}.", "",
+             "| method | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    for method, r in results.items():
+        sc = (r.get("set_objectives") or {}).get("scores", {})
+        lines.append(f"| {method} | " + " | ".join(_ci(sc[n]) if n in sc else "–" for n in names) + " |")
+    return lines
 
 
 def _pool_stats_tables(results: Mapping[str, dict]) -> list[str]:
