@@ -2,6 +2,9 @@
 
     python scripts/demo_pool_runs.py runs/demo runs/demo_prev_engine --out docs/demo/two_runs
 
+(``runs/demo_prev_engine``: ``vpo demo --out runs/demo`` run at commit 535ecc8, before
+``shared_prompt_forward``, then renamed.)
+
 Two runs with the same settings and seeds can still train different models: here the second run's
 engine (``shared_prompt_forward``) computes the same numbers to float rounding, the first steps of
 every job are identical, and sampled tokens start to differ after 10-50 steps. Their models are then
