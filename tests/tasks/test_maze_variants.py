@@ -66,3 +66,15 @@ def test_collinear_maze_scores_every_objective_with_the_w_star_score():
     assert plain.score(ex[0], [r.moves for r in pareto_routes(Maze.from_example(ex[0]))][0]).std() > 0
     with pytest.raises(ValueError, match="collinear must be true or false"):
         MazeTask(**opts, collinear="yes")
+
+
+def test_generated_mazes_are_memoised_per_seed_and_config():
+    """The per-process memo returns what generation would, and never mixes up two configs."""
+    from vpo.tasks import maze_gen
+
+    a, b = MazeConfig(5, None, (3, 5), 2, (1, 1), 2), MazeConfig(5, None, (3, 5), 2, (1, 1), 0)
+    first = maze_gen.generate_maze(123, a)
+    assert maze_gen.generate_maze(123, a) is first  # a cache hit
+    assert first == maze_gen._generate_maze_uncached(123, a.resolved())
+    other = maze_gen.generate_maze(123, b)
+    assert other == maze_gen._generate_maze_uncached(123, b.resolved()) and other.budget != first.budget
