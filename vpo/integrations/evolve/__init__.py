@@ -14,7 +14,7 @@ killable process), ``selection`` (per-island weightings, Pareto archive), ``run`
 ``cli`` (``vpo evolve``). Importing the package is light: openevolve and torch load when a run starts.
 """
 
-from vpo.integrations.evolve.clients import LocalHFClient, MutationLLM, ScriptedLLM, check_endpoint
+from vpo.integrations.evolve.clients import LocalHFClient, MutationLLM, ScriptedLLM, TaskPromptClient, check_endpoint
 from vpo.integrations.evolve.config import (
     SOLVED_AT,
     EvolveError,
@@ -42,6 +42,7 @@ __all__ = [
     "MutationLLM",
     "ParetoArchive",
     "ScriptedLLM",
+    "TaskPromptClient",
     "VPOSelector",
     "check_endpoint",
     "coverage",

@@ -148,8 +148,9 @@ def _read_config(path: str | None) -> dict:
     return cfg
 
 
-def _problems(cfg: dict, args, seed: int) -> list:
-    """The config file's problems, then --problem folders, then --task examples."""
+def _problems(cfg: dict, args) -> list:
+    """The config file's problems, then --problem folders, then --task examples (the task's own split:
+    --seed seeds the search, not which problems)."""
     from vpo.integrations.evolve import problems as pr
 
     problems = []
@@ -158,12 +159,12 @@ def _problems(cfg: dict, args, seed: int) -> list:
             problems.append(pr.problem_from_dir(entry["dir"]))
         elif "task" in entry:
             problems += pr.problems_from_task(entry["task"], entry.get("task_options"), entry.get("split", "test"),
-                                              entry.get("n"), seed)
+                                              entry.get("n"))
         else:
             raise UserError(f"--config problems entry {entry!r}: needs dir: or task:")
     problems += [pr.problem_from_dir(d) for d in args.problem]
     if args.task:
-        problems += pr.problems_from_task(args.task, json.loads(args.task_options), args.split, args.n, seed)
+        problems += pr.problems_from_task(args.task, json.loads(args.task_options), args.split, args.n)
     return problems
 
 
@@ -178,7 +179,7 @@ def _build(cfg: dict, args):
                 settings_kw[field] = getattr(args, flag)
         settings = EvolveSettings(**settings_kw)
         models = [EvolveModel(**parse_model_spec(s)) for s in list(cfg.get("models") or []) + args.model]
-        problems = _problems(cfg, args, settings.seed)
+        problems = _problems(cfg, args)
     except UserError:
         raise
     except (TypeError, ValueError, ImportError) as e:

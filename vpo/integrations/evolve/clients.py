@@ -4,7 +4,8 @@ OpenEvolve's ``LLMEnsemble`` talks to an OpenAI-compatible endpoint or, through 
 any object with ``async generate_with_context(system_message, messages) -> str``. This module holds
 the in-process ones: :class:`ScriptedLLM` (a fake that replays fixed completions, for tests and dry
 runs), :class:`MutationLLM` (a seeded random-mutation fake that edits the programs shown in the
-prompt: it exercises the search machinery, not a model's skill) and :class:`LocalHFClient` (a ``transformers`` checkpoint, no server), plus the picklable
+prompt: it exercises the search machinery, not a model's skill), :class:`LocalHFClient` (a ``transformers`` checkpoint, no server)
+and :class:`TaskPromptClient` (a checkpoint that only knows its task's own prompt), plus the picklable
 factory that hands a model spec's ``client`` to OpenEvolve and :func:`check_endpoint`, which fails a
 run early (with what to do) when an endpoint is down or does not serve the model. torch and
 transformers are imported only when a local model generates.
@@ -196,6 +197,65 @@ class LocalHFClient:
 
     async def generate(self, prompt: str, **kwargs) -> str:
         return await self.generate_with_context("", [{"role": "user", "content": prompt}])
+
+
+class TaskPromptClient(LocalHFClient):
+    """A checkpoint trained only on a vpo task's own prompt, as an evolve client: each call asks it
+    with the task's m-answer prompt for the problem at hand and returns its answers as fenced code
+    blocks.
+
+    For models that cannot read OpenEvolve's prompt (the CPU demo's tiny character-level models were
+    trained on prompts of a few dozen tokens; OpenEvolve's prompt runs to thousands). The problem is
+    found by its question: the prompt must contain ``task.question(example)`` of exactly one
+    example of ``split`` (the first ``n``), as ``vpo evolve --task`` puts it in the system message.
+    **The parent and the other programs in the prompt are not shown to the model**, so a run with
+    this client is a resampling search: OpenEvolve's database (or vpo's islands and Pareto archive)
+    keeps and ranks what the model writes, but no program is derived from another. Options:
+    ``task``, ``task_options`` (a dict or JSON text), ``split``, ``n``, ``answers`` (m), plus
+    :class:`LocalHFClient`'s.
+    """
+
+    def __init__(self, path: str, task: str, task_options: Mapping | str | None = None, split: str = "test",
+                 n: int | None = None, answers: int = 1, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.task_name = task
+        self.task_options = json.loads(task_options) if isinstance(task_options, str) else dict(task_options or {})
+        self.split, self.n, self.answers = split, None if n in (None, "") else int(n), int(answers)
+        self._questions: dict[str, dict] | None = None
+        self._task = None
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_task"] = state["_questions"] = None
+        return state
+
+    def _examples(self) -> dict[str, dict]:
+        if self._questions is None:
+            from vpo.integrations.evolve.problems import _build_task
+
+            self._task = _build_task(self.task_name, self.task_options)
+            self._questions = {}
+            for ex in self._task.load(self.split, n=self.n):
+                self._questions.setdefault(self._task.question(ex).strip(), ex)
+        return self._questions
+
+    def example_for(self, prompt_text: str) -> dict:
+        """The one example whose question the prompt contains; ``ValueError`` if none or several."""
+        hits = [ex for q, ex in self._examples().items() if q and q in prompt_text]
+        if len(hits) != 1:
+            raise ValueError(
+                f"TaskPromptClient: the prompt contains the question of {len(hits)} {self.task_name!r} "
+                f"{self.split} problems (need exactly 1); give the split and n the evolve run's problems come from"
+            )
+        return hits[0]
+
+    async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
+        text = "\n".join([system_message or ""] + [str(m.get("content", "")) for m in messages])
+        ex = self.example_for(text)
+        prompt = [{"role": "user", "content": self._task.build_prompt(ex, self.answers)}]
+        completion = await asyncio.to_thread(self._generate, prompt)
+        answers = self._task.parse(completion, self.answers)
+        return "\n".join(f"```\n{a.strip()}\n```" for a in answers if a and a.strip())
 
 
 class _ClientFactory:

@@ -61,13 +61,20 @@ def problem_from_dir(path: str | os.PathLike) -> EvolveProblem:
 
 
 def problems_from_task(
-    task: str, task_options: Mapping | None = None, split: str = "test", n: int | None = None, seed: int = 0
+    task: str, task_options: Mapping | None = None, split: str = "test", n: int | None = None,
+    seed: int | None = None,
 ) -> list[EvolveProblem]:
     """One problem per example of a vpo task (e.g. ``code``): the statement is the description, the
-    starting program is the example's ``starter_code`` (or a stub), the task scores candidates."""
+    starting program is the example's ``starter_code`` (or a stub), the task scores candidates.
+
+    The problems are the task's own ``split`` (its ``load(split, n)``), the ones training and
+    ``vpo eval`` use; ``seed`` (default None: the task's default) is passed to ``load`` only when
+    given. It is not the search seed: for generated tasks (maze, prog) a load seed replaces the
+    split's own seed and gives other problems."""
     t = _build_task(task, task_options)
     out = []
-    for i, ex in enumerate(t.load(split, n=n, seed=seed)):
+    loaded = t.load(split, n=n) if seed is None else t.load(split, n=n, seed=seed)
+    for i, ex in enumerate(loaded):
         start = ex.get("starter_code") or ex.get("initial_program") or "# write the solution here\n"
         pid = str(ex.get("id", i)).replace("/", "_")
         out.append(
