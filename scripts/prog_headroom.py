@@ -33,6 +33,8 @@ REGIMES = {
     "16 tests, threshold, min piece 5": dict(tests=16, min_piece=5),
     "12 tests, 3 pieces, min piece 3": dict(tests=12, pieces=3, min_piece=3),
     "8 tests, threshold, 6 shown": dict(tests=8, min_piece=3, shown=6),
+    "8 tests, threshold, slopes 0-1": dict(tests=8, min_piece=3, slope=(0, 1)),
+    "8 tests, threshold, constants (slope 0; the demo's)": dict(tests=8, min_piece=3, slope=0),
 }
 
 
@@ -40,7 +42,8 @@ def measure(opts: dict, n: int, samples: int, seed: int) -> dict:
     task = ProgTask(compact=True, **opts)
     problems = task.load("validation", n)
     rng = np.random.default_rng(seed)
-    rewards = np.array([[random_program(ex, rng).reward for _ in range(samples)] for ex in problems])  # [P, S, d]
+    slopes = opts.get("slope", (0, 3))  # the sampler's fallback lines take the targets' slopes, as in the demo
+    rewards = np.array([[random_program(ex, rng, slopes=slopes).reward for _ in range(samples)] for ex in problems])  # [P, S, d]
     scores = rewards.mean(-1)
     passed = (rewards >= 1).all(-1)
     piece_pass = {"largest": [], "smallest": []}
@@ -81,12 +84,12 @@ def main() -> None:
         ap.error(f"--samples must be at least {max(KS)}")
     t0 = time.time()
     results = {name: measure(opts, args.n, args.samples, args.seed) for name, opts in REGIMES.items()}
-    head = (f"| {'regime':36s} | ceil | best@1 | @3 | @10 | @30 | gap@30 | pass@1 | @3 | @10 | @30 "
+    head = (f"| {'regime':52s} | ceil | best@1 | @3 | @10 | @30 | gap@30 | pass@1 | @3 | @10 | @30 "
             f"| rho | big piece | small piece | all | none | ref chars | prompt chars |")
     print(head)
     print("|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|")
     for name, r in results.items():
-        print(f"| {name:36s} | {r['ceiling']:.2f} | " + " | ".join(f"{r[f'best_at_{k}']:.3f}" for k in KS)
+        print(f"| {name:52s} | {r['ceiling']:.2f} | " + " | ".join(f"{r[f'best_at_{k}']:.3f}" for k in KS)
               + f" | {r['gap_at_30']:+.3f} | " + " | ".join(f"{r[f'pass_at_{k}']:.3f}" for k in KS)
               + f" | {r['rho']:.2f} | {r['share_largest_piece']:.3f} | {r['share_smallest_piece']:.3f}"
               f" | {r['share_all']:.4f} | {r['share_none']:.3f} | {r['reference_chars_mean']:.1f} ({r['reference_chars_max']})"

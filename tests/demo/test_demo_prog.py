@@ -101,6 +101,8 @@ def test_prog_settings_change_the_resume_hashes(tmp_path):
         (dict(domain="prog", prog_pieces=4), "prog settings: .*pieces must be 2 or 3"),
         (dict(domain="prog", prog_cases="parity", prog_pieces=3), "prog settings: .*needs pieces=2"),
         (dict(domain="prog", prog_tests=5), "prog settings: .*cannot give 2 pieces 3 tests each"),
+        (dict(domain="prog", prog_slope=(3, 1)), r"prog settings: .*slope must be an int or a \(lo, hi\) pair"),
+        (dict(prog_slope=(0, 3)), r"prog_slope apply to --domain prog only"),
     ],
 )
 def test_other_domains_settings_are_refused(kw, match):
@@ -130,6 +132,24 @@ def test_cli_domain_flag_and_reproduce_command(tmp_path, capsys):
     out = tmp_path / "x"
     assert cli_main(["demo", "--out", str(out), "--domain", "prog", "--set", "maze_size=7"]) == 2
     assert "maze_size apply to --domain maze only" in capsys.readouterr().err and not out.exists()
+
+
+def test_prog_default_is_the_constant_regime_and_its_warm_start_writes_constants():
+    """The demo's prog default is piecewise-constant targets (docs/demo.md, "Second domain"): the task
+    gets slope 0 and the warm start's fallback lines are shown outputs, not lines of slope 1-3."""
+    from vpo.tasks.prog_lang import run_program
+
+    cfg = DemoConfig(domain="prog")
+    assert cfg.task_options()["slope"] == [0, 0]
+    task = make_task(cfg)
+    assert all(a == 0 for ex in task.load("validation", 20) for a, _ in ex["lines"])
+    pairs = warm_pairs(cfg, task, task.load("train", n=30))
+    singles = [c.split("<answer>")[1].split("</answer>")[0] for _, c in pairs[::2]]
+    consts = [s for s in singles if "x" not in s]
+    assert len(consts) > len(singles) / 3  # a slope-0 line through a shown pair is that output
+    for ex, prog in zip(task.load("train", n=30), singles):
+        if "x" not in prog:  # a constant, or min/max of two: its value is one of the shown outputs
+            assert run_program(prog, [0]).outputs[0] in ex["outputs"], prog
 
 
 def test_prog_warm_start_pairs_are_valid_programs_in_both_formats():

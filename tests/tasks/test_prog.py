@@ -328,6 +328,22 @@ def test_random_program_is_valid_short_and_scored():
     assert random_program(problems[0], 5).program == random_program(problems[0], 5).program
 
 
+def test_random_program_slopes_option():
+    """``slopes`` sets the fallback lines' slopes; the default (0, 3) draws exactly as before the option."""
+    from vpo.tasks.prog_lang import run_program
+
+    ex = ProgTask(compact=True).load("validation", 1)[0]
+    assert [random_program(ex, s).program for s in range(40)] == [random_program(ex, s, slopes=(0, 3)).program for s in range(40)]
+    flat = ProgTask(compact=True, slope=0).load("validation", 5)
+    for e in flat:
+        for s in range(30):  # single lines with p_fit=0 are all fallbacks: constants taken from shown outputs
+            prog = random_program(e, s, p_single=1.0, p_fit=0.0, slopes=0).program
+            outs = run_program(prog, e["inputs"]).outputs
+            assert len(set(outs)) == 1 and outs[0] in e["outputs"], prog
+    with pytest.raises(ValueError, match="slopes must be an int or a"):
+        random_program(ex, 0, slopes=(2, 1))
+
+
 def test_random_program_uses_only_the_shown_examples():
     ex = {**EXAMPLE, "shown": [0, 1, 4, 5]}
     hidden = {2: (-50, 999), 3: (-51, 998), 6: (70, 997), 7: (71, 996)}  # other hidden tests: same programs

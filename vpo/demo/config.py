@@ -31,7 +31,7 @@ MULTI_ANSWER_M = 3
 DOMAIN_SETTINGS: dict[str, tuple[str, ...]] = {
     "maze": ("maze_size", "budget_slack", "items_per_zone", "zone_radius", "lava", "zones", "warm_waypoints",
              "warm_wander"),
-    "prog": ("prog_tests", "prog_pieces", "prog_cases", "prog_min_piece"),
+    "prog": ("prog_tests", "prog_pieces", "prog_cases", "prog_min_piece", "prog_slope", "prog_intercept"),
 }
 """``--domain`` choices and the settings that only that domain reads."""
 
@@ -164,6 +164,13 @@ class DemoConfig:
     """prog only: how the target splits its inputs: 'threshold', 'parity' or 'mixed'."""
     prog_min_piece: int = 3
     """prog only: fewest tests per piece."""
+    prog_slope: tuple[int, int] = (0, 0)
+    """prog only, *regime*: slopes of the target lines (inclusive range; the warm start's lines use it
+    too). 0: piecewise-constant targets (step functions), the only regime in which the 0.7 M model
+    learned to read the examples within the demo's budget; the task's own default is (0, 3)
+    (docs/demo.md, "Second domain")."""
+    prog_intercept: tuple[int, int] = (0, 9)
+    """prog only: intercepts of the target lines (inclusive range)."""
 
     def __post_init__(self) -> None:  # noqa: C901 (a flat list of independent setting checks)
         """Fail before the warm start, not after it, on a setting a later stage would refuse."""
@@ -256,7 +263,8 @@ class DemoConfig:
     def task_options(self) -> dict:
         if self.domain == "prog":
             return {"tests": self.prog_tests, "pieces": self.prog_pieces, "cases": self.prog_cases,
-                    "min_piece": self.prog_min_piece, "compact": True, "instruction": self.instruction}
+                    "min_piece": self.prog_min_piece, "slope": list(self.prog_slope),
+                    "intercept": list(self.prog_intercept), "compact": True, "instruction": self.instruction}
         return {
             "size": self.maze_size, "budget_slack": self.budget_slack, "items_per_zone": list(self.items_per_zone),
             "zone_radius": self.zone_radius,

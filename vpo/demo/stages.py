@@ -37,7 +37,7 @@ def warm_answer_sampler(cfg: DemoConfig, rng: np.random.Generator):
     if cfg.domain == "prog":
         from vpo.tasks.prog import random_program
 
-        return lambda ex: random_program(ex, rng).program
+        return lambda ex: random_program(ex, rng, slopes=tuple(cfg.prog_slope)).program
     from vpo.tasks.maze import Maze, random_route
 
     def route(ex):

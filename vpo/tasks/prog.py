@@ -243,25 +243,26 @@ def _uniform(rng) -> Any:
 
 
 class _Sampler:
-    def __init__(self, example: Example, u, p_fit: float) -> None:
+    def __init__(self, example: Example, u, p_fit: float, slopes: tuple[int, int] = (0, 3)) -> None:
         idx = example.get("shown") or range(len(example["inputs"]))
         self.points = [(example["inputs"][i], example["outputs"][i]) for i in idx]
         self.xs = [x for x, _ in self.points]
-        self.u, self.p_fit = u, p_fit
+        self.u, self.p_fit, self.slopes = u, p_fit, slopes
 
     def below(self, n: int) -> int:
         return min(int(self.u() * n), n - 1)
 
     def line(self) -> str:
         """A line through two shown points when their slope is whole (probability p_fit), else a
-        line of slope 0-3 through one shown point."""
+        line through one shown point with a slope from ``self.slopes``."""
         (x1, y1) = self.points[self.below(len(self.points))]
         if len(self.points) > 1 and self.u() < self.p_fit:
             (x2, y2) = self.points[self.below(len(self.points))]
             if x2 != x1 and (y2 - y1) % (x2 - x1) == 0:
                 a = (y2 - y1) // (x2 - x1)
                 return linear_text(a, y1 - a * x1)
-        a = self.below(4)
+        lo, hi = self.slopes
+        a = lo + self.below(hi - lo + 1)
         return linear_text(a, y1 - a * x1)
 
     def condition(self) -> str:
@@ -291,18 +292,20 @@ class _Sampler:
 
 
 def random_program(example: Example, rng: np.random.Generator | random.Random | int | None = None, *,
-                   p_single: float = 0.5, p_fit: float = 0.5, p_minmax: float = 0.1) -> Candidate:
+                   p_single: float = 0.5, p_fit: float = 0.5, p_minmax: float = 0.1,
+                   slopes: Any = (0, 3)) -> Candidate:
     """A random valid program of at most ``max_chars`` characters for the warm start: plausible
     shapes built from the shown examples only, mediocre by design.
 
     With probability ``p_single`` one line, else (``p_minmax``) ``min``/``max`` of two lines, else a
     conditional (``x%2``, ``x<t`` or ``x>t`` with a random t) between two lines. A line goes through
     two random shown examples when their slope is whole (probability ``p_fit``: one branch's
-    formula when both lie in the same piece), else through one with a slope of 0-3. ``rng``: a
-    numpy Generator, ``random.Random`` or an int seed.
+    formula when both lie in the same piece), else through one with a slope drawn from ``slopes``
+    (an int or an inclusive ``(lo, hi)`` range; pass the task's ``slope`` option so the fallback lines
+    have the targets' slopes). ``rng``: a numpy Generator, ``random.Random`` or an int seed.
     """
     u = _uniform(rng)
-    s = _Sampler(example, u, p_fit)
+    s = _Sampler(example, u, p_fit, _as_range(slopes, "slopes"))
     limit = int(example.get("max_chars", 40))
     text = ""
     for _ in range(20):
