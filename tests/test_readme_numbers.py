@@ -1,6 +1,7 @@
 """Every demo number in the README is the shipped report's: the README's demo table is what
 ``vpo.demo.report.readme_table`` makes of docs/demo/demo.json, and docs/demo/report.md is what
-``markdown`` makes of it. Rerunning the demo and forgetting to update one of them fails here."""
+``markdown`` makes of it; the same for the prog domain (``readme_table_prog``, docs/demo/prog/).
+Rerunning a demo and forgetting to update one of them fails here."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from vpo.demo.report import README_BEGIN, README_END, markdown, readme_table
+from vpo.demo.report import (
+    PROG_README_BEGIN,
+    PROG_README_END,
+    README_BEGIN,
+    README_END,
+    markdown,
+    readme_table,
+    readme_table_prog,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,6 +26,22 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def shipped():
     return json.loads((ROOT / "docs" / "demo" / "demo.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def shipped_prog():
+    return json.loads((ROOT / "docs" / "demo" / "prog" / "demo.json").read_text())
+
+
+def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
+    """Both configs without ``out`` and without the other domain's settings, which a run of one
+    domain never reads (and which the config refuses to change), so adding a setting to one domain
+    does not make the other's shipped report stale."""
+    from vpo.demo.config import DOMAIN_SETTINGS
+
+    domain = default["domain"]
+    drop = {"out"} | {k for d, names in DOMAIN_SETTINGS.items() if d != domain for k in names}
+    return ({k: v for k, v in shipped_cfg.items() if k not in drop}, {k: v for k, v in default.items() if k not in drop})
 
 
 def _block(text: str, begin: str, end: str) -> str:
@@ -37,15 +62,23 @@ def test_shipped_report_is_the_default_on_the_test_split(shipped):
     """The README reports the default configuration, evaluated once on the test mazes."""
     from vpo.demo.config import DemoConfig
 
-    default = DemoConfig().as_dict()
-    cfg = dict(shipped["config"])
-    for key in ("out",):
-        cfg.pop(key, None), default.pop(key, None)
+    cfg, default = _comparable(shipped["config"], DemoConfig().as_dict())
     assert cfg == default
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
 
 
-def test_every_number_in_the_readme_demo_section_is_in_the_report(shipped):
+def test_readme_prog_table_and_report_are_the_shipped_prog_run(shipped_prog):
+    from vpo.demo.config import DemoConfig
+
+    readme = (ROOT / "README.md").read_text()
+    assert _block(readme, PROG_README_BEGIN, PROG_README_END) == readme_table_prog(shipped_prog)
+    assert (ROOT / "docs" / "demo" / "prog" / "report.md").read_text() == markdown(shipped_prog)
+    cfg, default = _comparable(shipped_prog["config"], DemoConfig(domain="prog").as_dict())
+    assert cfg == default, "the shipped prog report is not the prog default"
+    assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
+
+
+def test_every_number_in_the_readme_demo_section_is_in_the_report(shipped, shipped_prog):
     """Prose too: each decimal number the README's demo section quotes (0.123, +0.045, 11.3 min) is
     one the shipped report prints, so a sentence cannot drift from the data."""
     import re
@@ -54,8 +87,28 @@ def test_every_number_in_the_readme_demo_section_is_in_the_report(shipped):
     start = readme.index("## The demo")
     end = readme.index("\n## ", start + 5)
     section = readme[start:end].replace("−", "-")
-    report = (markdown(shipped) + readme_table(shipped)).replace("−", "-")
+    report = (markdown(shipped) + readme_table(shipped) + markdown(shipped_prog) + readme_table_prog(shipped_prog)).replace("−", "-")
     numbers = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?![\w.])", section)
     assert numbers, "the demo section quotes no numbers?"
     missing = [n for n in numbers if n not in report and n.lstrip("+") not in report]
     assert not missing, f"numbers in the README demo section that the report does not print: {missing}"
+
+
+def test_readme_evolve_figures_are_the_shipped_study():
+    """The README's evolve sentence quotes docs/demo/prog/evolve/study.json (scripts/prog_evolve_study.py),
+    and docs/demo.md's evolve table its per-seed counts."""
+    import re
+
+    study = json.loads((ROOT / "docs" / "demo" / "prog" / "evolve" / "study.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"VPO solves\s+(\d+) of the (\d+) on average, GRPO about (\d+), Max@k (\d+) and Multi-RLVR (\d+)", readme)
+    assert m, "the README's evolve sentence changed shape; update this test with it"
+    vpo, n, grpo, maxk, multi = map(int, m.groups())
+    assert n == study["problems"]
+    assert (vpo, grpo, maxk, multi) == tuple(round(study[f"solved_at_calls_{k}"]) for k in ("vpo", "grpo", "max_at_k", "multi_rlvr"))
+    demo_md = (ROOT / "docs" / "demo.md").read_text()
+    for key, label in (("grpo", "GRPO"), ("grpo_3x", "GRPO 3x rollouts"), ("max_at_k", "Max@k"),
+                       ("multi_rlvr", "Multi-RLVR (m=3)"), ("vpo", "**VPO (m=3)**")):
+        assert f"| {label} | " in demo_md and f"| {study[f'solved_at_calls_{key}']:.2f} |" in demo_md, key
+    for key in ("grpo", "grpo_3x", "max_at_k", "multi_rlvr"):
+        assert f"{study[f'vpo_minus_{key}_solved_share_calls']:+.3f} [" in demo_md.replace("−", "-"), key
