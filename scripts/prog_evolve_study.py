@@ -171,8 +171,11 @@ def main(argv=None) -> int:
     from concurrent.futures import ProcessPoolExecutor
 
     work = [(hard, mo, settings, out / "search" / mo.name) for mo in models]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rep = {"models": dict(pool.map(_run_one, work))}
+    if args.jobs <= 1:
+        rep = {"models": dict(map(_run_one, work))}
+    else:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            rep = {"models": dict(pool.map(_run_one, work))}
 
     figures: dict = {"problems": len(hard), "calls": args.calls, "seconds": round(time.time() - t0, 1),
                      "pools": n_pools, "pools_solving": [int(count[i]) for i in order]}
