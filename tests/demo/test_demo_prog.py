@@ -359,3 +359,14 @@ def test_prog_quick_grpo_collapses_and_vpo_keeps_searching(tmp_path):
     assert div["vpo"] > div["grpo"] + DIVERSITY_MARGIN, div
     assert best["vpo"] > best["grpo"] + BEST_MARGIN, best
     assert passk["vpo"] >= passk["grpo"], passk
+
+
+def test_reports_link_training_curves_only_when_a_method_trained():
+    """A --warm-only report has no training_curves.png; it must not link one (shipped reports of both kinds)."""
+    from vpo.demo.report import markdown
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "demo"
+    warm_only = json.loads((root / "validation" / "prog_probes" / "slope01_warm600" / "demo.json").read_text())
+    trained = json.loads((root / "prog" / "demo.json").read_text())
+    assert not warm_only["training_curves"] and "training_curves.png" not in markdown(warm_only)
+    assert "![training](training_curves.png)" in markdown(trained) and (root / "prog" / "training_curves.png").exists()

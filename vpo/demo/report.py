@@ -214,7 +214,7 @@ def markdown(agg: dict) -> str:
     L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
     L += _timing_lines(agg)
     L += ["![best@k](best_at_k.png)", "", "![Pareto coverage](pareto_coverage.png)", "",
-          "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", "![training](training_curves.png)", "",
+          "![preferences](preferences.png)", "", "![diversity](diversity.png)", "", *_training_link(agg),
           f"Reproduce: `{reproduce_command(cfg)}`."]
     return "\n".join(L) + "\n"
 
@@ -238,6 +238,11 @@ def _timing_lines(agg: dict) -> list[str]:
               f"(alone); " + ", ".join(parts) + f"; report {timing.get('report_s', 0):.0f} s.", ""]
     return L
 
+
+
+def _training_link(agg: dict) -> list[str]:
+    """The training-curves image, which exists only when some method was trained (not with --warm-only)."""
+    return ["![training](training_curves.png)", ""] if agg.get("training_curves") else []
 
 
 def _prog_lines(cfg: dict) -> str:
@@ -326,7 +331,7 @@ def markdown_prog(agg: dict) -> str:
           + "; ".join(f"{r['label']} {_ci(_k(r['ew_best_at_k'], kmax))}" for r in rows.values()) + ".", ""]
     L += _timing_lines(agg)
     L += ["![best@k](best_at_k.png)", "", "![pass@k](pass_at_k.png)", "", "![diversity](diversity.png)", "",
-          "![training](training_curves.png)", "", f"Reproduce: `{reproduce_command(cfg)}`."]
+          *_training_link(agg), f"Reproduce: `{reproduce_command(cfg)}`."]
     return "\n".join(L) + "\n"
 
 
