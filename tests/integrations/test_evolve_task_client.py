@@ -61,15 +61,36 @@ def test_refuses_a_prompt_without_exactly_one_known_question(tiny_model_dir):
         client.example_for(both)
 
 
-def test_a_real_checkpoint_answers_and_the_client_pickles(tiny_model_dir):
+def test_a_real_checkpoint_answers_repeatably_and_the_client_pickles(tiny_model_dir):
     problems = problems_from_task("prog", OPTS, split="validation", n=12)
     client = _client(tiny_model_dir, max_new_tokens=12, seed=3)
-    system, messages = _evolve_prompt(problems[2])
-    first = asyncio.run(client.generate_with_context(system, messages))
-    assert isinstance(first, str) and client.num_calls == 1
-    again = pickle.loads(pickle.dumps(client))  # OpenEvolve may ship clients to processes
-    assert again._model is None and again._task is None
-    assert asyncio.run(again.generate_with_context(system, messages)) == first  # seeded per call index
+    twin = pickle.loads(pickle.dumps(client))  # OpenEvolve may ship clients to processes
+    raw = {}
+    for name, c in (("client", client), ("twin", twin)):
+        real = c._generate  # the real model; only recorded, so the raw completions can be compared
+        raw[name] = []
+        c._generate = lambda msgs, real=real, rec=raw[name]: rec.append(real(msgs)) or rec[-1]
+        for i in (2, 2, 5):
+            system, messages = _evolve_prompt(problems[i])
+            assert isinstance(asyncio.run(c.generate_with_context(system, messages)), str)
+    assert client.num_calls == 3 and twin._task is not None
+    assert raw["client"] == raw["twin"] and all(raw["client"])  # seeded: a copy repeats every call
+
+
+def test_calls_on_different_problems_draw_different_seeds(tiny_model_dir):
+    """vpo evolve makes one client per (model, problem); with seed + call index alone, call i of every
+    problem would sample with the same random draws, correlating the problems of a study."""
+    client = _client(tiny_model_dir, seed=3)
+    problems = problems_from_task("prog", OPTS, split="validation", n=12)
+    seeds = {}
+    for i in range(6):
+        client._problem_key = client.example_for(problems[i].description)["id"]
+        seeds[i] = client._call_seed()
+    assert len(set(seeds.values())) == 6
+    client._problem_key = client.example_for(problems[0].description)["id"]
+    assert client._call_seed() == seeds[0]
+    client.num_calls = 1
+    assert client._call_seed() != seeds[0]
 
 
 def test_task_problems_are_the_tasks_own_split():

@@ -177,7 +177,7 @@ class LocalHFClient:
         if limit < 1:
             raise ValueError(f"LocalHFClient: max_new_tokens={self.max_new_tokens} leaves no room for the prompt")
         ids = ids[:, -limit:].to(self.device)
-        torch.manual_seed(self.seed + self.num_calls)
+        torch.manual_seed(self._call_seed())
         self.num_calls += 1
         with torch.no_grad():
             out = model.generate(
@@ -190,6 +190,10 @@ class LocalHFClient:
                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
             )
         return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+    def _call_seed(self) -> int:
+        """The torch seed of the next call: ``seed + call index``."""
+        return self.seed + self.num_calls
 
     async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
         msgs = ([{"role": "system", "content": system_message}] if system_message else []) + list(messages)
@@ -210,7 +214,9 @@ class TaskPromptClient(LocalHFClient):
     example of ``split`` (the first ``n``), as ``vpo evolve --task`` puts it in the system message.
     **The parent and the other programs in the prompt are not shown to the model**, so a run with
     this client is a resampling search: OpenEvolve's database (or vpo's islands and Pareto archive)
-    keeps and ranks what the model writes, but no program is derived from another. Options:
+    keeps and ranks what the model writes, but no program is derived from another. Each call's
+    sampling is seeded from (``seed``, problem, call index), so calls on different problems draw
+    independently and a rerun repeats them. Options:
     ``task``, ``task_options`` (a dict or JSON text), ``split``, ``n``, ``answers`` (m), plus
     :class:`LocalHFClient`'s.
     """
@@ -223,11 +229,20 @@ class TaskPromptClient(LocalHFClient):
         self.split, self.n, self.answers = split, None if n in (None, "") else int(n), int(answers)
         self._questions: dict[str, dict] | None = None
         self._task = None
+        self._problem_key = ""
 
     def __getstate__(self):
         state = super().__getstate__()
         state["_task"] = state["_questions"] = None
         return state
+
+    def _call_seed(self) -> int:
+        """A seed from (seed, problem, call index): an evolve run makes one client per problem, so
+        ``seed + call index`` alone would give call i of every problem the same random draws."""
+        import hashlib
+
+        key = f"{self.seed}|{self._problem_key}|{self.num_calls}".encode()
+        return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
 
     def _examples(self) -> dict[str, dict]:
         if self._questions is None:
@@ -252,6 +267,7 @@ class TaskPromptClient(LocalHFClient):
     async def generate_with_context(self, system_message: str, messages: list[dict], **kwargs) -> str:
         text = "\n".join([system_message or ""] + [str(m.get("content", "")) for m in messages])
         ex = self.example_for(text)
+        self._problem_key = str(ex.get("id", self._task.question(ex)))
         prompt = [{"role": "user", "content": self._task.build_prompt(ex, self.answers)}]
         completion = await asyncio.to_thread(self._generate, prompt)
         answers = self._task.parse(completion, self.answers)
