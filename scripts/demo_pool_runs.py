@@ -27,8 +27,7 @@ from pathlib import Path
 def _cfg(out: Path):
     from vpo.demo.config import DemoConfig
 
-    raw = json.loads((out / "demo_config.json").read_text())
-    return DemoConfig(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items()})
+    return DemoConfig.load(out)
 
 
 def _fmt(s: dict) -> str:

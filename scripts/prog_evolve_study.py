@@ -35,14 +35,6 @@ from pathlib import Path
 import numpy as np
 
 
-def load_demo(demo: Path):
-    from vpo.demo.config import DemoConfig
-
-    raw = json.loads((demo / "demo_config.json").read_text())
-    raw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-    return DemoConfig(**raw)
-
-
 def pools_solving(demo: Path, n_problems: int) -> tuple[np.ndarray, int]:
     """([P] int, pools): per problem, how many evaluation pools (every method and seed, the warm
     starts) hold an all-pass answer among their answers."""
@@ -94,8 +86,7 @@ def probe_openevolve_prompt(problem, ckpt: Path, m: int, calls: int, out: Path, 
     class Measuring(LocalHFClient):  # the real client; also records the untruncated prompt length
         def _generate(self, messages):
             self._load()
-            text = self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            lengths.append(len(self._tok(text, add_special_tokens=False)["input_ids"]))
+            lengths.append(_chat_tokens(self._tok, messages))
             return super()._generate(messages)
 
     client = Measuring(str(ckpt), max_new_tokens=max_tokens, seed=0)
@@ -113,10 +104,15 @@ def probe_openevolve_prompt(problem, ckpt: Path, m: int, calls: int, out: Path, 
         "calls": int(run["llm_calls"]),
         "calls_with_a_program": int(run["llm_calls"] - run["malformed_calls"]),
         "candidates": int(run["candidates"]),
-        "task_prompt_tokens": len(tok(tok.apply_chat_template(
-            [{"role": "user", "content": get("prog", **problem.task_options).build_prompt(problem.example, m)}],
-            tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]),
+        "task_prompt_tokens": _chat_tokens(tok, [{"role": "user", "content": get("prog", **problem.task_options).build_prompt(
+            problem.example, m)}]),
     }
+
+
+def _chat_tokens(tok, messages: list[dict]) -> int:
+    """Tokens of ``messages`` under the checkpoint's chat template, as LocalHFClient encodes them."""
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return len(tok(text, add_special_tokens=False)["input_ids"])
 
 
 def main(argv=None) -> int:
@@ -136,7 +132,9 @@ def main(argv=None) -> int:
     from vpo.integrations.evolve import EvolveModel, EvolveSettings, problems_from_task
 
     demo, out = Path(args.demo), Path(args.out)
-    cfg = load_demo(demo)
+    from vpo.demo.config import DemoConfig
+
+    cfg = DemoConfig.load(demo)
     if cfg.domain != "prog":
         raise SystemExit(f"{demo} is a {cfg.domain!r} demo; this study needs --domain prog")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -151,3 +151,17 @@ def test_a_moved_demo_directory_still_resumes(tmp_path):
         return {j.name: settings_hash(j.settings) for j in build_jobs(cfg, out, out / "warmstart")}
 
     assert hashes(tmp_path / "a") == hashes(tmp_path / "b")
+
+
+def test_a_recorded_config_loads_back_equal(tmp_path):
+    """runner.py records cfg.as_dict() in demo_config.json; DemoConfig.load reads it back (tuples and
+    all), as the scripts that post-process a run (demo_pool_runs.py, prog_evolve_study.py) do."""
+    import json
+
+    from vpo.demo.config import DemoConfig
+
+    for cfg in (DemoConfig(out=str(tmp_path)), DemoConfig(out=str(tmp_path), domain="prog", seeds=(0, 4), prog_slope=(0, 1),
+                                                            ks=(1, 5))):
+        (tmp_path / "demo_config.json").write_text(json.dumps(cfg.as_dict()))
+        again = DemoConfig.load(tmp_path)
+        assert again == cfg and isinstance(again.prog_slope, tuple) and isinstance(again.seeds, tuple)

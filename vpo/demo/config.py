@@ -259,6 +259,19 @@ class DemoConfig:
                 d[f.name] = list(d[f.name])
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "DemoConfig":
+        """The inverse of :meth:`as_dict` (JSON lists back to tuples)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    @classmethod
+    def load(cls, out) -> "DemoConfig":
+        """The config a finished or interrupted run recorded in ``out/demo_config.json``."""
+        import json
+        from pathlib import Path
+
+        return cls.from_dict(json.loads((Path(out) / "demo_config.json").read_text()))
+
     # -- what each stage depends on (resume safety) ------------------------------------------
     def task_options(self) -> dict:
         if self.domain == "prog":

@@ -239,7 +239,6 @@ def _timing_lines(agg: dict) -> list[str]:
     return L
 
 
-
 def _training_link(agg: dict) -> list[str]:
     """The training-curves image, which exists only when some method was trained (not with --warm-only)."""
     return ["![training](training_curves.png)", ""] if agg.get("training_curves") else []
