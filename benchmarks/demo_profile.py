@@ -35,10 +35,17 @@ BUCKETS = {
     "scoring": [("score_completions", "vpo/tasks/base.py")],
     "estimator": [("compute_advantages", "vpo/core/estimators.py")],
     "backward": [("backward", "torch/_tensor.py"), ("backward", "accelerate/accelerator.py")],
-    "optimizer": [("step", "torch/optim/adamw.py"), ("step", "torch/optim/optimizer.py"), ("wrapper", "torch/optim/optimizer.py")],
+    "optimizer": [
+        ("step", "torch/optim/adamw.py"),
+        ("step", "torch/optim/optimizer.py"),
+        ("wrapper", "torch/optim/optimizer.py"),
+    ],
     # the demo's configs set shared_prompt_forward: VPOTrainer's override (vpo/train/shared_prefix.py)
-    "loss_forward": [("_get_per_token_logps_and_entropies", "trl/"), ("_get_per_token_logps_and_entropies", "vpo/train/trainer.py"),
-                     ("compute_loss", "trl/")],
+    "loss_forward": [
+        ("_get_per_token_logps_and_entropies", "trl/"),
+        ("_get_per_token_logps_and_entropies", "vpo/train/trainer.py"),
+        ("compute_loss", "trl/"),
+    ],
 }
 
 
@@ -57,8 +64,12 @@ def profile_method(demo_dir: Path, method: str, steps: int, seed: int = 0) -> di
     from vpo.demo.config import DemoConfig
     from vpo.demo.stages import train_config
 
-    cfg = DemoConfig(**{k: (tuple(v) if isinstance(v, list) else v)
-                        for k, v in json.loads((demo_dir / "demo_config.json").read_text()).items()})
+    cfg = DemoConfig(
+        **{
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in json.loads((demo_dir / "demo_config.json").read_text()).items()
+        }
+    )
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         conf = train_config(cfg, method, seed, demo_dir / "warmstart", Path(tmp) / "run")
@@ -71,8 +82,13 @@ def profile_method(demo_dir: Path, method: str, steps: int, seed: int = 0) -> di
         path1 = Path(tmp) / "conf1.yaml"
         path1.write_text(yaml.safe_dump(start_conf))
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        subprocess.run([sys.executable, "-m", "vpo.cli", "train", str(path1)], check=True, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "vpo.cli", "train", str(path1)],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         one_step_job = time.perf_counter() - t0
         from vpo.cli import main
 
@@ -90,16 +106,27 @@ def profile_method(demo_dir: Path, method: str, steps: int, seed: int = 0) -> di
     step = train_ct / steps
     per_step["other"] = max(0.0, step - sum(per_step.values()))
     setup = total - train_ct
-    return {"method": method, "steps": steps, "step_s": step, "setup_in_process_s": setup,
-            "one_step_job_s": one_step_job, "start_s": max(0.0, one_step_job - step), "per_step": per_step}
+    return {
+        "method": method,
+        "steps": steps,
+        "step_s": step,
+        "setup_in_process_s": setup,
+        "one_step_job_s": one_step_job,
+        "start_s": max(0.0, one_step_job - step),
+        "per_step": per_step,
+    }
 
 
 def time_eval(demo_dir: Path) -> dict:
     from vpo.demo.config import DemoConfig
     from vpo.demo.stages import eval_argv
 
-    cfg = DemoConfig(**{k: (tuple(v) if isinstance(v, list) else v)
-                        for k, v in json.loads((demo_dir / "demo_config.json").read_text()).items()})
+    cfg = DemoConfig(
+        **{
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in json.loads((demo_dir / "demo_config.json").read_text()).items()
+        }
+    )
     out = {}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     for m in (1, 3):

@@ -155,7 +155,11 @@ def _check_loops(rewards, valid, ids, cfgs, matrices) -> dict:
     must reproduce the vectorised advantages of that precision."""
     diffs = {}
     for prec, (np_dt, t_dt) in PRECISIONS.items():
-        vec = compute_advantages("vpo", rewards, valid, group_size=G, config=cfgs[prec], seed=0).advantages.double().numpy()
+        vec = (
+            compute_advantages("vpo", rewards, valid, group_size=G, config=cfgs[prec], seed=0)
+            .advantages.double()
+            .numpy()
+        )
         w = SimplexSampler(K, seed=0).sample(N_GROUPS, rewards.shape[-1], dtype=t_dt)
         diffs[f"numpy_loop_{prec}"] = float(np.abs(vpo_loop(rewards.astype(np_dt), valid, G, w.numpy()) - vec).max())
         by_id = {f"uid-{p}": w[p] for p in range(N_GROUPS)}
@@ -184,7 +188,9 @@ def bench_speed(d: int, repeats: int) -> dict:
         def draw(_, t_dt=t_dt):  # the library's sampler, one draw per group, as the loops need it
             return sampler.sample(1, d, dtype=t_dt)[0]
 
-        fns[f"vec_{prec}"] = lambda cfg=cfgs[prec]: compute_advantages("vpo", rewards, valid, group_size=G, config=cfg, sampler=sampler)
+        fns[f"vec_{prec}"] = lambda cfg=cfgs[prec]: compute_advantages(
+            "vpo", rewards, valid, group_size=G, config=cfg, sampler=sampler
+        )
         fns[f"numpy_loop_{prec}"] = lambda r=r_np, draw=draw: vpo_loop(r, valid, G, lambda p: draw(p).numpy())
         fns[f"torch_loop_{prec}"] = lambda r=r_t, v=v_t, draw=draw: vpo_loop_torch(r, v, ids, draw)
         fns[f"draw_per_group_{prec}"] = lambda draw=draw: [draw(p) for p in range(N_GROUPS)]  # loops' draws alone
@@ -286,10 +292,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--seeds", type=int, default=100, help="seeds per sampler for the noise figure")
     ap.add_argument("--lms-seeds", type=int, default=20, help="seeds for the slow sobol-lms row")
     ap.add_argument(
-        "--threads", type=int, default=1,
+        "--threads",
+        type=int,
+        default=1,
         help="torch intra-op threads (default 1: on a shared 2-core machine more threads only contend)",
     )
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = ap.parse_args(argv)
     if args.quick:
@@ -298,11 +308,17 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
 
     result: dict = {}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; N={N_GROUPS * G} ({N_GROUPS} x {G}), m={M}, K={K}"
-          f"; medians of {args.repeats} repeats{' (--quick)' if args.quick else ''}")
-    print("\nspeed: compute_advantages('vpo') vs per-group loops at equal precision (medians, ms; speedup = loop / vec)")
-    print(f"{'d':>3} {'prec':>4} {'vec':>7} {'numpy loop':>11} {'speedup':>8} {'torch loop':>11} {'speedup':>8} "
-          f"{'loop draws':>11} {'check n/t':>17}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; N={N_GROUPS * G} ({N_GROUPS} x {G}), m={M}, K={K}"
+        f"; medians of {args.repeats} repeats{' (--quick)' if args.quick else ''}"
+    )
+    print(
+        "\nspeed: compute_advantages('vpo') vs per-group loops at equal precision (medians, ms; speedup = loop / vec)"
+    )
+    print(
+        f"{'d':>3} {'prec':>4} {'vec':>7} {'numpy loop':>11} {'speedup':>8} {'torch loop':>11} {'speedup':>8} "
+        f"{'loop draws':>11} {'check n/t':>17}"
+    )
     rows = {}
     for d in (4, 16):
         s = rows[d] = bench_speed(d, args.repeats)
@@ -313,9 +329,16 @@ def main(argv=None) -> dict:
                 f"{s[f'speedup_torch_loop_{prec}']:>7.1f}x {s[f'draw_per_group_{prec}_ms']:>11.2f} "
                 f"{s[f'max_abs_diff_numpy_loop_{prec}']:>8.1e}/{s[f'max_abs_diff_torch_loop_{prec}']:.1e}"
             )
-            for key in (f"vec_{prec}_ms", f"numpy_loop_{prec}_ms", f"torch_loop_{prec}_ms", f"draw_per_group_{prec}_ms",
-                        f"speedup_numpy_loop_{prec}", f"speedup_torch_loop_{prec}",
-                        f"max_abs_diff_numpy_loop_{prec}", f"max_abs_diff_torch_loop_{prec}"):
+            for key in (
+                f"vec_{prec}_ms",
+                f"numpy_loop_{prec}_ms",
+                f"torch_loop_{prec}_ms",
+                f"draw_per_group_{prec}_ms",
+                f"speedup_numpy_loop_{prec}",
+                f"speedup_torch_loop_{prec}",
+                f"max_abs_diff_numpy_loop_{prec}",
+                f"max_abs_diff_torch_loop_{prec}",
+            ):
                 result[f"{key}_d{d}"] = s[key]
     print(
         "(vec: compute_advantages with a float32 / float64 set score, its batched draws included; loops: the\n"
@@ -323,10 +346,14 @@ def main(argv=None) -> dict:
         " loop draws: those per-group draws alone; check: max |advantage difference| of the numpy/torch loop\n"
         " fed the same weights)"
     )
-    print("\nthe reference implementation's loop structure (numpy float64, list of per-rollout matrices, one numpy\n"
-          "Dirichlet draw per group) vs compute_advantages (ms; speedup = reference / vec)")
-    print(f"{'d':>3} {'reference':>10} {'vec f64':>8} {'speedup':>8} {'per-repeat median [IQR]':>24} {'vec f32':>8} "
-          f"{'speedup':>8} {'numpy draws':>12} {'vec draws f32':>14} {'check':>8}")
+    print(
+        "\nthe reference implementation's loop structure (numpy float64, list of per-rollout matrices, one numpy\n"
+        "Dirichlet draw per group) vs compute_advantages (ms; speedup = reference / vec)"
+    )
+    print(
+        f"{'d':>3} {'reference':>10} {'vec f64':>8} {'speedup':>8} {'per-repeat median [IQR]':>24} {'vec f32':>8} "
+        f"{'speedup':>8} {'numpy draws':>12} {'vec draws f32':>14} {'check':>8}"
+    )
     for d, s in rows.items():
         iqr = s["per_repeat_speedup_reference_f64_iqr"]
         print(
@@ -335,13 +362,22 @@ def main(argv=None) -> dict:
             f"{s['vec_f32_ms']:>8.2f} {s['speedup_reference_loop_f32']:>7.1f}x {s['draw_numpy_per_group_ms']:>12.2f} "
             f"{s['draw_batch_f32_ms']:>14.2f} {s['max_abs_diff_reference_loop']:>8.1e}"
         )
-        for key in ("reference_loop_ms", "speedup_reference_loop_f64", "speedup_reference_loop_f32",
-                    "per_repeat_speedup_reference_f64_median", "per_repeat_speedup_reference_f64_iqr",
-                    "draw_numpy_per_group_ms", "draw_batch_f32_ms", "max_abs_diff_reference_loop"):
+        for key in (
+            "reference_loop_ms",
+            "speedup_reference_loop_f64",
+            "speedup_reference_loop_f32",
+            "per_repeat_speedup_reference_f64_median",
+            "per_repeat_speedup_reference_f64_iqr",
+            "draw_numpy_per_group_ms",
+            "draw_batch_f32_ms",
+            "max_abs_diff_reference_loop",
+        ):
             result[f"{key}_d{d}"] = s[key]
-    print("(numpy draws: the reference loop's own Dirichlet draws alone, inside its time; vec draws: the\n"
-          " library's batched float32 draws alone, inside vec's time; check: max |difference| of the reference\n"
-          " loop fed the library's float64 weights vs vec f64)")
+    print(
+        "(numpy draws: the reference loop's own Dirichlet draws alone, inside its time; vec draws: the\n"
+        " library's batched float32 draws alone, inside vec's time; check: max |difference| of the reference\n"
+        " loop fed the library's float64 weights vs vec f64)"
+    )
 
     print(f"\nnoise of the K={K} set score: RMS error vs a K={K_REF} estimate (ratio = / iid)")
     print(f"{'rewards':>9} {'d':>3} {'sampler':>15} {'rms':>10} {'ratio':>7} {'|bias|':>9} {'seeds':>6}")

@@ -45,19 +45,36 @@ def one_run(problem: str, selection: str, seed: int, budget: int, answers: int, 
 
     prob = problem_from_dir(ROOT / "examples" / "evolve" / problem)
     model = EvolveModel("mutation", answers=answers, client=MutationLLM(seed=seed))
-    settings = EvolveSettings(budget=budget, num_islands=islands, seed=seed, selection=selection,
-                              checkpoint_interval=10_000, eval_timeout=30.0)
+    settings = EvolveSettings(
+        budget=budget,
+        num_islands=islands,
+        seed=seed,
+        selection=selection,
+        checkpoint_interval=10_000,
+        eval_timeout=30.0,
+    )
     t0 = time.perf_counter()
     s = evolve_problem(prob, model, settings, out / f"{problem}_{selection}_{seed}", progress=False)
     thirds = [round(budget * k / 3) for k in (1, 2, 3)]
-    return {"solved": bool(s["solved"]), "solved_at": s["solved_at"], "best_score": s["best_score"],
-            "coverage": [_at(s["curve_archive"], x) for x in thirds], "archive_size": len(s["pareto_archive"]),
-            "wall_s": time.perf_counter() - t0, "eval_workers": s["eval_workers"]}
+    return {
+        "solved": bool(s["solved"]),
+        "solved_at": s["solved_at"],
+        "best_score": s["best_score"],
+        "coverage": [_at(s["curve_archive"], x) for x in thirds],
+        "archive_size": len(s["pareto_archive"]),
+        "wall_s": time.perf_counter() - t0,
+        "eval_workers": s["eval_workers"],
+    }
 
 
 def measure(budget: int, seeds: int, answers: int, islands: int, problems: list[str]) -> dict:
-    out: dict = {"budget": budget, "seeds": seeds, "answers_per_call": answers, "islands": islands,
-                 "client": "MutationLLM (seeded random mutation, not a model)"}
+    out: dict = {
+        "budget": budget,
+        "seeds": seeds,
+        "answers_per_call": answers,
+        "islands": islands,
+        "client": "MutationLLM (seeded random mutation, not a model)",
+    }
     with tempfile.TemporaryDirectory(prefix="vpo_evolve_islands_") as tmp:
         for problem in problems:
             for sel in SELECTIONS:
@@ -79,11 +96,13 @@ def measure(budget: int, seeds: int, answers: int, islands: int, problems: list[
 
 def table(r: dict, problems: list[str]) -> str:
     b = r["budget"]
-    lines = [f"budget {b} candidates, m = {r['answers_per_call']}, {r['islands']} islands, {r['seeds']} seed(s); "
-             f"client: {r['client']}",
-             f"{'problem':10s} {'selection':9s} {'solved':>7s} {'at (mean)':>9s} {'best w*r':>9s} "
-             f"{'cov@' + str(round(b / 3)):>7s} {'cov@' + str(round(2 * b / 3)):>7s} {'cov@' + str(b):>7s} "
-             f"{'archive':>7s} {'wall s':>7s}"]
+    lines = [
+        f"budget {b} candidates, m = {r['answers_per_call']}, {r['islands']} islands, {r['seeds']} seed(s); "
+        f"client: {r['client']}",
+        f"{'problem':10s} {'selection':9s} {'solved':>7s} {'at (mean)':>9s} {'best w*r':>9s} "
+        f"{'cov@' + str(round(b / 3)):>7s} {'cov@' + str(round(2 * b / 3)):>7s} {'cov@' + str(b):>7s} "
+        f"{'archive':>7s} {'wall s':>7s}",
+    ]
     for p in problems:
         for sel in SELECTIONS:
             k = f"{p}_{sel}"
@@ -91,7 +110,8 @@ def table(r: dict, problems: list[str]) -> str:
             lines.append(
                 f"{p:10s} {sel:9s} {r[k + '_solved']:>3d}/{r['seeds']:<3d} {'-' if at is None else f'{at:.1f}':>9s} "
                 f"{r[k + '_best_score_mean']:9.3f} {r[k + '_coverage_third']:7.3f} {r[k + '_coverage_two_thirds']:7.3f} "
-                f"{r[k + '_coverage_final']:7.3f} {r[k + '_archive_size_mean']:7.1f} {r[k + '_wall_s_mean']:7.1f}")
+                f"{r[k + '_coverage_final']:7.3f} {r[k + '_archive_size_mean']:7.1f} {r[k + '_wall_s_mean']:7.1f}"
+            )
     lines.append(f"per seed (seed 0..{r['seeds'] - 1}), coverage at the full budget / best w*r:")
     for p in problems:
         for sel in SELECTIONS:

@@ -35,8 +35,12 @@ def main(argv=None) -> None:
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per row (the demo's 3-answer limit)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--maze-size", type=int, default=DemoConfig().maze_size, help="maze side of the prompts (demo default)")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--maze-size", type=int, default=DemoConfig().maze_size, help="maze side of the prompts (demo default)"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.quick:
@@ -57,12 +61,21 @@ def main(argv=None) -> None:
     task = make_task(cfg)
     examples = task.load("test", n=a.batch)
     prompts = [
-        tok.apply_chat_template([{"role": "user", "content": task.build_prompt(ex, 3)}], tokenize=False, add_generation_prompt=True)
+        tok.apply_chat_template(
+            [{"role": "user", "content": task.build_prompt(ex, 3)}], tokenize=False, add_generation_prompt=True
+        )
         for ex in examples
     ]
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-    common = dict(do_sample=True, temperature=0.7, top_k=0, top_p=1.0, max_new_tokens=a.tokens, min_new_tokens=a.tokens,
-                  pad_token_id=tok.pad_token_id)
+    common = dict(
+        do_sample=True,
+        temperature=0.7,
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=a.tokens,
+        min_new_tokens=a.tokens,
+        pad_token_id=tok.pad_token_id,
+    )
     settings = {"dynamic": {}, "static": {"cache_implementation": "static"}}
     times: dict[str, list[float]] = {k: [] for k in settings}
     with torch.no_grad():
@@ -77,9 +90,11 @@ def main(argv=None) -> None:
                 assert out.shape == (a.batch, enc.input_ids.shape[1] + a.tokens), out.shape
                 print(f"round {r} {k:8s} {times[k][-1]:.2f} s", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\nsampling {a.batch} rows x {a.tokens} new tokens (prompt {enc.input_ids.shape[1]} tokens), "
-          f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f} M), {a.threads} thread(s); "
-          f"medians over {a.repeats} alternating rounds")
+    print(
+        f"\nsampling {a.batch} rows x {a.tokens} new tokens (prompt {enc.input_ids.shape[1]} tokens), "
+        f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f} M), {a.threads} thread(s); "
+        f"medians over {a.repeats} alternating rounds"
+    )
     print(f"{'KV cache':10s} {'median s':>9s} {'vs dynamic':>11s}")
     for k in settings:
         print(f"{k:10s} {med[k]:9.2f} {med[k] / med['dynamic']:11.3f}")

@@ -56,8 +56,12 @@ def make_batch(m: int, seed: int = 0):
     own = rng.random((P, R, m, D))
     r = ((0.5 * shared + 0.5 * own) < rate).astype(np.float64)
     valid = rng.random((P, R, m)) < 0.9
-    return (r.reshape(P * R, m, D), valid.reshape(P * R, m), np.repeat(np.arange(P), R),
-            rng.integers(20, 400, size=P * R).astype(float))
+    return (
+        r.reshape(P * R, m, D),
+        valid.reshape(P * R, m),
+        np.repeat(np.arange(P), R),
+        rng.integers(20, 400, size=P * R).astype(float),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,9 +93,13 @@ def metrics_loop(rewards, valid, prompt_index, num_tokens, cfg: EvalConfig) -> d
         out["exact"].append(matched_best_at_k_exact(s[None], np.ones((1, R), bool), KS)[0])
         flat = np.sort(s.reshape(-1))
         n = flat.size
-        out["unbiased"].append([sum(math.comb(i - 1, k - 1) * flat[i - 1] for i in range(k, n + 1)) / math.comb(n, k) for k in KS])
+        out["unbiased"].append(
+            [sum(math.comb(i - 1, k - 1) * flat[i - 1] for i in range(k, n + 1)) / math.comb(n, k) for k in KS]
+        )
         c = int((v & (r >= cfg.pass_threshold).all(-1)).sum())
-        out["pass"].append([1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1))) for k in KS])
+        out["pass"].append(
+            [1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1))) for k in KS]
+        )
         pts = r[v]
         pairs = [np.abs(a - b).sum() for i, a in enumerate(pts) for b in pts[i + 1 :]]
         out["div"].append(np.mean(pairs) if pairs else np.nan)
@@ -102,7 +110,9 @@ def metrics_loop(rewards, valid, prompt_index, num_tokens, cfg: EvalConfig) -> d
         else:
             out["rho"].append(np.nan)
         uniq = {tuple(x) for x in pts}
-        out["front"].append(sum(1 for a in uniq if not any(b != a and all(bb >= aa for aa, bb in zip(a, b)) for b in uniq)))
+        out["front"].append(
+            sum(1 for a in uniq if not any(b != a and all(bb >= aa for aa, bb in zip(a, b)) for b in uniq))
+        )
         out["tok"].append(num_tokens[rows].mean())
     # bootstrap: one resample loop over all statistics
     stats = np.column_stack([np.asarray(out[k]).reshape(P_, -1) for k in out])
@@ -118,8 +128,14 @@ def metrics_loop(rewards, valid, prompt_index, num_tokens, cfg: EvalConfig) -> d
 def agreement(fast: dict, loop: dict) -> float:
     pp = fast["per_prompt"]
     pairs = [
-        ("best_at_k", "best"), ("best_at_k_exact", "exact"), ("best_at_k_unbiased", "unbiased"), ("pass_at_k", "pass"),
-        ("ew_best_at_k", "ew"), ("diversity", "div"), ("collinearity", "rho"), ("pareto_front_size", "front"),
+        ("best_at_k", "best"),
+        ("best_at_k_exact", "exact"),
+        ("best_at_k_unbiased", "unbiased"),
+        ("pass_at_k", "pass"),
+        ("ew_best_at_k", "ew"),
+        ("diversity", "div"),
+        ("collinearity", "rho"),
+        ("pareto_front_size", "front"),
         ("tokens_per_rollout", "tok"),
     ]
     worst = 0.0
@@ -171,7 +187,8 @@ def bench_generation(repeats: int, prompts: int, max_new_tokens: int) -> dict:
     from vpo.train.tiny import build_tiny_model
 
     task = FunctionTask(
-        "bench", objectives={"a": lambda ex, a: float("a" in a), "b": lambda ex, a: float(len(a) < 8)},
+        "bench",
+        objectives={"a": lambda ex, a: float("a" in a), "b": lambda ex, a: float(len(a) < 8)},
         examples=[{"id": i, "question": f"Write something about item {i}."} for i in range(prompts)],
     )
     tmp = tempfile.mkdtemp(prefix="vpo-bench-")
@@ -185,7 +202,13 @@ def bench_generation(repeats: int, prompts: int, max_new_tokens: int) -> dict:
             tokens: dict[str, float] = {}
             for _ in range(repeats):  # the two alternate so machine noise hits both alike
                 for label, rows in (("batched", 64), ("unbatched", rollouts)):
-                    cfg = PoolConfig(m=m, n_rollouts=rollouts, max_new_tokens=max_new_tokens, max_batch_rows=rows, num_threads=threads)
+                    cfg = PoolConfig(
+                        m=m,
+                        n_rollouts=rollouts,
+                        max_new_tokens=max_new_tokens,
+                        max_batch_rows=rows,
+                        num_threads=threads,
+                    )
                     gen.cfg = cfg
                     t = time.perf_counter()
                     pool = generate_pool(task=task, config=cfg, generator=gen, progress=False)
@@ -193,7 +216,10 @@ def bench_generation(repeats: int, prompts: int, max_new_tokens: int) -> dict:
                     tokens[label] = float(np.nansum(pool.num_tokens))
             for label, ts in times.items():
                 med = statistics.median(ts)
-                out[(m, threads, label)] = {"answers_per_s": prompts * rollouts * m / med, "tokens_per_s": tokens[label] / med}
+                out[(m, threads, label)] = {
+                    "answers_per_s": prompts * rollouts * m / med,
+                    "tokens_per_s": tokens[label] / med,
+                }
     return {"results": out, "default_threads": default_threads}
 
 
@@ -205,7 +231,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gen-prompts", type=int, default=8, help="prompts per generation run (default 8)")
     ap.add_argument("--gen-tokens", type=int, default=64, help="max_new_tokens in the generation runs (default 64)")
     ap.add_argument("--gen-repeats", type=int, default=2, help="repeats per generation setting (default 2)")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         global P
@@ -218,7 +246,9 @@ def main(argv=None) -> int:
     mres = bench_metrics(args.repeats)
     for m, r in mres.items():
         layout = f"{SLOTS // m} rollouts x m={m}"
-        print(f"{layout:<22}{r['fast_median_s']:>24.3f}{r['loop_median_s']:>22.2f}{r['speedup']:>9.1f}x{r['max_abs_diff']:>12.1e}")
+        print(
+            f"{layout:<22}{r['fast_median_s']:>24.3f}{r['loop_median_s']:>22.2f}{r['speedup']:>9.1f}x{r['max_abs_diff']:>12.1e}"
+        )
         figures[f"metrics_median_s_m{m}"] = r["fast_median_s"]
         figures[f"metrics_loop_median_s_m{m}"] = r["loop_median_s"]
         figures[f"metrics_speedup_m{m}"] = r["speedup"]
@@ -226,16 +256,22 @@ def main(argv=None) -> int:
 
     if not args.no_generation:
         print()
-        print(f"## Generation: transformers backend, tiny Qwen2 (0.3 M params), CPU, {args.gen_prompts} prompts, "
-              f"max_new_tokens={args.gen_tokens}, median of {args.gen_repeats}")
+        print(
+            f"## Generation: transformers backend, tiny Qwen2 (0.3 M params), CPU, {args.gen_prompts} prompts, "
+            f"max_new_tokens={args.gen_tokens}, median of {args.gen_repeats}"
+        )
         g = bench_generation(args.gen_repeats, args.gen_prompts, args.gen_tokens)
-        print(f"{'m':>3}{'rollouts':>10}{'threads':>9}{'batched ans/s':>15}{'unbatched ans/s':>17}{'ratio':>8}{'batched tok/s':>15}")
+        print(
+            f"{'m':>3}{'rollouts':>10}{'threads':>9}{'batched ans/s':>15}{'unbatched ans/s':>17}{'ratio':>8}{'batched tok/s':>15}"
+        )
         for m, rollouts in ((1, 8), (3, 4)):
             for threads in sorted({g["default_threads"], 1}):
                 b = g["results"][(m, threads, "batched")]
                 u = g["results"][(m, threads, "unbatched")]
                 ratio = b["answers_per_s"] / u["answers_per_s"]
-                print(f"{m:>3}{rollouts:>10}{threads:>9}{b['answers_per_s']:>15.1f}{u['answers_per_s']:>17.1f}{ratio:>7.1f}x{b['tokens_per_s']:>15.0f}")
+                print(
+                    f"{m:>3}{rollouts:>10}{threads:>9}{b['answers_per_s']:>15.1f}{u['answers_per_s']:>17.1f}{ratio:>7.1f}x{b['tokens_per_s']:>15.0f}"
+                )
                 key = f"m{m}_threads{threads}"
                 figures[f"gen_answers_per_s_batched_{key}"] = b["answers_per_s"]
                 figures[f"gen_answers_per_s_unbatched_{key}"] = u["answers_per_s"]

@@ -82,7 +82,9 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", type=int, default=None, help="parallel sandboxes (default: CPU cores)")
     ap.add_argument("--completions", type=int, default=8, help="completions for the scorer benchmark")
     ap.add_argument("--m", type=int, default=3, help="answers per completion for the scorer benchmark")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = ap.parse_args(argv)
     if args.quick:
@@ -94,8 +96,11 @@ def main(argv=None) -> int:
     cfg = SandboxConfig(timeout_s=6.0, concurrency=args.concurrency, prelude=DEFAULT_PRELUDE)
     sb = Sandbox(cfg)
     caps = sandbox_capabilities()
-    task = CodeTask([{"id": "bench", "question": "sum of every other sorted number", "tests": tests}],
-                    max_tests=args.tests, sandbox=cfg)
+    task = CodeTask(
+        [{"id": "bench", "question": "sum of every other sorted number", "tests": tests}],
+        max_tests=args.tests,
+        sandbox=cfg,
+    )
     problem = task.load()[0]
 
     bench_sandbox(sb, programs[:2], tests, per_test=False)  # warm-up (page cache, cgroup paths)
@@ -107,27 +112,35 @@ def main(argv=None) -> int:
     w, s, a = statistics.median(worker), statistics.median(per_test), statistics.median(scorer)
     conc = args.concurrency or len(os.sched_getaffinity(0))
 
-    print(f"sandbox throughput: {args.programs} programs x {args.tests} tests, concurrency {conc}, "
-          f"isolation {caps['isolation']}, median of {args.repeats}")
+    print(
+        f"sandbox throughput: {args.programs} programs x {args.tests} tests, concurrency {conc}, "
+        f"isolation {caps['isolation']}, median of {args.repeats}"
+    )
     print(f"{'mode':44s} {'tests/s':>10s} {'runs':>30s}")
     print(f"{'worker: 1 interpreter/program, fork/test':44s} {w:10.1f} {', '.join(f'{x:.1f}' for x in worker):>30s}")
     print(f"{'baseline: 1 sandboxed subprocess/test':44s} {s:10.1f} {', '.join(f'{x:.1f}' for x in per_test):>30s}")
     print(f"{'speedup (ratio of medians)':44s} {w / s:10.2f}x")
-    print(f"{'code scorer: answers/s (m=%d, %d tests each)' % (args.m, args.tests):44s} {a:10.1f} "
-          f"{', '.join(f'{x:.1f}' for x in scorer):>30s}")
+    print(
+        f"{'code scorer: answers/s (m=%d, %d tests each)' % (args.m, args.tests):44s} {a:10.1f} "
+        f"{', '.join(f'{x:.1f}' for x in scorer):>30s}"
+    )
     if args.json:
-        print(json.dumps({
-            "tests_per_s_worker": round(w, 2),
-            "tests_per_s_subprocess": round(s, 2),
-            "speedup_vs_subprocess_per_test": round(w / s, 3),
-            "code_answers_per_s": round(a, 2),
-            "programs": args.programs,
-            "tests_per_program": args.tests,
-            "repeats": args.repeats,
-            "concurrency": conc,
-            "isolation": caps["isolation"],
-            "python": sys.version.split()[0],
-        }))
+        print(
+            json.dumps(
+                {
+                    "tests_per_s_worker": round(w, 2),
+                    "tests_per_s_subprocess": round(s, 2),
+                    "speedup_vs_subprocess_per_test": round(w / s, 3),
+                    "code_answers_per_s": round(a, 2),
+                    "programs": args.programs,
+                    "tests_per_program": args.tests,
+                    "repeats": args.repeats,
+                    "concurrency": conc,
+                    "isolation": caps["isolation"],
+                    "python": sys.version.split()[0],
+                }
+            )
+        )
     return 0
 
 

@@ -92,18 +92,28 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.rounds, args.tests, args.heavy_tests = 3, 4, 1
     out = measure(args.rounds, args.tests, args.heavy_tests)
-    print(f"seccomp cost per test ({out['rounds']} interleaved rounds, {out['tests_per_sandbox']} tests per sandbox, "
-          "medians)")
+    print(
+        f"seccomp cost per test ({out['rounds']} interleaved rounds, {out['tests_per_sandbox']} tests per sandbox, "
+        "medians)"
+    )
     print(f"{'':34s} {'filter on':>10s} {'filter off':>10s} {'on/off':>8s}")
-    print(f"{'trivial program, ms per test':34s} {out['per_test_ms_seccomp_on']:10.3f} "
-          f"{out['per_test_ms_seccomp_off']:10.3f} {out['seccomp_overhead_ratio']:8.3f}")
-    print(f"{f'{STAT_CALLS} os.stat calls, ms per test':34s} {out['syscall_heavy_ms_seccomp_on']:10.3f} "
-          f"{out['syscall_heavy_ms_seccomp_off']:10.3f} {out['syscall_heavy_overhead_ratio']:8.3f}")
-    print(f"{'sandbox fixed cost (wall - tests), ms':34s} {out['per_sandbox_fixed_ms_seccomp_on']:10.2f} "
-          f"{out['per_sandbox_fixed_ms_seccomp_off']:10.2f}")
-    print(f"cost per sandbox: {out['seccomp_cost_ms_per_sandbox_median']:.2f} ms; "
-          f"cost per test: {out['seccomp_cost_ms_median']:.3f} ms (IQR over rounds {out['seccomp_cost_ms_iqr']}); "
-          f"per system call: {out['seccomp_cost_us_per_syscall']:.4f} us")
+    print(
+        f"{'trivial program, ms per test':34s} {out['per_test_ms_seccomp_on']:10.3f} "
+        f"{out['per_test_ms_seccomp_off']:10.3f} {out['seccomp_overhead_ratio']:8.3f}"
+    )
+    print(
+        f"{f'{STAT_CALLS} os.stat calls, ms per test':34s} {out['syscall_heavy_ms_seccomp_on']:10.3f} "
+        f"{out['syscall_heavy_ms_seccomp_off']:10.3f} {out['syscall_heavy_overhead_ratio']:8.3f}"
+    )
+    print(
+        f"{'sandbox fixed cost (wall - tests), ms':34s} {out['per_sandbox_fixed_ms_seccomp_on']:10.2f} "
+        f"{out['per_sandbox_fixed_ms_seccomp_off']:10.2f}"
+    )
+    print(
+        f"cost per sandbox: {out['seccomp_cost_ms_per_sandbox_median']:.2f} ms; "
+        f"cost per test: {out['seccomp_cost_ms_median']:.3f} ms (IQR over rounds {out['seccomp_cost_ms_iqr']}); "
+        f"per system call: {out['seccomp_cost_us_per_syscall']:.4f} us"
+    )
     if args.json:
         print(json.dumps(out))
     sys.stdout.flush()

@@ -41,33 +41,69 @@ def _stdin_tests(k: int) -> list[TestInput]:
 # kind -> (category, program, tests, statuses it may end with)
 PROGRAMS: dict[str, tuple[str, str, list[TestInput], set[str]]] = {
     "sum_even": ("good", SUM_EVEN, _stdin_tests(3), {"ok"}),
-    "call_based": ("good", "class Solution:\n    def twice(self, x):\n        return [x, x]\n",
-                   [TestInput(call="twice", args=(i,)) for i in range(3)], {"ok"}),
-    "threads_ok": ("good", "import threading\nt = threading.Thread(target=print, args=(1,))\nt.start(); t.join()\n",
-                   _stdin_tests(2), {"ok"}),
+    "call_based": (
+        "good",
+        "class Solution:\n    def twice(self, x):\n        return [x, x]\n",
+        [TestInput(call="twice", args=(i,)) for i in range(3)],
+        {"ok"},
+    ),
+    "threads_ok": (
+        "good",
+        "import threading\nt = threading.Thread(target=print, args=(1,))\nt.start(); t.join()\n",
+        _stdin_tests(2),
+        {"ok"},
+    ),
     "exception": ("failing", "raise ValueError('no')\n", _stdin_tests(2), {"runtime_error"}),
     "syntax_error": ("failing", "def f(:\n", _stdin_tests(2), {"syntax_error"}),
     "exit_3": ("failing", "import sys\nsys.exit(3)\n", _stdin_tests(2), {"runtime_error"}),
     "wrong_answer": ("failing", "print('nope')\n", _stdin_tests(2), {"ok"}),
     "infinite_loop": ("hostile", "while True:\n    pass\n", _stdin_tests(1), {"timeout"}),
-    "fork_bomb": ("hostile", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-                  _stdin_tests(1), {"timeout", "killed"}),
+    "fork_bomb": (
+        "hostile",
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        _stdin_tests(1),
+        {"timeout", "killed"},
+    ),
     "memory_bomb": ("hostile", "x = bytearray(8 * 2**30)\n", _stdin_tests(2), {"memory_limit"}),
-    "daemon": ("hostile", "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-               f"        os.execv('/bin/sleep', ['{MARKER}', '600'])\n    os._exit(0)\nprint(1)\n",
-               _stdin_tests(2), {"ok"}),
-    "kill_parent": ("hostile", "import os, signal\nfor t in (os.getppid(), 1, -1):\n    try:\n"
-                    "        os.kill(t, signal.SIGKILL)\n    except OSError:\n        pass\n",
-                    _stdin_tests(2), {"ok"}),
-    "syscalls": ("hostile", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                 "print(libc.unshare(0x10000000), libc.ptrace(16, 1, 0, 0), libc.personality(0x0400000))\n",
-                 _stdin_tests(2), {"ok"}),
-    "output_flood": ("hostile", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
-                     _stdin_tests(2), {"output_limit"}),
-    "fd_exhaust": ("hostile", "fs = []\ntry:\n    while True:\n        fs.append(open('/dev/null'))\n"
-                   "except OSError:\n    print(len(fs))\n", _stdin_tests(2), {"ok"}),
-    "fill_scratch": ("hostile", "i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (1 << 20))\n    i += 1\n",
-                     _stdin_tests(2), {"runtime_error", "output_limit"}),
+    "daemon": (
+        "hostile",
+        "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        os.execv('/bin/sleep', ['{MARKER}', '600'])\n    os._exit(0)\nprint(1)\n",
+        _stdin_tests(2),
+        {"ok"},
+    ),
+    "kill_parent": (
+        "hostile",
+        "import os, signal\nfor t in (os.getppid(), 1, -1):\n    try:\n"
+        "        os.kill(t, signal.SIGKILL)\n    except OSError:\n        pass\n",
+        _stdin_tests(2),
+        {"ok"},
+    ),
+    "syscalls": (
+        "hostile",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.unshare(0x10000000), libc.ptrace(16, 1, 0, 0), libc.personality(0x0400000))\n",
+        _stdin_tests(2),
+        {"ok"},
+    ),
+    "output_flood": (
+        "hostile",
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+        _stdin_tests(2),
+        {"output_limit"},
+    ),
+    "fd_exhaust": (
+        "hostile",
+        "fs = []\ntry:\n    while True:\n        fs.append(open('/dev/null'))\nexcept OSError:\n    print(len(fs))\n",
+        _stdin_tests(2),
+        {"ok"},
+    ),
+    "fill_scratch": (
+        "hostile",
+        "i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (1 << 20))\n    i += 1\n",
+        _stdin_tests(2),
+        {"runtime_error", "output_limit"},
+    ),
 }
 WEIGHTS = {"sum_even": 6, "call_based": 3, "threads_ok": 1}  # others: 1
 
@@ -105,8 +141,7 @@ def leftover_processes(uids: set[int]) -> list[str]:
     while frontier:
         frontier = {p for p, (pp, _, _) in table.items() if pp in frontier} - mine
         mine |= frontier
-    return [f"{p} uid={u} {c[:60]}" for p, (_, u, c) in table.items()
-            if p in mine or u in uids or MARKER in c]
+    return [f"{p} uid={u} {c[:60]}" for p, (_, u, c) in table.items() if p in mine or u in uids or MARKER in c]
 
 
 def sandbox_cgroups() -> list[str]:
@@ -127,8 +162,13 @@ def rss_mb() -> float:
 
 
 def snapshot(root: str, uids: set[int]) -> dict:
-    return {"processes": leftover_processes(uids), "cgroups": sandbox_cgroups(), "scratch": scratch_dirs(root),
-            "fds": open_fds(), "rss_mb": rss_mb()}
+    return {
+        "processes": leftover_processes(uids),
+        "cgroups": sandbox_cgroups(),
+        "scratch": scratch_dirs(root),
+        "fds": open_fds(),
+        "rss_mb": rss_mb(),
+    }
 
 
 # -- the soak ----------------------------------------------------------------------------------------
@@ -136,8 +176,9 @@ def snapshot(root: str, uids: set[int]) -> dict:
 
 def soak(seconds: float, slices: int, concurrency: int, seed: int = 0) -> dict:  # noqa: C901 (one measured run)
     root = tempfile.mkdtemp(prefix="vpo-soak-")
-    cfg = SandboxConfig(timeout_s=1.0, memory_mb=256, max_processes=8, scratch_mb=16, scratch_root=root,
-                        concurrency=concurrency)
+    cfg = SandboxConfig(
+        timeout_s=1.0, memory_mb=256, max_processes=8, scratch_mb=16, scratch_root=root, concurrency=concurrency
+    )
     sb = Sandbox(cfg)
     uids: set[int] = set()
     lock = threading.Lock()
@@ -244,10 +285,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.seconds, args.slices = 4.0, 2
     out = soak(args.seconds, args.slices, args.concurrency or _cpu_count(), args.seed)
-    print(f"sandbox soak: {out['programs']} programs ({out['tests']} tests; {out['programs_by_category']}) in "
-          f"{out['seconds']} s, concurrency {out['concurrency']}, isolation {out['isolation']}")
-    print(f"  throughput per slice (programs/s): {out['throughput_per_slice']}  drift last/first: "
-          f"{out['throughput_drift_ratio']}")
+    print(
+        f"sandbox soak: {out['programs']} programs ({out['tests']} tests; {out['programs_by_category']}) in "
+        f"{out['seconds']} s, concurrency {out['concurrency']}, isolation {out['isolation']}"
+    )
+    print(
+        f"  throughput per slice (programs/s): {out['throughput_per_slice']}  drift last/first: "
+        f"{out['throughput_drift_ratio']}"
+    )
     print(f"  RSS / fds at each slice end: {[(s['rss_mb'], s['fds']) for s in out['rss_fd_per_slice']]}")
     print(f"  {'':22s} {'before':>9s} {'after':>9s} {'delta':>7s}")
     print(f"  {'leaked processes':22s} {'':>9s} {'':>9s} {out['leaked_processes']:7d}")
@@ -255,8 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  {'leaked scratch dirs':22s} {'':>9s} {'':>9s} {out['leaked_scratch_dirs']:7d}")
     print(f"  {'host open fds':22s} {out['fd_before']:9d} {out['fd_after']:9d} {out['fd_delta']:7d}")
     print(f"  {'host RSS (MB)':22s} {out['rss_before_mb']:9.1f} {out['rss_after_mb']:9.1f} {out['rss_delta_mb']:7.1f}")
-    print(f"  unexpected outcomes: {out['unexpected_outcomes']} (sandbox errors: {out['sandbox_errors']})"
-          + "".join(f"\n    {e}" for e in out["unexpected_examples"]))
+    print(
+        f"  unexpected outcomes: {out['unexpected_outcomes']} (sandbox errors: {out['sandbox_errors']})"
+        + "".join(f"\n    {e}" for e in out["unexpected_examples"])
+    )
     if args.json:
         print(json.dumps(out))
     sys.stdout.flush()

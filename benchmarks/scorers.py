@@ -133,8 +133,10 @@ def corrupt_toolrl(task, ex, rng: random.Random) -> list[str]:
         wrong_tool = [(n + "_v2", dict(list(p.items())[:1])) for n, p in calls[:1]]
         return [_tool_answer(wrong_value, response), _tool_answer(wrong_tool, "")]
     # a reply only: answers that call a tool instead of, or besides, replying
-    return [_tool_answer([("lookup", {"query": response[:20]})], ""),
-            _tool_answer([("lookup", {"query": response[:20]})], response[: len(response) // 2])]
+    return [
+        _tool_answer([("lookup", {"query": response[:20]})], ""),
+        _tool_answer([("lookup", {"query": response[:20]})], response[: len(response) // 2]),
+    ]
 
 
 CORRUPT = {"musique": corrupt_musique, "eureqa": corrupt_eureqa, "toolrl": corrupt_toolrl}
@@ -220,7 +222,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--code-completions", type=int, default=12, help="completions per run (code: real sandbox)")
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per task (the median is reported)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = ap.parse_args(argv)
     if args.quick:
@@ -255,26 +259,34 @@ def main(argv=None) -> dict:
 
     result: dict = {}
     print(f"scorer throughput: task.score_completions(examples, completions, m={M}), median of {args.repeats} runs")
-    print(f"{'task':8s} {'d':>3s} {'completions':>11s} {'answers':>7s} {'answers/s':>10s} {'slowest-fastest':>17s} "
-          f"{'us/answer':>9s} {'mean w*r':>8s} {'all-zero':>8s}")
+    print(
+        f"{'task':8s} {'d':>3s} {'completions':>11s} {'answers':>7s} {'answers/s':>10s} {'slowest-fastest':>17s} "
+        f"{'us/answer':>9s} {'mean w*r':>8s} {'all-zero':>8s}"
+    )
     for name, rates in times.items():
         med = statistics.median(rates)
         i = info[name]
-        print(f"{name:8s} {i['d']:>3d} {i['completions']:>11d} {i['answers']:>7d} {med:>10.0f} "
-              f"{min(rates):>8.0f}-{max(rates):<8.0f} {1e6 / med:>9.0f} {i['mean_score']:>8.3f} {i['zero']:>8.2f}")
+        print(
+            f"{name:8s} {i['d']:>3d} {i['completions']:>11d} {i['answers']:>7d} {med:>10.0f} "
+            f"{min(rates):>8.0f}-{max(rates):<8.0f} {1e6 / med:>9.0f} {i['mean_score']:>8.3f} {i['zero']:>8.2f}"
+        )
         result[f"answers_per_s_{name}"] = round(med, 1)
     caps = sandbox_capabilities()
-    print(f"(mean w*r, all-zero: over the scored answers, to show the workload mixes right, partial and wrong "
-          f"answers; code: sandbox isolation {caps['isolation']}, concurrency {len(os.sched_getaffinity(0))} = CPU cores)")
+    print(
+        f"(mean w*r, all-zero: over the scored answers, to show the workload mixes right, partial and wrong "
+        f"answers; code: sandbox isolation {caps['isolation']}, concurrency {len(os.sched_getaffinity(0))} = CPU cores)"
+    )
     if args.json:
-        result.update({
-            "completions": args.completions,
-            "code_completions": args.code_completions,
-            "m": M,
-            "repeats": args.repeats,
-            "sandbox_isolation": caps["isolation"],
-            "python": sys.version.split()[0],
-        })
+        result.update(
+            {
+                "completions": args.completions,
+                "code_completions": args.code_completions,
+                "m": M,
+                "repeats": args.repeats,
+                "sandbox_isolation": caps["isolation"],
+                "python": sys.version.split()[0],
+            }
+        )
         print(json.dumps(result))
     return result
 

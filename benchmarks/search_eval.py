@@ -38,9 +38,13 @@ def _parse(argv):
     ap.add_argument("--length", type=int, default=32, help="completion tokens (training and evaluation)")
     ap.add_argument("--hidden", type=int, default=128, help="tiny model hidden size")
     ap.add_argument("--layers", type=int, default=2, help="tiny model layers")
-    ap.add_argument("--every", type=int, default=50, help="N for the amortised overhead (the reference evaluates every 50 steps)")
+    ap.add_argument(
+        "--every", type=int, default=50, help="N for the amortised overhead (the reference evaluates every 50 steps)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     a = ap.parse_args(argv)
     if a.quick:
@@ -62,10 +66,23 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_tiny_model(Path(tmp) / "model", hidden_size=a.hidden, num_layers=a.layers)
         args = VPOConfig(
-            output_dir=str(Path(tmp) / "out"), estimator="vpo", num_answers=3, num_generations=8,
-            per_device_train_batch_size=a.batch, max_completion_length=a.length, max_steps=a.steps,
-            learning_rate=1e-3, beta=0.0, logging_steps=1, report_to="none", save_strategy="no", use_cpu=True,
-            seed=0, disable_tqdm=True, search_eval_steps=1, search_eval_examples=a.examples,
+            output_dir=str(Path(tmp) / "out"),
+            estimator="vpo",
+            num_answers=3,
+            num_generations=8,
+            per_device_train_batch_size=a.batch,
+            max_completion_length=a.length,
+            max_steps=a.steps,
+            learning_rate=1e-3,
+            beta=0.0,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            seed=0,
+            disable_tqdm=True,
+            search_eval_steps=1,
+            search_eval_examples=a.examples,
             search_eval_budget=a.budget,
         )
         task = get_task("maze")
@@ -109,14 +126,20 @@ def main(argv=None) -> dict:
         "pool_logs_ms": 1e3 * float(np.median(times)),
         "pool_logs_shape": list(rewards.shape),
     }
-    print(f"search evaluation: {a.examples} prompts x {a.budget} answer slots ({answers} answers), {a.length} tokens; "
-          f"training: {a.batch} rollouts/step (G = 8, m = 3); tiny model {a.layers} x {a.hidden}, {a.threads} thread(s)")
+    print(
+        f"search evaluation: {a.examples} prompts x {a.budget} answer slots ({answers} answers), {a.length} tokens; "
+        f"training: {a.batch} rollouts/step (G = 8, m = 3); tiny model {a.layers} x {a.hidden}, {a.threads} thread(s)"
+    )
     print("| quantity | median |")
     print("|---|---|")
     print(f"| training step (TRL step_time) | {step_s:.2f} s |")
     print(f"| one search evaluation | {eval_s:.2f} s (generation {out['eval_generation_s']:.2f} s) |")
-    print(f"| evaluation / step (median of per-step ratios) | {out['eval_over_step']:.2f} (range {min(ratios):.2f}-{max(ratios):.2f}) |")
-    print(f"| amortised, one evaluation every {a.every} steps | {100 * out['amortised_overhead']:.2f} % of training time |")
+    print(
+        f"| evaluation / step (median of per-step ratios) | {out['eval_over_step']:.2f} (range {min(ratios):.2f}-{max(ratios):.2f}) |"
+    )
+    print(
+        f"| amortised, one evaluation every {a.every} steps | {100 * out['amortised_overhead']:.2f} % of training time |"
+    )
     print(f"| vpo/pool/... logs per step, batch {list(rewards.shape)} | {out['pool_logs_ms']:.2f} ms |")
     print(f"({len(steps)} steps timed after {a.warmup} warm-up)")
     if a.json:

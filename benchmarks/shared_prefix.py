@@ -58,7 +58,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
 
@@ -89,7 +91,9 @@ def main(argv=None) -> None:
             add_fused_lm_head(m, temperature=1.0, outputs=("log_probs", "entropy"))
         task = make_task(cfg)
         examples = task.load("validation", n=max(p for p, _, _ in configs.values()))
-        fake = types.SimpleNamespace(accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True))
+        fake = types.SimpleNamespace(
+            accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True)
+        )
 
         def trl_path(ids, mask, c):
             with torch.no_grad():
@@ -121,26 +125,73 @@ def main(argv=None) -> None:
             out[f"speedup_{name}"] = statistics.median(ratios)
             out[f"speedup_{name}_range"] = [min(ratios), max(ratios)]
             out[f"tokens_{name}"] = [int(ids.size(0)), int(ids.size(1) - c), int(c)]
-            rows.append((name, f"{p} x {g}", ids.size(1) - c, c, out[f"trl_s_{name}"], out[f"shared_s_{name}"], out[f"speedup_{name}"], min(ratios), max(ratios)))
+            rows.append(
+                (
+                    name,
+                    f"{p} x {g}",
+                    ids.size(1) - c,
+                    c,
+                    out[f"trl_s_{name}"],
+                    out[f"shared_s_{name}"],
+                    out[f"speedup_{name}"],
+                    min(ratios),
+                    max(ratios),
+                )
+            )
             # sampling the rollouts: plain generate vs each prompt's prefill once
             pid, pmask = ids[:, : ids.size(1) - c], mask[:, : ids.size(1) - c]
-            gc = GenerationConfig(max_new_tokens=c, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                  cache_implementation="static", pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            gc = GenerationConfig(
+                max_new_tokens=c,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                cache_implementation="static",
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
             g_plain, g_sh = [], []
             with torch.no_grad():
                 for _ in range(repeats + 1):  # the first round warms both up
                     torch.manual_seed(0)
-                    g_plain.append(_time(lambda: policy.generate(input_ids=pid, attention_mask=pmask, generation_config=gc)))  # noqa: B023
+                    g_plain.append(
+                        _time(
+                            lambda pid=pid, pmask=pmask, gc=gc: policy.generate(
+                                input_ids=pid, attention_mask=pmask, generation_config=gc
+                            )
+                        )
+                    )
                     torch.manual_seed(0)
-                    g_sh.append(_time(lambda: shared_prefix_generate(policy.generate, policy, input_ids=pid, attention_mask=pmask, generation_config=gc)))  # noqa: B023
+                    g_sh.append(
+                        _time(
+                            lambda pid=pid, pmask=pmask, gc=gc: shared_prefix_generate(
+                                policy.generate, policy, input_ids=pid, attention_mask=pmask, generation_config=gc
+                            )
+                        )
+                    )
             gr = [x / y for x, y in zip(g_plain[1:], g_sh[1:])]
             out[f"gen_plain_s_{name}"] = statistics.median(g_plain[1:])
             out[f"gen_shared_s_{name}"] = statistics.median(g_sh[1:])
             out[f"gen_speedup_{name}"] = statistics.median(gr)
-            gen_rows.append((name, f"{p} x {g}", c, out[f"gen_plain_s_{name}"], out[f"gen_shared_s_{name}"], out[f"gen_speedup_{name}"], min(gr), max(gr)))
+            gen_rows.append(
+                (
+                    name,
+                    f"{p} x {g}",
+                    c,
+                    out[f"gen_plain_s_{name}"],
+                    out[f"gen_shared_s_{name}"],
+                    out[f"gen_speedup_{name}"],
+                    min(gr),
+                    max(gr),
+                )
+            )
 
-    print(f"log-prob pass of one step (reference forward + policy forward/backward), {a.threads} thread(s), {repeats} alternating rounds")
-    print(f"{'config':<9} {'rows':>8} {'prompt':>7} {'compl.':>7} {'TRL s':>8} {'shared s':>9} {'speedup':>8} {'range':>13}")
+    print(
+        f"log-prob pass of one step (reference forward + policy forward/backward), {a.threads} thread(s), {repeats} alternating rounds"
+    )
+    print(
+        f"{'config':<9} {'rows':>8} {'prompt':>7} {'compl.':>7} {'TRL s':>8} {'shared s':>9} {'speedup':>8} {'range':>13}"
+    )
     for name, rws, pl, c, t1, t2, sp, lo, hi in rows:
         print(f"{name:<9} {rws:>8} {pl:>7} {c:>7} {t1:>8.3f} {t2:>9.3f} {sp:>7.2f}x {lo:>6.2f}-{hi:<5.2f}")
     print(f"\nsampling the rollouts (generate, T = 1, static cache), {repeats} alternating rounds after a warm-up")

@@ -63,6 +63,7 @@ class SliceTask:
 def trl_reward_funcs():
     funcs = []
     for name, f in char_objectives().items():
+
         def rf(prompts, completions, _f=f, **kw):
             return [_f(None, c if isinstance(c, str) else c[-1]["content"]) for c in completions]
 
@@ -118,7 +119,9 @@ def _parse(argv):
     ap.add_argument("--layers", type=int, default=2, help="tiny model layers")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all cores)")
     ap.add_argument("--demo", action="store_true", help="the demo's shape: 4 x 128 model, 64 rollouts, 11 vs 31 tokens")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     a = ap.parse_args(argv)
     if a.demo:
@@ -172,7 +175,9 @@ def main(argv=None) -> dict:
         cb = [_callback(gate)]
         if kind == "trl_grpo":
             args = GRPOConfig(output_dir=out, **common(a.length))
-            return GRPOTrainer(model=model_dir, reward_funcs=trl_reward_funcs(), args=args, train_dataset=ds, callbacks=cb)
+            return GRPOTrainer(
+                model=model_dir, reward_funcs=trl_reward_funcs(), args=args, train_dataset=ds, callbacks=cb
+            )
         est, m, length = {"vpo_m3": ("vpo", 3, vpo_length), "vpo_grpo": ("grpo", 1, a.length)}[kind]
         args = VPOConfig(output_dir=out, estimator=est, num_answers=m, num_weightings=100, **common(length))
         return VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds, callbacks=cb)
@@ -216,12 +221,22 @@ def main(argv=None) -> dict:
     ratio_grpo = _spread([x / y for x, y in zip(t["vpo_grpo"], t["trl_grpo"])])
 
     lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
-    print(f"\nseconds per training step: {a.batch} rollouts x {lengths}, tiny Qwen2 {a.layers} x {a.hidden} on CPU, "
-          f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}")
+    print(
+        f"\nseconds per training step: {a.batch} rollouts x {lengths}, tiny Qwen2 {a.layers} x {a.hidden} on CPU, "
+        f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}"
+    )
     print(f"{'trainer':30s} {'median s/step':>14s} {'per-round ratio vs TRL GRPO: median [IQR] (range)':>52s}")
-    labels = {"trl_grpo": "TRL GRPOTrainer (baseline)", "vpo_grpo": "VPOTrainer estimator=grpo", "vpo_m3": "VPOTrainer estimator=vpo m=3"}
+    labels = {
+        "trl_grpo": "TRL GRPOTrainer (baseline)",
+        "vpo_grpo": "VPOTrainer estimator=grpo",
+        "vpo_m3": "VPOTrainer estimator=vpo m=3",
+    }
     for k, sp in (("trl_grpo", None), ("vpo_grpo", ratio_grpo), ("vpo_m3", ratio_m3)):
-        cell = "" if sp is None else f"{sp['median']:.3f} [{sp['iqr'][0]:.3f}, {sp['iqr'][1]:.3f}] ({sp['min']:.3f}-{sp['max']:.3f})"
+        cell = (
+            ""
+            if sp is None
+            else f"{sp['median']:.3f} [{sp['iqr'][0]:.3f}, {sp['iqr'][1]:.3f}] ({sp['min']:.3f}-{sp['max']:.3f})"
+        )
         print(f"{labels[k]:30s} {med[k]:14.3f} {cell:>52s}")
     res = {
         "s_per_step_trl_grpo": med["trl_grpo"],

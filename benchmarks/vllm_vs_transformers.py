@@ -73,8 +73,14 @@ def main(argv=None) -> None:
         tgen = TransformersGenerator(path, cfg=PoolConfig(num_threads=1, max_batch_rows=512))
         tot = {"vllm": [0.0, 0], "transformers": [0.0, 0]}
         for m, rollouts, max_new in shapes:
-            cfg = PoolConfig(m=m, n_rollouts=rollouts, temperature=demo.eval_temperature, max_new_tokens=max_new,
-                             max_batch_rows=512, num_threads=1)
+            cfg = PoolConfig(
+                m=m,
+                n_rollouts=rollouts,
+                temperature=demo.eval_temperature,
+                max_new_tokens=max_new,
+                max_batch_rows=512,
+                num_threads=1,
+            )
             row = {"m": m, "rollouts": rollouts, "max_new_tokens": max_new}
             for name, gen in (("vllm", vgen), ("transformers", tgen)):
                 gen.cfg = cfg
@@ -90,15 +96,21 @@ def main(argv=None) -> None:
     out["shapes"] = rows
 
     per_maze = "/".join(sorted({str(m * r) for m, r, _ in shapes}))
-    print(f"{a.mazes} demo test mazes, {per_maze} answers each, T = {demo.eval_temperature}; vLLM {vllm.__version__}, "
-          f"start-up {out['vllm_startup_s']:.1f} s (not counted below)")
+    print(
+        f"{a.mazes} demo test mazes, {per_maze} answers each, T = {demo.eval_temperature}; vLLM {vllm.__version__}, "
+        f"start-up {out['vllm_startup_s']:.1f} s (not counted below)"
+    )
     print("| shape | transformers (1 thread) | vLLM | vLLM / transformers |\n|---|---|---|---|")
     for r in rows:
-        print(f"| m = {r['m']}, {r['rollouts']} rollouts, <= {r['max_new_tokens']} tokens | "
-              f"{r['answers_per_s_transformers']:.1f} answers/s | {r['answers_per_s_vllm']:.1f} answers/s | "
-              f"{r['speedup_vllm']:.2f}x |")
-    print(f"| both | {out['answers_per_s_transformers']:.1f} answers/s | {out['answers_per_s_vllm']:.1f} answers/s | "
-          f"{out['speedup_vllm']:.2f}x |")
+        print(
+            f"| m = {r['m']}, {r['rollouts']} rollouts, <= {r['max_new_tokens']} tokens | "
+            f"{r['answers_per_s_transformers']:.1f} answers/s | {r['answers_per_s_vllm']:.1f} answers/s | "
+            f"{r['speedup_vllm']:.2f}x |"
+        )
+    print(
+        f"| both | {out['answers_per_s_transformers']:.1f} answers/s | {out['answers_per_s_vllm']:.1f} answers/s | "
+        f"{out['speedup_vllm']:.2f}x |"
+    )
     if a.json:
         print(json.dumps(out))
     sys.stdout.flush()

@@ -57,15 +57,32 @@ def main(argv=None) -> int:
         rescored = replace(pool, rewards=rewards)
         st = run_stats(rep, rescored, examples, fronts, prefs, list(cfg.ks), cfg.eval_seeds, "maze")
         k10, k30 = cfg.ks.index(10), cfg.ks.index(30)
-        rows.append((name, float(np.nanmean(st["best_at_k"][:, k10])), float(np.nanmean(st["best_at_k"][:, k30])),
-                     float(np.nanmean(st["completion_rate"])), float(np.nanmean(st["completed_diversity"])),
-                     float(np.nanmean(st["pareto_coverage"][:, k30])),
-                     _rho(pool.rewards, pool.valid, pool.prompt_index), _rho(rewards, pool.valid, pool.prompt_index)))
-    print("| collinear maze, validation, seed 0 | best@10 | best@30 | completion | diversity (completed) | Pareto cov.@30 | ρ̄ trained on | ρ̄ re-scored |")
+        rows.append(
+            (
+                name,
+                float(np.nanmean(st["best_at_k"][:, k10])),
+                float(np.nanmean(st["best_at_k"][:, k30])),
+                float(np.nanmean(st["completion_rate"])),
+                float(np.nanmean(st["completed_diversity"])),
+                float(np.nanmean(st["pareto_coverage"][:, k30])),
+                _rho(pool.rewards, pool.valid, pool.prompt_index),
+                _rho(rewards, pool.valid, pool.prompt_index),
+            )
+        )
+    print(
+        "| collinear maze, validation, seed 0 | best@10 | best@30 | completion | diversity (completed) | Pareto cov.@30 | ρ̄ trained on | ρ̄ re-scored |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| " + r[0] + " | " + " | ".join("n/a" if not np.isfinite(x) else f"{x:.3f}" for x in r[1:6]) + " | "
-              + " | ".join("n/a" if not np.isfinite(x) else f"{x:.2f}" for x in r[6:]) + " |")
+        print(
+            "| "
+            + r[0]
+            + " | "
+            + " | ".join("n/a" if not np.isfinite(x) else f"{x:.3f}" for x in r[1:6])
+            + " | "
+            + " | ".join("n/a" if not np.isfinite(x) else f"{x:.2f}" for x in r[6:])
+            + " |"
+        )
     return 0
 
 

@@ -43,12 +43,18 @@ def main(argv=None) -> int:
         c = constrained_metrics(pool, cons, **kw)
         ok = admissible(pool.rewards, pool.valid, parse_constraints(cons, pool.objectives), pool.objectives)
         done = pool.valid & (pool.rewards[..., list(pool.objectives).index("completion")] >= 1)
-        rows[method].append({
-            "m": pool.m,
-            "best": plain["best_at_k"]["mean"], "best_c": c["metrics"]["best_at_k"]["mean"],
-            "ew": plain["ew_best_at_k"]["mean"], "ew_c": c["metrics"]["ew_best_at_k"]["mean"],
-            "filtered_frac": c["filtered_frac"], "filtered_completed": float((done & ~ok).sum() / max(done.sum(), 1)), "no_admissible_frac": c["no_admissible_frac"],
-        })
+        rows[method].append(
+            {
+                "m": pool.m,
+                "best": plain["best_at_k"]["mean"],
+                "best_c": c["metrics"]["best_at_k"]["mean"],
+                "ew": plain["ew_best_at_k"]["mean"],
+                "ew_c": c["metrics"]["ew_best_at_k"]["mean"],
+                "filtered_frac": c["filtered_frac"],
+                "filtered_completed": float((done & ~ok).sum() / max(done.sum(), 1)),
+                "no_admissible_frac": c["no_admissible_frac"],
+            }
+        )
     if not rows:
         raise SystemExit(f"no pools under {args.eval_dir}/*/pool (run `vpo demo` first)")
     out = {}
@@ -56,14 +62,22 @@ def main(argv=None) -> int:
         mean = {k: np.mean([r[k] for r in rs], axis=0).tolist() for k in rs[0] if k != "m"}
         out[method] = {"m": rs[0]["m"], "seeds": len(rs), **mean}
     print(f"constraints: {', '.join(cons)}; ks {ks}; mean over seeds; cells: unconstrained -> constrained")
-    print("| method | m | seeds | valid answers filtered out | completed routes filtered out | mazes with none admissible | "
-          + " | ".join(f"best@{k}" for k in ks) + " | " + " | ".join(f"E_w best@{k}" for k in ks) + " |")
+    print(
+        "| method | m | seeds | valid answers filtered out | completed routes filtered out | mazes with none admissible | "
+        + " | ".join(f"best@{k}" for k in ks)
+        + " | "
+        + " | ".join(f"E_w best@{k}" for k in ks)
+        + " |"
+    )
     print("|" + "---|" * (6 + 2 * len(ks)))
     for method, r in out.items():
         cells = [f"{a:.3f} → {b:.3f}" for a, b in zip(r["best"], r["best_c"])]
         cells += [f"{a:.3f} → {b:.3f}" for a, b in zip(r["ew"], r["ew_c"])]
-        print(f"| {method} | {r['m']} | {r['seeds']} | {r['filtered_frac']:.3f} | {r['filtered_completed']:.3f} | {r['no_admissible_frac']:.3f} | "
-              + " | ".join(cells) + " |")
+        print(
+            f"| {method} | {r['m']} | {r['seeds']} | {r['filtered_frac']:.3f} | {r['filtered_completed']:.3f} | {r['no_admissible_frac']:.3f} | "
+            + " | ".join(cells)
+            + " |"
+        )
     if args.json:
         print(json.dumps({"constraints": cons, "ks": list(ks), "methods": out}))
     return 0

@@ -76,15 +76,29 @@ def main(argv=None) -> int:
         "|---|---|---|---|---|---|",
     ]
     for r in agg["methods"].values():
-        lines.append(f"| {r['label']} | {_fmt(r['best_at_k'][10])} | {_fmt(r['best_at_k'][k_hi])} | "
-                     f"{_fmt(r['pareto_coverage'][k_hi])} | {_fmt(r['completed_diversity'])} | {_fmt(r['completion_rate'])} |")
-    lines += ["", "VPO minus each method, paired by trajectory and maze:", "",
-              f"| vs | Δbest@10 | Δbest@{k_hi} | ΔPareto cov.@{k_hi} | Δdiversity (completed) |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['label']} | {_fmt(r['best_at_k'][10])} | {_fmt(r['best_at_k'][k_hi])} | "
+            f"{_fmt(r['pareto_coverage'][k_hi])} | {_fmt(r['completed_diversity'])} | {_fmt(r['completion_rate'])} |"
+        )
+    lines += [
+        "",
+        "VPO minus each method, paired by trajectory and maze:",
+        "",
+        f"| vs | Δbest@10 | Δbest@{k_hi} | ΔPareto cov.@{k_hi} | Δdiversity (completed) |",
+        "|---|---|---|---|---|",
+    ]
     for key, d in agg["paired_vs_vpo"].items():
-        lines.append(f"| {labels[key]} | {_sfmt(d['best_at_k'][10])} | {_sfmt(d['best_at_k'][k_hi])} | "
-                     f"{_sfmt(d['pareto_coverage'][k_hi])} | {_sfmt(d['completed_diversity'])} |")
-    lines += ["", "Per trajectory (run A's seeds, then run B's), best@" + str(k_hi) + ":", "",
-              "| method | " + " | ".join(f"t{i}" for i in range(n)) + " |", "|---|" + "---|" * n]
+        lines.append(
+            f"| {labels[key]} | {_sfmt(d['best_at_k'][10])} | {_sfmt(d['best_at_k'][k_hi])} | "
+            f"{_sfmt(d['pareto_coverage'][k_hi])} | {_sfmt(d['completed_diversity'])} |"
+        )
+    lines += [
+        "",
+        "Per trajectory (run A's seeds, then run B's), best@" + str(k_hi) + ":",
+        "",
+        "| method | " + " | ".join(f"t{i}" for i in range(n)) + " |",
+        "|---|" + "---|" * n,
+    ]
     for key, r in agg["methods"].items():
         if key.startswith("warmstart"):
             continue

@@ -35,10 +35,36 @@ STAGES = ("env", "estimator", "train", "train_vllm", "eval", "verl")
 
 SIZES = {
     # a Qwen2 of ~20 M parameters on the GPU (char tokenizer), ~0.03 M on CPU
-    "gpu": dict(hidden_size=512, num_layers=6, num_heads=8, prompts=8, G=8, steps=5, completion=48,
-                est_groups=1024, est_K=100, est_reps=20, eval_prompts=16, eval_rollouts=8, verl_steps=2),
-    "dry": dict(hidden_size=32, num_layers=1, num_heads=4, prompts=2, G=4, steps=1, completion=12,
-                est_groups=16, est_K=16, est_reps=3, eval_prompts=2, eval_rollouts=2, verl_steps=1),
+    "gpu": dict(
+        hidden_size=512,
+        num_layers=6,
+        num_heads=8,
+        prompts=8,
+        G=8,
+        steps=5,
+        completion=48,
+        est_groups=1024,
+        est_K=100,
+        est_reps=20,
+        eval_prompts=16,
+        eval_rollouts=8,
+        verl_steps=2,
+    ),
+    "dry": dict(
+        hidden_size=32,
+        num_layers=1,
+        num_heads=4,
+        prompts=2,
+        G=4,
+        steps=1,
+        completion=12,
+        est_groups=16,
+        est_K=16,
+        est_reps=3,
+        eval_prompts=2,
+        eval_rollouts=2,
+        verl_steps=1,
+    ),
 }
 LIMITS = {"env": 30, "estimator": 40, "train": 80, "train_vllm": 110, "eval": 70, "verl": 150}
 """Seconds per stage on the GPU: 480 s (8 minutes) if every stage used all of its limit. A slower
@@ -69,8 +95,11 @@ def make_check_task(n_examples: int = 64):
         return lambda ex, a: sum(c in chars for c in a) / len(a) if a else 0.0
 
     examples = [{"id": i, "question": f"Write text #{i}."} for i in range(n_examples)]
-    return _Slices("gpu_check", {"vowels": share("aeiouAEIOU"), "digits": share("0123456789"), "spaces": share(" ")},
-                   {"train": examples, "test": examples})
+    return _Slices(
+        "gpu_check",
+        {"vowels": share("aeiouAEIOU"), "digits": share("0123456789"), "spaces": share(" ")},
+        {"train": examples, "test": examples},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,8 +121,12 @@ def stage_env(ctx: dict) -> dict:
     out = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "dry_run": ctx["dry"]}
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
-        out.update(device=p.name, memory_gib=round(p.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported(),
-                   cuda=torch.version.cuda)
+        out.update(
+            device=p.name,
+            memory_gib=round(p.total_memory / 2**30, 1),
+            bf16=torch.cuda.is_bf16_supported(),
+            cuda=torch.version.cuda,
+        )
     out["vllm"] = _version("vllm") if importlib.util.find_spec("vllm") else "not installed"
     out["verl_python"] = _verl_python() or "not found"
     if not ctx["dry"] and not torch.cuda.is_available():
@@ -155,8 +188,14 @@ def _model(ctx: dict) -> str:
     s = ctx["sizes"]
     path = Path(ctx["out"]) / "model"
     if not (path / "config.json").exists():
-        build_tiny_model(path, hidden_size=s["hidden_size"], num_layers=s["num_layers"], num_heads=s["num_heads"],
-                         max_position_embeddings=512, seed=0)
+        build_tiny_model(
+            path,
+            hidden_size=s["hidden_size"],
+            num_layers=s["num_layers"],
+            num_heads=s["num_heads"],
+            max_position_embeddings=512,
+            seed=0,
+        )
     return str(path)
 
 
@@ -169,15 +208,34 @@ def _train(ctx: dict, use_vllm: bool) -> dict:
     cuda = _device(dry) == "cuda"
     extra = {}
     if use_vllm:
-        for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                     "MASTER_PORT": "29517"}.items():
+        for k, v in {
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29517",
+        }.items():
             os.environ.setdefault(k, v)  # TRL's colocate engine joins a (one-process) torch.distributed group
         extra = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False)
     args = VPOConfig(
-        output_dir=str(Path(ctx["out"]) / ("train_vllm" if use_vllm else "train")), estimator="vpo", num_answers=3,
-        num_generations=s["G"], per_device_train_batch_size=s["prompts"] * s["G"], max_completion_length=s["completion"],
-        max_steps=s["steps"], learning_rate=1e-4, beta=0.0, num_weightings=32, bf16=cuda, use_cpu=not cuda,
-        report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, **extra,
+        output_dir=str(Path(ctx["out"]) / ("train_vllm" if use_vllm else "train")),
+        estimator="vpo",
+        num_answers=3,
+        num_generations=s["G"],
+        per_device_train_batch_size=s["prompts"] * s["G"],
+        max_completion_length=s["completion"],
+        max_steps=s["steps"],
+        learning_rate=1e-4,
+        beta=0.0,
+        num_weightings=32,
+        bf16=cuda,
+        use_cpu=not cuda,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        seed=0,
+        **extra,
     )
     model = _model(ctx)
     trainer = VPOTrainer(model=model, args=args, task=make_check_task())
@@ -189,11 +247,18 @@ def _train(ctx: dict, use_vllm: bool) -> dict:
     secs = time.perf_counter() - t0
     moved = sum(float((p.detach().float() - b).abs().sum()) for p, b in zip(trainer.model.parameters(), before))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    out = {"steps": s["steps"], "seconds": round(secs, 2), "seconds_per_step": round(secs / s["steps"], 3),
-           "bf16": bool(cuda), "dtype": str(next(trainer.model.parameters()).dtype),
-           "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 3),
-           "losses": losses, "param_change_l1": moved, "vllm": use_vllm,
-           "valid_answer_frac_last": float(trainer.vpo_last["valid"].float().mean())}
+    out = {
+        "steps": s["steps"],
+        "seconds": round(secs, 2),
+        "seconds_per_step": round(secs / s["steps"], 3),
+        "bf16": bool(cuda),
+        "dtype": str(next(trainer.model.parameters()).dtype),
+        "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 3),
+        "losses": losses,
+        "param_change_l1": moved,
+        "vllm": use_vllm,
+        "valid_answer_frac_last": float(trainer.vpo_last["valid"].float().mean()),
+    }
     if cuda:
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
     if not losses or not all(l == l for l in losses) or moved == 0.0:  # noqa: E741
@@ -218,10 +283,33 @@ def stage_train_vllm(ctx: dict) -> dict:
 def _eval_once(ctx: dict, backend: str) -> dict:
     s = ctx["sizes"]
     out_dir = Path(ctx["out"]) / f"eval_{backend}"
-    cmd = [sys.executable, "-m", "vpo.cli", "eval", "--model", _model(ctx), "--task", TASK_SPEC, "--m", "3",
-           "--rollouts", str(s["eval_rollouts"]), "--num-prompts", str(s["eval_prompts"]), "--max-new-tokens",
-           str(s["completion"]), "--backend", backend, "--out", str(out_dir), "--no-plots", "--bootstrap", "0",
-           "--quiet", "--no-resume"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vpo.cli",
+        "eval",
+        "--model",
+        _model(ctx),
+        "--task",
+        TASK_SPEC,
+        "--m",
+        "3",
+        "--rollouts",
+        str(s["eval_rollouts"]),
+        "--num-prompts",
+        str(s["eval_prompts"]),
+        "--max-new-tokens",
+        str(s["completion"]),
+        "--backend",
+        backend,
+        "--out",
+        str(out_dir),
+        "--no-plots",
+        "--bootstrap",
+        "0",
+        "--quiet",
+        "--no-resume",
+    ]
     if backend == "transformers":
         cmd += ["--device", _device(ctx["dry"])]
     t0 = time.perf_counter()
@@ -232,9 +320,13 @@ def _eval_once(ctx: dict, backend: str) -> dict:
     doc = json.loads((out_dir / "report.json").read_text())
     (res,) = doc["results"].values()
     slots = res["shape"]["num_rollouts"] * res["shape"]["m"]
-    return {"seconds_with_load": round(secs, 2), "answer_slots": slots, "answers_per_s_with_load": round(slots / secs, 2),
-            "best_at_k": dict(zip(res["metrics"]["best_at_k"]["k"], res["metrics"]["best_at_k"]["mean"])),
-            "valid_answer_frac": res["metrics"]["valid_answer_frac"]["mean"]}
+    return {
+        "seconds_with_load": round(secs, 2),
+        "answer_slots": slots,
+        "answers_per_s_with_load": round(slots / secs, 2),
+        "best_at_k": dict(zip(res["metrics"]["best_at_k"]["k"], res["metrics"]["best_at_k"]["mean"])),
+        "valid_answer_frac": res["metrics"]["valid_answer_frac"]["mean"],
+    }
 
 
 def stage_eval(ctx: dict) -> dict:
@@ -259,28 +351,47 @@ def verl_overrides(model: str, data_dir: str, steps: int, m: int = 3) -> list[st
     """Hydra overrides of a one-GPU veRL PPO run with vpo's estimator, reward manager and score
     function (the vpo part is that of examples/verl/run_vpo_musique.sh), at check size."""
     return [
-        "algorithm.adv_estimator=vpo", "algorithm.use_kl_in_reward=False",
-        "reward.reward_manager.source=importlib", "reward.reward_manager.name=VPORewardManager",
+        "algorithm.adv_estimator=vpo",
+        "algorithm.use_kl_in_reward=False",
+        "reward.reward_manager.source=importlib",
+        "reward.reward_manager.name=VPORewardManager",
         "reward.reward_manager.module.path=pkg://vpo.integrations.verl_reward",
         "reward.custom_reward_function.path=pkg://vpo.integrations.verl_reward",
         "reward.custom_reward_function.name=compute_score",
         "+reward.custom_reward_function.reward_kwargs.task=maze",
         f"+reward.custom_reward_function.reward_kwargs.m={m}",
         "+reward.custom_reward_function.reward_kwargs.num_weightings=32",
-        f"data.train_files={data_dir}/train.parquet", f"data.val_files={data_dir}/validation.parquet",
-        "data.train_batch_size=8", "data.max_prompt_length=512", "data.max_response_length=64",
-        "data.filter_overlong_prompts=True", "data.truncation=error",
-        f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.model.use_remove_padding=False",
-        "actor_rollout_ref.actor.optim.lr=1e-5", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.use_kl_loss=True",
-        "actor_rollout_ref.actor.kl_loss_coef=0.001", "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        f"data.train_files={data_dir}/train.parquet",
+        f"data.val_files={data_dir}/validation.parquet",
+        "data.train_batch_size=8",
+        "data.max_prompt_length=512",
+        "data.max_response_length=64",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.model.use_remove_padding=False",
+        "actor_rollout_ref.actor.optim.lr=1e-5",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-        "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "trainer.logger=[console]", "trainer.val_before_train=False",
-        "trainer.test_freq=-1", "trainer.save_freq=-1", f"trainer.total_training_steps={steps}",
-        "trainer.total_epochs=1", "trainer.project_name=vpo", "trainer.experiment_name=gpu_check",
+        "trainer.nnodes=1",
+        "trainer.n_gpus_per_node=1",
+        "trainer.logger=[console]",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        f"trainer.total_training_steps={steps}",
+        "trainer.total_epochs=1",
+        "trainer.project_name=vpo",
+        "trainer.experiment_name=gpu_check",
     ]
 
 
@@ -307,14 +418,35 @@ def stage_verl(ctx: dict) -> dict:
     py = _verl_python()
     if py is None:
         return {"skipped": "veRL: no virtualenv (bash scripts/setup_verl_env.sh, or set VERL_PYTHON)"}
-    probe = subprocess.run([py, "-c", "import verl, importlib.util as u; print(verl.__version__, u.find_spec('vllm') is not None)"],
-                           capture_output=True, text=True, cwd=REPO)
+    probe = subprocess.run(
+        [py, "-c", "import verl, importlib.util as u; print(verl.__version__, u.find_spec('vllm') is not None)"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if probe.returncode != 0:
         return {"skipped": f"veRL: {py} cannot import verl ({probe.stderr.strip().splitlines()[-1:]})"}
     version, has_vllm = probe.stdout.split()
     data = Path(ctx["out"]) / "verl_data"
-    prep = subprocess.run([py, "examples/verl/prepare_data.py", "--task", "maze", "--m", "3", "--out", str(data),
-                           "--train-n", "16", "--val-n", "8"], capture_output=True, text=True, cwd=REPO)
+    prep = subprocess.run(
+        [
+            py,
+            "examples/verl/prepare_data.py",
+            "--task",
+            "maze",
+            "--m",
+            "3",
+            "--out",
+            str(data),
+            "--train-n",
+            "16",
+            "--val-n",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if prep.returncode != 0:
         raise RuntimeError(f"prepare_data.py failed: {prep.stderr.strip()[-800:]}")
     overrides = verl_overrides(_model(ctx), str(data), ctx["sizes"]["verl_steps"])
@@ -323,18 +455,32 @@ def stage_verl(ctx: dict) -> dict:
         comp = subprocess.run([py, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, cwd=REPO)
         if comp.returncode != 0:
             raise RuntimeError(f"veRL config did not compose: {comp.stderr.strip()[-800:]}")
-        return {**out, "composed": json.loads(comp.stdout.strip().splitlines()[-1]), "trained": "no (dry run: compose only)"}
+        return {
+            **out,
+            "composed": json.loads(comp.stdout.strip().splitlines()[-1]),
+            "trained": "no (dry run: compose only)",
+        }
     if has_vllm != "True":
         return {**out, "skipped": "veRL: vllm is not installed in the veRL env (veRL's rollout needs it)"}
     env = dict(os.environ, RAY_DEDUP_LOGS="0", VERL_USE_EXTERNAL_PLUGINS="auto")
     t0 = time.perf_counter()
-    run = subprocess.run([py, "-m", "verl.trainer.main_ppo", *overrides], capture_output=True, text=True, cwd=REPO,
-                         env=env, timeout=_limit("verl") - 15)
+    run = subprocess.run(
+        [py, "-m", "verl.trainer.main_ppo", *overrides],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=_limit("verl") - 15,
+    )
     (Path(ctx["out"]) / "verl.log").write_text(run.stdout + "\n" + run.stderr)
     if run.returncode != 0:
         raise RuntimeError(f"veRL exited {run.returncode}: {run.stderr.strip()[-800:]}")
-    return {**out, "steps": ctx["sizes"]["verl_steps"], "seconds": round(time.perf_counter() - t0, 1),
-            "log": str(Path(ctx["out"]) / "verl.log")}
+    return {
+        **out,
+        "steps": ctx["sizes"]["verl_steps"],
+        "seconds": round(time.perf_counter() - t0, 1),
+        "log": str(Path(ctx["out"]) / "verl.log"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +512,9 @@ def child(name: str, ctx: dict) -> int:
     fn = globals()[f"stage_{name}"]
     try:
         res = fn(ctx)
-        res = {"status": "skipped", "reason": res.pop("skipped"), **res} if "skipped" in res else {"status": "ok", **res}
+        res = (
+            {"status": "skipped", "reason": res.pop("skipped"), **res} if "skipped" in res else {"status": "ok", **res}
+        )
     except Exception as e:  # noqa: BLE001 - reported in the summary, the other stages still run
         res = {"status": "failed", "reason": f"{type(e).__name__}: {e}"[-1200:]}
     print(json.dumps(res, default=str))
@@ -400,8 +548,11 @@ def main(argv=None) -> int:
     for name in stages:
         res = run_stage(name, ctx)
         summary["stages"][name] = res
-        print(f"[gpu_check] {name}: {res['status']}" + (f" ({res['reason'][:200]})" if res.get("reason") else ""),
-              file=sys.stderr, flush=True)
+        print(
+            f"[gpu_check] {name}: {res['status']}" + (f" ({res['reason'][:200]})" if res.get("reason") else ""),
+            file=sys.stderr,
+            flush=True,
+        )
     summary["ok"] = all(r["status"] != "failed" for r in summary["stages"].values())
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     (Path(ctx["out"]) / "gpu_check.json").write_text(json.dumps(summary, indent=1, default=str))

@@ -39,10 +39,17 @@ def main() -> None:
         rng = np.random.default_rng(args.seed)
         mazes = [Maze.from_example(e) for e in MazeTask(compact=True, **opts).load("validation", args.n)]
         ceil = np.mean([reference_routes(m)["best"].target_score for m in mazes])
-        best = np.mean([[max(s[:k]) for k in (3, 10, 30)]
-                        for s in ([random_route(m, rng).target_score for _ in range(30)] for m in mazes)], axis=0)
+        best = np.mean(
+            [
+                [max(s[:k]) for k in (3, 10, 30)]
+                for s in ([random_route(m, rng).target_score for _ in range(30)] for m in mazes)
+            ],
+            axis=0,
+        )
         front = np.mean([len(pareto_routes(m)) for m in mazes])
-        print(f"{name:40s} {ceil:8.3f} {best[0]:10.3f} {best[1]:7.3f} {best[2]:7.3f} {ceil - best[2]:+7.3f} {front:6.2f}")
+        print(
+            f"{name:40s} {ceil:8.3f} {best[0]:10.3f} {best[1]:7.3f} {best[2]:7.3f} {ceil - best[2]:+7.3f} {front:6.2f}"
+        )
 
 
 if __name__ == "__main__":

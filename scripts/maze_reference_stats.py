@@ -42,9 +42,14 @@ def split_stats(examples: list[dict], rng: random.Random) -> dict:
             convex_same += np.array_equal(default, reward(mz, w, "convex_bonus"))
     common, count = budgets.most_common(1)[0]
     return {
-        "mazes": len(examples), "seeds_used": examples[-1]["seed"] - examples[0]["seed"] + 1, "leaking": leaks,
-        "budget_range": (min(budgets), max(budgets)), "budget_mode": (common, count), "routes": routes,
-        "linear_agree": linear_same, "convex_agree": convex_same,
+        "mazes": len(examples),
+        "seeds_used": examples[-1]["seed"] - examples[0]["seed"] + 1,
+        "leaking": leaks,
+        "budget_range": (min(budgets), max(budgets)),
+        "budget_mode": (common, count),
+        "routes": routes,
+        "linear_agree": linear_same,
+        "convex_agree": convex_same,
     }
 
 
@@ -54,14 +59,18 @@ def main() -> None:
     args = p.parse_args()
     task = ReferenceMazeTask()
     rng = random.Random(0)
-    print("| split | mazes | seeds tried | leaking mazes | budget range | most common budget | routes | linear = default | convex_bonus = default |")
+    print(
+        "| split | mazes | seeds tried | leaking mazes | budget range | most common budget | routes | linear = default | convex_bonus = default |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for split in ("train", "test"):
         s = split_stats(task.load(split, args.n), rng)
-        print(f"| {split} | {s['mazes']} | {s['seeds_used']} | {s['leaking']} ({s['leaking'] / s['mazes']:.1%}) "
-              f"| {s['budget_range'][0]}-{s['budget_range'][1]} | {s['budget_mode'][0]} ({s['budget_mode'][1] / s['mazes']:.0%}) "
-              f"| {s['routes']} | {s['linear_agree']} ({s['linear_agree'] / s['routes']:.1%}) "
-              f"| {s['convex_agree']} ({s['convex_agree'] / s['routes']:.1%}) |")
+        print(
+            f"| {split} | {s['mazes']} | {s['seeds_used']} | {s['leaking']} ({s['leaking'] / s['mazes']:.1%}) "
+            f"| {s['budget_range'][0]}-{s['budget_range'][1]} | {s['budget_mode'][0]} ({s['budget_mode'][1] / s['mazes']:.0%}) "
+            f"| {s['routes']} | {s['linear_agree']} ({s['linear_agree'] / s['routes']:.1%}) "
+            f"| {s['convex_agree']} ({s['convex_agree'] / s['routes']:.1%}) |"
+        )
 
 
 if __name__ == "__main__":

@@ -104,8 +104,9 @@ def probe_openevolve_prompt(problem, ckpt: Path, m: int, calls: int, out: Path, 
         "calls": int(run["llm_calls"]),
         "calls_with_a_program": int(run["llm_calls"] - run["malformed_calls"]),
         "candidates": int(run["candidates"]),
-        "task_prompt_tokens": _chat_tokens(tok, [{"role": "user", "content": get("prog", **problem.task_options).build_prompt(
-            problem.example, m)}]),
+        "task_prompt_tokens": _chat_tokens(
+            tok, [{"role": "user", "content": get("prog", **problem.task_options).build_prompt(problem.example, m)}]
+        ),
     }
 
 
@@ -116,7 +117,9 @@ def _chat_tokens(tok, messages: list[dict]) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--demo", default="runs/prog", help="a finished `vpo demo --domain prog` output folder")
     ap.add_argument("--out", default="runs/prog_evolve")
     ap.add_argument("--methods", default="grpo,grpo_3x,vpo", help="demo methods whose checkpoints evolve")
@@ -144,9 +147,11 @@ def main(argv=None) -> int:
     count, n_pools = pools_solving(demo, len(problems))
     order = sorted(range(len(problems)), key=lambda i: (count[i], i))[: args.problems]
     hard = [problems[i] for i in order]
-    print(f"{int((count == 0).sum())} of {len(problems)} {cfg.split} problems unsolved by all {n_pools} evaluation pools "
-          f"(k = {cfg.eval_budget}); evolving the {len(hard)} solved by the fewest (pools solving each: "
-          f"{', '.join(str(count[i]) for i in order)})")
+    print(
+        f"{int((count == 0).sum())} of {len(problems)} {cfg.split} problems unsolved by all {n_pools} evaluation pools "
+        f"(k = {cfg.eval_budget}); evolving the {len(hard)} solved by the fewest (pools solving each: "
+        f"{', '.join(str(count[i]) for i in order)})"
+    )
     ckpts = checkpoints(demo, cfg, methods, seeds)
     t0 = time.time()
 
@@ -155,16 +160,35 @@ def main(argv=None) -> int:
     for method in ("vpo", "grpo"):
         if method in by_m:
             path, mm = by_m[method]
-            probe[method] = probe_openevolve_prompt(hard[0], path, mm, args.probe_calls, out / "openevolve_prompt" / method,
-                                                    cfg.max_tokens_multi if mm > 1 else cfg.max_tokens_single)
+            probe[method] = probe_openevolve_prompt(
+                hard[0],
+                path,
+                mm,
+                args.probe_calls,
+                out / "openevolve_prompt" / method,
+                cfg.max_tokens_multi if mm > 1 else cfg.max_tokens_single,
+            )
 
     models = []
     for method, seed, path, m in ckpts:
-        models.append(EvolveModel(
-            name=f"{method}_s{seed}", answers=m, client="vpo.integrations.evolve:TaskPromptClient",
-            client_options={"path": str(path), "task": "prog", "task_options": opts, "split": cfg.split,
-                            "n": cfg.eval_mazes, "answers": m, "temperature": args.temperature, "seed": 1000 + seed,
-                            "max_new_tokens": cfg.max_tokens_multi if m > 1 else cfg.max_tokens_single}))
+        models.append(
+            EvolveModel(
+                name=f"{method}_s{seed}",
+                answers=m,
+                client="vpo.integrations.evolve:TaskPromptClient",
+                client_options={
+                    "path": str(path),
+                    "task": "prog",
+                    "task_options": opts,
+                    "split": cfg.split,
+                    "n": cfg.eval_mazes,
+                    "answers": m,
+                    "temperature": args.temperature,
+                    "seed": 1000 + seed,
+                    "max_new_tokens": cfg.max_tokens_multi if m > 1 else cfg.max_tokens_single,
+                },
+            )
+        )
     settings = EvolveSettings(budget=args.calls, budget_unit="calls", seed=0, num_islands=2, eval_workers=1)
     from concurrent.futures import ProcessPoolExecutor
 
@@ -175,47 +199,90 @@ def main(argv=None) -> int:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             rep = {"models": dict(pool.map(_run_one, work))}
 
-    figures: dict = {"problems": len(hard), "calls": args.calls, "seconds": round(time.time() - t0, 1),
-                     "pools": n_pools, "pools_solving": [int(count[i]) for i in order]}
+    figures: dict = {
+        "problems": len(hard),
+        "calls": args.calls,
+        "seconds": round(time.time() - t0, 1),
+        "pools": n_pools,
+        "pools_solving": [int(count[i]) for i in order],
+    }
     rows, diffs = _tabulate(rep, methods, seeds, ckpts, hard, args.calls, figures)
     for method, p in probe.items():
         figures[f"probe_tokens_{method}"] = p["prompt_tokens_median"]
         figures[f"probe_parsed_share_{method}"] = p["calls_with_a_program"] / max(1, p["calls"])
     figures["probe_context"] = next(iter(probe.values()))["context"] if probe else None
 
-    lines = [f"# Evolutionary search with the trained checkpoints ({len(hard)} hardest {cfg.split} problems, {args.calls} calls each)", "",
-             f"Problems: the {len(hard)} of {len(problems)} {cfg.split} problems that the fewest of the demo's {n_pools} evaluation "
-             f"pools solved within their {cfg.eval_budget} answers (pools solving each: {', '.join(str(count[i]) for i in order)}): "
-             + ", ".join(f"`{p.example['reference']}`" for p in hard) + ".", ""]
+    lines = [
+        f"# Evolutionary search with the trained checkpoints ({len(hard)} hardest {cfg.split} problems, {args.calls} calls each)",
+        "",
+        f"Problems: the {len(hard)} of {len(problems)} {cfg.split} problems that the fewest of the demo's {n_pools} evaluation "
+        f"pools solved within their {cfg.eval_budget} answers (pools solving each: {', '.join(str(count[i]) for i in order)}): "
+        + ", ".join(f"`{p.example['reference']}`" for p in hard)
+        + ".",
+        "",
+    ]
     if probe:
-        lines += ["## 1. OpenEvolve's own prompt", "",
-                  "| checkpoint | evolve prompt (tokens, median) | context window | task prompt (tokens) | calls | calls with a program |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "## 1. OpenEvolve's own prompt",
+            "",
+            "| checkpoint | evolve prompt (tokens, median) | context window | task prompt (tokens) | calls | calls with a program |",
+            "|---|---|---|---|---|---|",
+        ]
         for method, p in probe.items():
-            lines.append(f"| {method} (seed {seeds[0]}) | {p['prompt_tokens_median']:.0f} | {p['context']} | {p['task_prompt_tokens']} | "
-                         f"{p['calls']} | {p['calls_with_a_program']} |")
+            lines.append(
+                f"| {method} (seed {seeds[0]}) | {p['prompt_tokens_median']:.0f} | {p['context']} | {p['task_prompt_tokens']} | "
+                f"{p['calls']} | {p['calls_with_a_program']} |"
+            )
         lines.append("")
-    lines += ["## 2. Search with the task's prompt (TaskPromptClient: the parent is not shown)", "",
-              f"| method | m | solved at {args.calls} calls (per seed) | mean | solved at {args.calls} candidates (per seed) | mean |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "## 2. Search with the task's prompt (TaskPromptClient: the parent is not shown)",
+        "",
+        f"| method | m | solved at {args.calls} calls (per seed) | mean | solved at {args.calls} candidates (per seed) | mean |",
+        "|---|---|---|---|---|---|",
+    ]
     for method, m, pc, pk, _ in rows:
-        lines.append(f"| {method} | {m} | {', '.join(map(str, pc))} | {np.mean(pc):.2f} | {', '.join(map(str, pk))} | {np.mean(pk):.2f} |")
-    lines += ["", f"Matched candidates: an m-answer policy is counted at its first floor({args.calls}/m) calls, so it has "
-              f"written at most as many programs as a single-answer policy in {args.calls} calls."]
+        lines.append(
+            f"| {method} | {m} | {', '.join(map(str, pc))} | {np.mean(pc):.2f} | {', '.join(map(str, pk))} | {np.mean(pk):.2f} |"
+        )
+    lines += [
+        "",
+        f"Matched candidates: an m-answer policy is counted at its first floor({args.calls}/m) calls, so it has "
+        f"written at most as many programs as a single-answer policy in {args.calls} calls.",
+    ]
     if diffs:
-        lines += ["", "VPO minus each method, share of the problems solved, paired by seed and problem: mean [95 % two-level "
-                  "bootstrap over seeds, then problems]", "", "| vs | at matched calls | at matched candidates |", "|---|---|---|"]
+        lines += [
+            "",
+            "VPO minus each method, share of the problems solved, paired by seed and problem: mean [95 % two-level "
+            "bootstrap over seeds, then problems]",
+            "",
+            "| vs | at matched calls | at matched candidates |",
+            "|---|---|---|",
+        ]
         for method in methods:
             if method != "vpo":
                 c, k = diffs[(method, "calls")], diffs[(method, "candidates")]
-                lines.append(f"| {method} | {c[0]:+.3f} [{c[1]:+.3f}, {c[2]:+.3f}] | {k[0]:+.3f} [{k[1]:+.3f}, {k[2]:+.3f}] |")
-    lines += ["",
-              f"Wall time: {figures['seconds'] / 60:.1f} min. Reproduce: `python scripts/prog_evolve_study.py --demo {demo} "
-              f"--out {out} --methods {args.methods} --problems {args.problems} --calls {args.calls}`.", ""]
+                lines.append(
+                    f"| {method} | {c[0]:+.3f} [{c[1]:+.3f}, {c[2]:+.3f}] | {k[0]:+.3f} [{k[1]:+.3f}, {k[2]:+.3f}] |"
+                )
+    lines += [
+        "",
+        f"Wall time: {figures['seconds'] / 60:.1f} min. Reproduce: `python scripts/prog_evolve_study.py --demo {demo} "
+        f"--out {out} --methods {args.methods} --problems {args.problems} --calls {args.calls}`.",
+        "",
+    ]
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.md").write_text("\n".join(lines))
-    (out / "study.json").write_text(json.dumps({**figures, "curves": {me: c.tolist() for me, _, _, _, c in rows},
-                                                "probe": probe, "problems_evolved": [p.name for p in hard]}, indent=1))
+    (out / "study.json").write_text(
+        json.dumps(
+            {
+                **figures,
+                "curves": {me: c.tolist() for me, _, _, _, c in rows},
+                "probe": probe,
+                "problems_evolved": [p.name for p in hard],
+            },
+            indent=1,
+        )
+    )
     _plot(rows, args.calls, out / "solved_over_calls.png")
     print("\n".join(lines))
     if args.json:
@@ -232,15 +299,26 @@ def _tabulate(rep: dict, methods, seeds, ckpts, hard, calls: int, figures: dict)
     for method in methods:
         m = next(mm for me, _, _, mm in ckpts if me == method)
         cand_budget = calls // m  # the calls of an m-answer policy that write at most as many programs as the others'
-        at = np.array([[_solved_at(rep["models"][f"{method}_s{seed}"]["runs"], p.name) for p in hard] for seed in seeds],
-                      dtype=float)  # [S, P], NaN: never solved
-        solved[method] = {"calls": np.nan_to_num(at <= calls).astype(float),
-                          "candidates": np.nan_to_num(at <= cand_budget).astype(float)}
+        at = np.array(
+            [[_solved_at(rep["models"][f"{method}_s{seed}"]["runs"], p.name) for p in hard] for seed in seeds],
+            dtype=float,
+        )  # [S, P], NaN: never solved
+        solved[method] = {
+            "calls": np.nan_to_num(at <= calls).astype(float),
+            "candidates": np.nan_to_num(at <= cand_budget).astype(float),
+        }
         curves = np.mean([rep["models"][f"{method}_s{seed}"]["curve_solved"] for seed in seeds], 0)
         for unit in ("calls", "candidates"):
             figures[f"solved_at_{unit}_{method}"] = float(solved[method][unit].sum(1).mean())
-        rows.append((method, m, solved[method]["calls"].sum(1).astype(int).tolist(),
-                     solved[method]["candidates"].sum(1).astype(int).tolist(), curves))
+        rows.append(
+            (
+                method,
+                m,
+                solved[method]["calls"].sum(1).astype(int).tolist(),
+                solved[method]["candidates"].sum(1).astype(int).tolist(),
+                curves,
+            )
+        )
     diffs = {}
     if "vpo" in solved:
         for method in methods:

@@ -43,7 +43,9 @@ def measure(opts: dict, n: int, samples: int, seed: int) -> dict:
     problems = task.load("validation", n)
     rng = np.random.default_rng(seed)
     slopes = opts.get("slope", (0, 3))  # the sampler's fallback lines take the targets' slopes, as in the demo
-    rewards = np.array([[random_program(ex, rng, slopes=slopes).reward for _ in range(samples)] for ex in problems])  # [P, S, d]
+    rewards = np.array(
+        [[random_program(ex, rng, slopes=slopes).reward for _ in range(samples)] for ex in problems]
+    )  # [P, S, d]
     scores = rewards.mean(-1)
     passed = (rewards >= 1).all(-1)
     piece_pass = {"largest": [], "smallest": []}
@@ -84,21 +86,38 @@ def main() -> None:
         ap.error(f"--samples must be at least {max(KS)}")
     t0 = time.time()
     results = {name: measure(opts, args.n, args.samples, args.seed) for name, opts in REGIMES.items()}
-    head = (f"| {'regime':52s} | ceil | best@1 | @3 | @10 | @30 | gap@30 | pass@1 | @3 | @10 | @30 "
-            f"| rho | big piece | small piece | all | none | ref chars | prompt chars |")
+    head = (
+        f"| {'regime':52s} | ceil | best@1 | @3 | @10 | @30 | gap@30 | pass@1 | @3 | @10 | @30 "
+        f"| rho | big piece | small piece | all | none | ref chars | prompt chars |"
+    )
     print(head)
     print("|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|")
     for name, r in results.items():
-        print(f"| {name:52s} | {r['ceiling']:.2f} | " + " | ".join(f"{r[f'best_at_{k}']:.3f}" for k in KS)
-              + f" | {r['gap_at_30']:+.3f} | " + " | ".join(f"{r[f'pass_at_{k}']:.3f}" for k in KS)
-              + f" | {r['rho']:.2f} | {r['share_largest_piece']:.3f} | {r['share_smallest_piece']:.3f}"
-              f" | {r['share_all']:.4f} | {r['share_none']:.3f} | {r['reference_chars_mean']:.1f} ({r['reference_chars_max']})"
-              f" | {r['prompt_chars_mean']:.0f} |")
-    print(f"({args.n} validation problems per regime, {args.samples} random programs each, seed {args.seed}, "
-          f"{time.time() - t0:.1f} s)")
+        print(
+            f"| {name:52s} | {r['ceiling']:.2f} | "
+            + " | ".join(f"{r[f'best_at_{k}']:.3f}" for k in KS)
+            + f" | {r['gap_at_30']:+.3f} | "
+            + " | ".join(f"{r[f'pass_at_{k}']:.3f}" for k in KS)
+            + f" | {r['rho']:.2f} | {r['share_largest_piece']:.3f} | {r['share_smallest_piece']:.3f}"
+            f" | {r['share_all']:.4f} | {r['share_none']:.3f} | {r['reference_chars_mean']:.1f} ({r['reference_chars_max']})"
+            f" | {r['prompt_chars_mean']:.0f} |"
+        )
+    print(
+        f"({args.n} validation problems per regime, {args.samples} random programs each, seed {args.seed}, "
+        f"{time.time() - t0:.1f} s)"
+    )
     if args.json:
-        print(json.dumps({"n": args.n, "samples": args.samples, "seed": args.seed, "ks": list(KS),
-                          "regimes": {name: {"options": REGIMES[name], **r} for name, r in results.items()}}))
+        print(
+            json.dumps(
+                {
+                    "n": args.n,
+                    "samples": args.samples,
+                    "seed": args.seed,
+                    "ks": list(KS),
+                    "regimes": {name: {"options": REGIMES[name], **r} for name, r in results.items()},
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

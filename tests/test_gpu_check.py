@@ -40,9 +40,12 @@ def test_verl_overrides_use_the_launch_scripts_vpo_settings(tmp_path):
     gc = _module()
     ours = gc.verl_overrides("/m", "/d", steps=2)
     env = dict(os.environ, VPO_PRINT_OVERRIDES="1", DATA_DIR=str(tmp_path))
-    theirs = subprocess.run(["bash", str(ROOT / "examples/verl/run_vpo_musique.sh")], capture_output=True, text=True,
-                            env=env, check=True).stdout.split()
-    vpo_part = [o for o in theirs if o.startswith(("algorithm.", "reward.reward_manager", "reward.custom_reward_function."))]
+    theirs = subprocess.run(
+        ["bash", str(ROOT / "examples/verl/run_vpo_musique.sh")], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    vpo_part = [
+        o for o in theirs if o.startswith(("algorithm.", "reward.reward_manager", "reward.custom_reward_function."))
+    ]
     assert vpo_part and all(o in ours for o in vpo_part)
     assert "trainer.total_training_steps=2" in ours and "trainer.n_gpus_per_node=1" in ours
     assert "actor_rollout_ref.model.path=/m" in ours and "data.train_files=/d/train.parquet" in ours
@@ -66,8 +69,14 @@ def test_estimator_stage_and_failures_are_recorded(tmp_path, capsys):
 @pytest.mark.slow
 def test_dry_run_prints_one_json_summary(tmp_path):
     env = {**os.environ, "GPU_CHECK_DRY_RUN": "1"}
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--out", str(tmp_path)],
-                          capture_output=True, text=True, env=env, timeout=1500, cwd=ROOT)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
+        cwd=ROOT,
+    )
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0, (summary, proc.stderr[-2000:])
     assert summary["mode"] == "dry-run (CPU)" and summary["ok"] is True

@@ -92,7 +92,9 @@ def imports_of(source: str, module: str, is_package: bool = False) -> list[tuple
     """``(line, imported module, inside a function)`` for every import in ``source`` (vpo and
     third-party alike)."""
     tree = ast.parse(source)
-    lazy = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)}
+    lazy = {
+        id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)
+    }
     dynamic = _calls_import_module(tree)
     out = []
     for node in ast.walk(tree):
@@ -107,7 +109,12 @@ def imports_of(source: str, module: str, is_package: bool = False) -> list[tuple
                     out.append((node.lineno, sub if _is_module(sub) else "vpo", inner))
             else:
                 out.append((node.lineno, target, inner))
-        elif dynamic and isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.match(node.value):
+        elif (
+            dynamic
+            and isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _MODULE_STRING.match(node.value)
+        ):
             name = node.value.split(":")[0]
             if _is_module(name):
                 out.append((node.lineno, name, inner))
@@ -141,15 +148,23 @@ def violations(source: str, module: str, where: str, is_package: bool = False) -
             continue
         if group is None:  # vpo/__init__.py
             if tlayer > ROOT_MAX_LAYER:
-                bad.append(f"{where}:{line}: the package root imports {target} (layer {tlayer}); it may import only layer {ROOT_MAX_LAYER}")
+                bad.append(
+                    f"{where}:{line}: the package root imports {target} (layer {tlayer}); it may import only layer {ROOT_MAX_LAYER}"
+                )
             continue
         layer = LAYERS[group]
         if module.startswith(SANDBOX_MODULES) and not target.startswith(SANDBOX_MODULES) and tlayer > 0:
-            bad.append(f"{where}:{line}: the sandbox imports {target}; it may import only vpo.errors, vpo._util and the stdlib")
+            bad.append(
+                f"{where}:{line}: the sandbox imports {target}; it may import only vpo.errors, vpo._util and the stdlib"
+            )
         elif tlayer > layer:
-            bad.append(f"{where}:{line}: imports {target} (layer {tlayer}) from layer {layer} ({module}); imports point downward only")
+            bad.append(
+                f"{where}:{line}: imports {target} (layer {tlayer}) from layer {layer} ({module}); imports point downward only"
+            )
         elif tlayer == layer == 3 and tgroup != group and (group, tgroup) not in SIBLINGS_ALLOWED:
-            bad.append(f"{where}:{line}: vpo.{group} imports its sibling {target}; allowed between siblings: {sorted(SIBLINGS_ALLOWED)}")
+            bad.append(
+                f"{where}:{line}: vpo.{group} imports its sibling {target}; allowed between siblings: {sorted(SIBLINGS_ALLOWED)}"
+            )
     return bad
 
 
@@ -171,7 +186,9 @@ def test_the_walk_sees_lazy_and_dynamic_imports():
     """The real tree has the import kinds the checker must see, so it cannot pass by seeing none."""
     found = {}
     for path in _package_files():
-        found[module_name(path)] = {t for _, t, _ in imports_of(path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py")}
+        found[module_name(path)] = {
+            t for _, t, _ in imports_of(path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py")
+        }
     assert "vpo.search.metrics" in found["vpo.train.trainer"]  # inside a function
     assert "vpo.tasks.maze" in found["vpo.tasks.base"]  # a registry string
     assert "vpo.train.cli" in found["vpo.cli"]  # an importlib target
@@ -209,7 +226,10 @@ def test_the_checker_flags_an_upward_import(module, source, rule):
     [
         ("vpo.train.fake", "from vpo.search.metrics import reward_space_diversity\n"),
         ("vpo.tasks.fake", "from vpo.sandbox import Sandbox\nimport numpy\n"),
-        ("vpo.sandbox.fake", "import os, subprocess\nfrom vpo.errors import UserError\nfrom vpo.sandbox.host import x\n"),
+        (
+            "vpo.sandbox.fake",
+            "import os, subprocess\nfrom vpo.errors import UserError\nfrom vpo.sandbox.host import x\n",
+        ),
         ("vpo.sandbox.fake", "def bar():\n    from tqdm.auto import tqdm\n"),
         ("vpo.demo", "import sys\nARGV = [sys.executable, '-m', 'vpo.cli', 'train']\n"),  # a subprocess, not an import
         ("vpo.cli", "def f():\n    from vpo.demo import main\n"),

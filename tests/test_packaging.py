@@ -33,8 +33,22 @@ def test_wheel_contains_the_configs(tmp_path):
     shutil.copytree(ROOT / "vpo", src / "vpo", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = tmp_path / "dist"
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(dist), str(src)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     wheels = list(dist.glob("vpo-*.whl"))
@@ -43,7 +57,10 @@ def test_wheel_contains_the_configs(tmp_path):
 
     configs = {f"vpo/configs/{p.name}" for p in (ROOT / "vpo" / "configs").glob("*.yaml")}
     accel = {f"vpo/configs/accelerate/{p.name}" for p in (ROOT / "vpo" / "configs" / "accelerate").glob("*.yaml")}
-    assert len(configs) >= 6 and {"vpo/configs/accelerate/multi_gpu.yaml", "vpo/configs/accelerate/deepspeed_zero3.yaml"} <= accel
+    assert (
+        len(configs) >= 6
+        and {"vpo/configs/accelerate/multi_gpu.yaml", "vpo/configs/accelerate/deepspeed_zero3.yaml"} <= accel
+    )
     assert configs <= names, sorted(configs - names)
     assert accel <= names, sorted(accel - names)
     assert _package_data_files() <= names, sorted(_package_data_files() - names)

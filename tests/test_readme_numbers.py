@@ -41,12 +41,15 @@ def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
 
     domain = default["domain"]
     drop = {"out"} | {k for d, names in DOMAIN_SETTINGS.items() if d != domain for k in names}
-    return ({k: v for k, v in shipped_cfg.items() if k not in drop}, {k: v for k, v in default.items() if k not in drop})
+    return (
+        {k: v for k, v in shipped_cfg.items() if k not in drop},
+        {k: v for k, v in default.items() if k not in drop},
+    )
 
 
 def _block(text: str, begin: str, end: str) -> str:
     assert begin in text and end in text, f"markers {begin!r} / {end!r} missing"
-    return text[text.index(begin): text.index(end) + len(end)]
+    return text[text.index(begin) : text.index(end) + len(end)]
 
 
 def test_readme_demo_table_is_the_shipped_report(shipped):
@@ -87,7 +90,9 @@ def test_every_number_in_the_readme_demo_section_is_in_the_report(shipped, shipp
     start = readme.index("## The demo")
     end = readme.index("\n## ", start + 5)
     section = readme[start:end].replace("−", "-")
-    report = (markdown(shipped) + readme_table(shipped) + markdown(shipped_prog) + readme_table_prog(shipped_prog)).replace("−", "-")
+    report = (
+        markdown(shipped) + readme_table(shipped) + markdown(shipped_prog) + readme_table_prog(shipped_prog)
+    ).replace("−", "-")
     numbers = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?![\w.])", section)
     assert numbers, "the demo section quotes no numbers?"
     missing = [n for n in numbers if n not in report and n.lstrip("+") not in report]
@@ -105,10 +110,17 @@ def test_readme_evolve_figures_are_the_shipped_study():
     assert m, "the README's evolve sentence changed shape; update this test with it"
     vpo, n, grpo, maxk, multi = map(int, m.groups())
     assert n == study["problems"]
-    assert (vpo, grpo, maxk, multi) == tuple(round(study[f"solved_at_calls_{k}"]) for k in ("vpo", "grpo", "max_at_k", "multi_rlvr"))
+    assert (vpo, grpo, maxk, multi) == tuple(
+        round(study[f"solved_at_calls_{k}"]) for k in ("vpo", "grpo", "max_at_k", "multi_rlvr")
+    )
     demo_md = (ROOT / "docs" / "demo.md").read_text()
-    for key, label in (("grpo", "GRPO"), ("grpo_3x", "GRPO 3x rollouts"), ("max_at_k", "Max@k"),
-                       ("multi_rlvr", "Multi-RLVR (m=3)"), ("vpo", "**VPO (m=3)**")):
+    for key, label in (
+        ("grpo", "GRPO"),
+        ("grpo_3x", "GRPO 3x rollouts"),
+        ("max_at_k", "Max@k"),
+        ("multi_rlvr", "Multi-RLVR (m=3)"),
+        ("vpo", "**VPO (m=3)**"),
+    ):
         assert f"| {label} | " in demo_md and f"| {study[f'solved_at_calls_{key}']:.2f} |" in demo_md, key
     for key in ("grpo", "grpo_3x", "max_at_k", "multi_rlvr"):
         assert f"{study[f'vpo_minus_{key}_solved_share_calls']:+.3f} [" in demo_md.replace("−", "-"), key

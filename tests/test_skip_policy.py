@@ -43,11 +43,19 @@ def test_optional_dependency():
 def _run(tmp_path, env_extra: dict, select: str) -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_synthetic.py").write_text(SYNTHETIC)
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "VPO_CI_ALLOW_MISSING", "VPO_TEST_FORCE_MISSING", "PYTEST_ADDOPTS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CI", "VPO_CI_ALLOW_MISSING", "VPO_TEST_FORCE_MISSING", "PYTEST_ADDOPTS")
+    }
     env.update(env_extra)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-k", select, str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -62,7 +70,11 @@ def test_ci_without_namespaces_fails_and_names_what_was_not_tested(tmp_path):
 
 
 def test_the_opt_out_passes_and_still_lists_what_was_not_tested(tmp_path):
-    r = _run(tmp_path, {"CI": "true", "VPO_TEST_FORCE_MISSING": "namespaces", "VPO_CI_ALLOW_MISSING": "cgroups,namespaces"}, "not optional")
+    r = _run(
+        tmp_path,
+        {"CI": "true", "VPO_TEST_FORCE_MISSING": "namespaces", "VPO_CI_ALLOW_MISSING": "cgroups,namespaces"},
+        "not optional",
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert "NOT TESTED (allowed skips)" in out and "test_hostile_program_is_contained: [missing:namespaces]" in out
@@ -84,7 +96,9 @@ def test_an_unexpected_skip_fails_ci(tmp_path):
 def test_a_skipped_module_fails_ci_without_stopping_the_other_tests(tmp_path):
     """A module-level importorskip (e.g. trl missing from a broken install) fails the run at the end;
     the other modules still run."""
-    (tmp_path / "test_broken_module.py").write_text('import pytest\npytest.importorskip("a_module_that_is_not_installed_vpo")\n')
+    (tmp_path / "test_broken_module.py").write_text(
+        'import pytest\npytest.importorskip("a_module_that_is_not_installed_vpo")\n'
+    )
     r = _run(tmp_path, {"CI": "true"}, "not optional")
     out = r.stdout + r.stderr
     assert r.returncode == 1, out

@@ -43,7 +43,9 @@ def test_eval_and_training_diagnostics_use_the_same_weights(d):
     r, valid, prompt = _pools(d, d=d)
     ev = evaluate(r.numpy(), valid.numpy(), prompt, bootstrap=0, ks=(1,))
     for dtype, tol in (("float64", 1e-12), ("float32", 1e-6)):
-        res = compute_advantages("vpo", r, valid, group_size=4, config=EstimatorConfig(num_weightings=8, compute_dtype=dtype))
+        res = compute_advantages(
+            "vpo", r, valid, group_size=4, config=EstimatorConfig(num_weightings=8, compute_dtype=dtype)
+        )
         assert res.diagnostics["pool_set_score"] == pytest.approx(ev["metrics"]["ew_best_pool"]["mean"], abs=tol)
 
 
@@ -52,7 +54,9 @@ def test_eval_and_training_diagnostics_use_the_same_weights(d):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("old, new, value, clash", [("alpha", "weight_alpha", 0.5, (0.5, 2.0)), ("weights_seed", "weight_seed", 7, (7, 8))])
+@pytest.mark.parametrize(
+    "old, new, value, clash", [("alpha", "weight_alpha", 0.5, (0.5, 2.0)), ("weights_seed", "weight_seed", 7, (7, 8))]
+)
 def test_eval_config_deprecated_names(old, new, value, clash):
     with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated; use '{new}'"):
         cfg = EvalConfig(**{old: value})

@@ -19,7 +19,7 @@ GENRES = {
 # per slot within a genre: (price in $, popularity in [0, 1], rating in [2.5, 5]); a genre's items are
 # these six profiles, shifted a little per genre so that genres differ
 _PROFILES = [
-    (8.0, 0.95, 3.4),   # bargain bestseller
+    (8.0, 0.95, 3.4),  # bargain bestseller
     (12.0, 0.80, 3.9),  # cheap and liked
     (25.0, 0.55, 4.8),  # the critics' pick
     (34.0, 0.30, 4.2),  # solid, less known

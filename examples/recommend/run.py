@@ -30,10 +30,32 @@ CONSTRAINT = "budget>=0.5"
 
 def settings(quick: bool) -> dict:
     if quick:
-        return dict(hidden_size=64, num_layers=1, warm_steps=150, warm_batch=16, warm_lr=6e-3, rl_steps=1,
-                    generations=4, prompts_per_step=2, eval_prompts=3, eval_budget=6, eval_seeds=2)
-    return dict(hidden_size=64, num_layers=2, warm_steps=400, warm_batch=32, warm_lr=3e-3, rl_steps=40,
-                generations=8, prompts_per_step=4, eval_prompts=12, eval_budget=24, eval_seeds=5)
+        return dict(
+            hidden_size=64,
+            num_layers=1,
+            warm_steps=150,
+            warm_batch=16,
+            warm_lr=6e-3,
+            rl_steps=1,
+            generations=4,
+            prompts_per_step=2,
+            eval_prompts=3,
+            eval_budget=6,
+            eval_seeds=2,
+        )
+    return dict(
+        hidden_size=64,
+        num_layers=2,
+        warm_steps=400,
+        warm_batch=32,
+        warm_lr=3e-3,
+        rl_steps=40,
+        generations=8,
+        prompts_per_step=4,
+        eval_prompts=12,
+        eval_budget=24,
+        eval_seeds=5,
+    )
 
 
 def make_task():
@@ -62,11 +84,25 @@ def train(method: str, init: Path, out: Path, s: dict, seed: int) -> Path:
 
     estimator, m = METHODS[method]
     args = VPOConfig(
-        output_dir=str(out), estimator=estimator, num_answers=m, num_generations=s["generations"],
-        per_device_train_batch_size=s["prompts_per_step"] * s["generations"], max_completion_length=6 * m,
-        max_steps=s["rl_steps"], learning_rate=3e-4, lr_scheduler_type="constant", beta=1e-3, num_weightings=32,
-        seed=seed, use_cpu=True, report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
-        bf16=False, dataloader_num_workers=0,
+        output_dir=str(out),
+        estimator=estimator,
+        num_answers=m,
+        num_generations=s["generations"],
+        per_device_train_batch_size=s["prompts_per_step"] * s["generations"],
+        max_completion_length=6 * m,
+        max_steps=s["rl_steps"],
+        learning_rate=3e-4,
+        lr_scheduler_type="constant",
+        beta=1e-3,
+        num_weightings=32,
+        seed=seed,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        bf16=False,
+        dataloader_num_workers=0,
     )
     trainer = VPOTrainer(model=str(init), args=args, task=make_task())
     trainer.train()
@@ -81,14 +117,33 @@ def evaluate(models: dict[str, tuple[Path, int]], out: Path, s: dict, seed: int)
 
     task = make_task()
     examples = task.load("test")[: s["eval_prompts"]]
-    kw = dict(ks=tuple(k for k in (1, 3, 6, 12, 24) if k <= s["eval_budget"]), seeds=tuple(range(s["eval_seeds"])),
-              bootstrap=200)
+    kw = dict(
+        ks=tuple(k for k in (1, 3, 6, 12, 24) if k <= s["eval_budget"]),
+        seeds=tuple(range(s["eval_seeds"])),
+        bootstrap=200,
+    )
     results = {}
     for name, (path, m) in models.items():
-        cfg = PoolConfig(m=m, n_rollouts=math.ceil(s["eval_budget"] / m), temperature=1.0, max_new_tokens=6 * m,
-                         seed=seed, backend="transformers", device="cpu", num_threads=1)
-        pool = generate_pool(str(path), task, examples, config=cfg, out_dir=out / name / "pool", resume=False,
-                             progress=False, split="test")
+        cfg = PoolConfig(
+            m=m,
+            n_rollouts=math.ceil(s["eval_budget"] / m),
+            temperature=1.0,
+            max_new_tokens=6 * m,
+            seed=seed,
+            backend="transformers",
+            device="cpu",
+            num_threads=1,
+        )
+        pool = generate_pool(
+            str(path),
+            task,
+            examples,
+            config=cfg,
+            out_dir=out / name / "pool",
+            resume=False,
+            progress=False,
+            split="test",
+        )
         res = evaluate_pool(pool, **kw)
         res["constrained"] = constrained_metrics(pool, [CONSTRAINT], **kw)
         results[name] = res
@@ -112,25 +167,46 @@ def main(argv=None) -> int:
     out = Path(args.out)
     t0 = time.time()
     task = make_task()
-    init = build_tiny_model(out / "init", hidden_size=s["hidden_size"], num_layers=s["num_layers"], num_heads=4,
-                            max_position_embeddings=256, seed=args.seed)
+    init = build_tiny_model(
+        out / "init",
+        hidden_size=s["hidden_size"],
+        num_layers=s["num_layers"],
+        num_heads=4,
+        max_position_embeddings=256,
+        seed=args.seed,
+    )
     pairs = warm_pairs(task, task.load("train"), per_example=8)
-    info = supervised_warm_start(init, out / "warmstart", pairs, steps=s["warm_steps"], batch_size=s["warm_batch"],
-                                 learning_rate=s["warm_lr"], warmup_steps=min(50, s["warm_steps"] // 10), seed=args.seed,
-                                 progress=False)
+    info = supervised_warm_start(
+        init,
+        out / "warmstart",
+        pairs,
+        steps=s["warm_steps"],
+        batch_size=s["warm_batch"],
+        learning_rate=s["warm_lr"],
+        warmup_steps=min(50, s["warm_steps"] // 10),
+        seed=args.seed,
+        progress=False,
+    )
     models = {"warmstart_m3": (out / "warmstart", 3)}
     for method, (_, m) in METHODS.items():
         models[method] = (train(method, out / "warmstart", out / "runs" / method, s, args.seed), m)
     results = evaluate(models, out / "eval", s, args.seed)
-    summary = {"report": str(out / "eval" / "report.json"), "seconds": round(time.time() - t0, 1),
-               "warm_loss": [round(info["loss_first"], 3), round(info["loss_last"], 3)], "constraint": CONSTRAINT}
+    summary = {
+        "report": str(out / "eval" / "report.json"),
+        "seconds": round(time.time() - t0, 1),
+        "warm_loss": [round(info["loss_first"], 3), round(info["loss_last"], 3)],
+        "constraint": CONSTRAINT,
+    }
     for name, r in results.items():
         b, c = r["metrics"]["best_at_k"], r["constrained"]["metrics"]["best_at_k"]
-        summary[name] = {"k": b["k"], "best_at_k": [round(x, 4) for x in b["mean"]],
-                         "best_at_k_constrained": [round(x, 4) for x in c["mean"]],
-                         "diversity": r["metrics"]["diversity"]["mean"],
-                         "valid_answer_frac": r["metrics"]["valid_answer_frac"]["mean"],
-                         "filtered_frac": r["constrained"]["filtered_frac"]}
+        summary[name] = {
+            "k": b["k"],
+            "best_at_k": [round(x, 4) for x in b["mean"]],
+            "best_at_k_constrained": [round(x, 4) for x in c["mean"]],
+            "diversity": r["metrics"]["diversity"]["mean"],
+            "valid_answer_frac": r["metrics"]["valid_answer_frac"]["mean"],
+            "filtered_frac": r["constrained"]["filtered_frac"],
+        }
     print((out / "eval" / "report.md").read_text())
     print(json.dumps(summary))
     return 0

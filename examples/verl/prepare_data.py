@@ -18,7 +18,7 @@ from pathlib import Path
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, help="vpo task name (vpo tasks)")
-    p.add_argument("--task-options", default="{}", help="JSON dict of task options, e.g. '{\"path\": \"musique/\"}'")
+    p.add_argument("--task-options", default="{}", help='JSON dict of task options, e.g. \'{"path": "musique/"}\'')
     p.add_argument("--m", type=int, default=3, help="answers per rollout written into the prompt (1 for GRPO)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--train-split", default="train")

@@ -39,7 +39,9 @@ def main(argv=None) -> int:
     V = rng.random((n, a.m)) < 0.8
     uids = [f"uid-{g}" for g in range(a.groups) for _ in range(a.group_size)]
     keys = list(dict.fromkeys(uids))
-    W = spacings_to_simplex(torch.quasirandom.SobolEngine(a.d - 1, scramble=True, seed=a.seed).draw(2**16, dtype=torch.float64))
+    W = spacings_to_simplex(
+        torch.quasirandom.SobolEngine(a.d - 1, scramble=True, seed=a.seed).draw(2**16, dtype=torch.float64)
+    )
     exact = compute_advantages(
         "vpo", set_score(R, V, W).numpy()[:, None, None], group_ids=uids, config=EstimatorConfig(num_weightings=1)
     ).advantages

@@ -68,7 +68,11 @@ def ref_parse_tags(text: str, m: int) -> list[str]:
     [
         ("", 3, []),
         ("just reasoning, no tags", 3, []),
-        ("<answer_1>a</answer_1><answer_2>b</answer_2><answer_3>c</answer_3><answer_4>d</answer_4>", 3, ["a", "b", "c"]),
+        (
+            "<answer_1>a</answer_1><answer_2>b</answer_2><answer_3>c</answer_3><answer_4>d</answer_4>",
+            3,
+            ["a", "b", "c"],
+        ),
         ("<answer_2>b</answer_2> then <answer_1>a</answer_1>", 3, ["a", "b"]),  # out of order
         ("<answer_1>unclosed", 3, []),
         ("<answer_1>a</answer_1><answer_1>repeat</answer_1>", 3, ["a"]),  # repeated number: first
@@ -139,7 +143,9 @@ def test_parser_never_raises_and_returns_at_most_m_clean_answers(text, m, fmt):
         assert out == ref_parse_tags(text, m)
 
 
-BODY = st.text(alphabet=st.characters(blacklist_characters="<>`", blacklist_categories=("Cs",)), min_size=1, max_size=30)
+BODY = st.text(
+    alphabet=st.characters(blacklist_characters="<>`", blacklist_categories=("Cs",)), min_size=1, max_size=30
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -162,10 +168,7 @@ def test_well_formed_answers_round_trip_in_any_order(bodies, reasoning, data):
 
 
 def test_code_blocks_separated_by_dashes():
-    text = (
-        "Two approaches.\n```python\ndef f(x):\n    return x\n```\n---\n```\nprint(2)\n```\n---\n"
-        "```py\nz = 3\n```"
-    )
+    text = "Two approaches.\n```python\ndef f(x):\n    return x\n```\n---\n```\nprint(2)\n```\n---\n```py\nz = 3\n```"
     assert parse_answers(text, 2, fmt="code") == ["def f(x):\n    return x", "print(2)"]
     assert parse_answers(text, 5, fmt="code") == ["def f(x):\n    return x", "print(2)", "z = 3"]
     assert parse_answers("```python\n\n```\n---\n```python\nok\n```", 2, fmt="code") == ["ok"]  # empty block
@@ -215,6 +218,7 @@ def test_normalize_and_dedup_by_text():
     answers = ["Paris", "paris ", "  PARIS", "Lyon", "lyon\n", "Nice"]
     assert dedup(answers) == [0, 3, 5]
     assert dedup([]) == []
+
     # a task canonicaliser (e.g. AST dump) that fails on junk keeps the answer instead of dropping it
     def canon(a):
         if "(" in a:
@@ -236,7 +240,10 @@ def ref_dedup_rows(rewards, valid):
 
 @settings(max_examples=50, deadline=None)
 @given(
-    n=st.integers(1, 4), m=st.integers(1, 5), d=st.integers(1, 3), seed=st.integers(0, 1000),
+    n=st.integers(1, 4),
+    m=st.integers(1, 5),
+    d=st.integers(1, 3),
+    seed=st.integers(0, 1000),
 )
 def test_dedup_rows_matches_loop(n, m, d, seed):
     rng = np.random.default_rng(seed)

@@ -405,7 +405,9 @@ def test_single_answer_vpo_is_grpo_on_the_uniform_mean():
     r = rng.integers(0, 2, size=(P * G, 1, d)).astype(float)
     r[::G] = [[1.0, 1.0, 1.0]]  # each group spans 0..1 on the mean: std well above 0
     r[1::G] = [[0.0, 0.0, 0.0]]
-    vpo = compute_advantages("vpo", r, group_size=G, config=EstimatorConfig(num_weightings=K, compute_dtype="float64"), seed=1)
+    vpo = compute_advantages(
+        "vpo", r, group_size=G, config=EstimatorConfig(num_weightings=K, compute_dtype="float64"), seed=1
+    )
     grpo = compute_advantages("grpo", r, group_size=G)
     w = SimplexSampler(K, seed=1).sample(P, d).numpy()
     wbar = w.mean(1)  # [P, d]
@@ -564,9 +566,7 @@ def test_shuffled_rows_give_the_same_advantages(name, id_kind):
     # the same batch in contiguous order, groups sorted by first appearance in the shuffled batch
     appearance = list(dict.fromkeys(group_of[perm].tolist()))
     rows = np.concatenate([np.nonzero(group_of == g)[0] for g in appearance])
-    ordered = compute_advantages(
-        name, r[rows], valid[rows], group_ids=group_of[rows].tolist(), seed=4, **kw(rows)
-    )
+    ordered = compute_advantages(name, r[rows], valid[rows], group_ids=group_of[rows].tolist(), seed=4, **kw(rows))
     by_row = np.empty(n)
     by_row[rows] = ordered.advantages.numpy()
     np.testing.assert_allclose(shuffled.advantages.numpy(), by_row[perm], rtol=0, atol=1e-9)
@@ -593,7 +593,10 @@ R = np.random.default_rng(60).uniform(size=(8, 2, 3))
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: compute_advantages("vpo", R[:, 0, :], group_size=4), r"rewards must have shape \[N, m, d\].*rewards\[:, None, :\]"),
+        (
+            lambda: compute_advantages("vpo", R[:, 0, :], group_size=4),
+            r"rewards must have shape \[N, m, d\].*rewards\[:, None, :\]",
+        ),
         (lambda: compute_advantages("vpo", R[None], group_size=4), r"rewards must have shape \[N, m, d\]"),
         (lambda: compute_advantages("vpo", np.zeros((0, 2, 3)), group_size=2), "non-empty"),
         (lambda: compute_advantages("vpo", R, np.ones((8, 3), bool), group_size=4), r"valid must have shape \[N, m\]"),
@@ -602,13 +605,37 @@ R = np.random.default_rng(60).uniform(size=(8, 2, 3))
         (lambda: compute_advantages("vpo", R, group_size=4, target_weights=[0.5, 0.6, 0.1]), "sum to 1"),
         (lambda: compute_advantages("vpo", R, group_size=4, target_weights=[1.5, -0.5, 0.0]), "non-negative"),
         (lambda: compute_advantages("vpo", R, group_size=4, target_weights=[np.nan, 0.5, 0.5]), "NaN or inf"),
-        (lambda: compute_advantages("goal_conditioned", R[:, :1], group_size=4, rollout_weights=np.full((8, 3), 0.5)), "rollout_weights must sum to 1"),
-        (lambda: compute_advantages("goal_conditioned", R[:, :1], group_size=4, rollout_weights=np.full((8, 2), 0.5)), r"rollout_weights must have shape \[N, d\]"),
+        (
+            lambda: compute_advantages(
+                "goal_conditioned", R[:, :1], group_size=4, rollout_weights=np.full((8, 3), 0.5)
+            ),
+            "rollout_weights must sum to 1",
+        ),
+        (
+            lambda: compute_advantages(
+                "goal_conditioned", R[:, :1], group_size=4, rollout_weights=np.full((8, 2), 0.5)
+            ),
+            r"rollout_weights must have shape \[N, d\]",
+        ),
         (lambda: compute_advantages("goal_conditioned", R[:, :1], group_size=4), "needs rollout_weights"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_alpha=0.0)), "alpha must be a finite number > 0"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_alpha=-2.0)), "alpha must be a finite number > 0"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(num_weightings=0)), r"num_weightings \(K\) must be an integer >= 1"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_sampler="sobol", weight_alpha=2.0)), "Dir\\(1\\) only"),
+        (
+            lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_alpha=0.0)),
+            "alpha must be a finite number > 0",
+        ),
+        (
+            lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(weight_alpha=-2.0)),
+            "alpha must be a finite number > 0",
+        ),
+        (
+            lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(num_weightings=0)),
+            r"num_weightings \(K\) must be an integer >= 1",
+        ),
+        (
+            lambda: compute_advantages(
+                "vpo", R, group_size=4, config=EstimatorConfig(weight_sampler="sobol", weight_alpha=2.0)
+            ),
+            "Dir\\(1\\) only",
+        ),
         (lambda: compute_advantages("vpo", R, group_size=1), r"group_size G must be an integer >= 2"),
         (lambda: compute_advantages("vpo", R, group_size=3), "not a multiple of group_size=3"),
         (lambda: compute_advantages("vpo", R, group_ids=[0] * 7 + [1]), r"at least 2 rollouts \(G >= 2\)"),
@@ -618,7 +645,10 @@ R = np.random.default_rng(60).uniform(size=(8, 2, 3))
         (lambda: compute_advantages("grpo", R, group_size=4), "scores one answer per rollout but rewards have m=2"),
         (lambda: compute_advantages("ppo", R, group_size=4), "unknown estimator 'ppo'; available: "),
         (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(eps=0.0)), "eps must be > 0"),
-        (lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(invalid_score=np.nan)), "invalid_score must be finite"),
+        (
+            lambda: compute_advantages("vpo", R, group_size=4, config=EstimatorConfig(invalid_score=np.nan)),
+            "invalid_score must be finite",
+        ),
         (lambda: compute_advantages("vpo", [["a"]], group_size=4), "rewards must be a numeric array"),
     ],
 )
@@ -670,7 +700,9 @@ def test_set_score_helper_matches_loop_and_shapes():
     junk[~valid] = np.nan
     junk[4, 0] = np.inf
     assert torch.equal(set_score(junk, valid, w, invalid_score=-7.0), got)
-    torch.testing.assert_close(set_score(junk, valid, np.broadcast_to(w, (5, 6, 4)).copy(), invalid_score=-7.0), got, **EXACT)
+    torch.testing.assert_close(
+        set_score(junk, valid, np.broadcast_to(w, (5, 6, 4)).copy(), invalid_score=-7.0), got, **EXACT
+    )
     assert torch.equal(set_score(r, None, w), set_score(r, np.ones((5, 3), bool), w))
     with pytest.raises(ValueError, match=r"weights must have shape \[K, d\] or \[N, K, d\]"):
         set_score(r, valid, w[:, :3])

@@ -136,7 +136,9 @@ def test_ones_weighting_equals_target_weighting_with_uniform_w_star_up_to_eps():
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-5)
     w = np.array([0.6, 0.3, 0.1])
     c = compute_advantages("gdpo", r, group_size=4, target_weights=w).advantages
-    e = compute_advantages("gdpo", r, group_size=4, target_weights=w, config=EstimatorConfig(gdpo_weighting="ones")).advantages
+    e = compute_advantages(
+        "gdpo", r, group_size=4, target_weights=w, config=EstimatorConfig(gdpo_weighting="ones")
+    ).advantages
     assert float((c - e).abs().max()) > 0.1
 
 
@@ -173,11 +175,24 @@ def test_token_whitening_input_errors():
 def test_vpoconfig_passes_the_options_to_the_estimator():
     from vpo.train import VPOConfig
 
-    args = VPOConfig(output_dir="/tmp/unused", estimator="gdpo", gdpo_preset="reference", weight_schedule="per_row", report_to="none", use_cpu=True)
+    args = VPOConfig(
+        output_dir="/tmp/unused",
+        estimator="gdpo",
+        gdpo_preset="reference",
+        weight_schedule="per_row",
+        report_to="none",
+        use_cpu=True,
+    )
     cfg = args.estimator_config()
     assert (cfg.gdpo_weighting, cfg.gdpo_whitening, cfg.weight_schedule) == ("ones", "tokens", "per_row")
     with pytest.raises(ValueError, match="weight_schedule must be one of"):
-        VPOConfig(output_dir="/tmp/unused", estimator="random_weight", weight_schedule="per_epoch", report_to="none", use_cpu=True)
+        VPOConfig(
+            output_dir="/tmp/unused",
+            estimator="random_weight",
+            weight_schedule="per_epoch",
+            report_to="none",
+            use_cpu=True,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,9 +256,21 @@ def per_row_trainer(tmp_path, tiny_model_dir, char_task):
 
     def make(estimator, schedule, out):
         args = VPOConfig(
-            output_dir=str(tmp_path / out), estimator=estimator, num_answers=1, num_generations=4,
-            per_device_train_batch_size=8, max_completion_length=8, max_steps=3, learning_rate=1e-2, beta=0.0,
-            report_to="none", save_strategy="no", use_cpu=True, seed=3, train_size=3, disable_tqdm=True,
+            output_dir=str(tmp_path / out),
+            estimator=estimator,
+            num_answers=1,
+            num_generations=4,
+            per_device_train_batch_size=8,
+            max_completion_length=8,
+            max_steps=3,
+            learning_rate=1e-2,
+            beta=0.0,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            seed=3,
+            train_size=3,
+            disable_tqdm=True,
             weight_schedule=schedule,
         )
         return Recording(model=tiny_model_dir, args=args, task=char_task)
@@ -268,7 +295,9 @@ def test_trainer_per_row_weights_are_fixed_per_row_across_steps_and_instances(pe
     other = per_row_trainer("random_weight", "per_row", "b")
     other.state.global_step = 57  # another instance, later in the run
     inputs = [{"vpo_index": i} for i in sorted(by_row)]
-    assert [tuple(np.float32(x) for x in w) for w in other._goal_weights(inputs)] == [next(iter(by_row[i])) for i in sorted(by_row)]
+    assert [tuple(np.float32(x) for x in w) for w in other._goal_weights(inputs)] == [
+        next(iter(by_row[i])) for i in sorted(by_row)
+    ]
 
 
 def test_trainer_goal_conditioned_schedule(per_row_trainer):
@@ -308,16 +337,32 @@ def test_trainer_gdpo_token_whitening_uses_the_completion_lengths(tmp_path, tiny
             return out
 
     args = VPOConfig(
-        output_dir=str(tmp_path / "g"), estimator="gdpo", gdpo_preset="reference", num_generations=4,
-        per_device_train_batch_size=8, max_completion_length=12, max_steps=1, learning_rate=1e-2, beta=0.0,
-        report_to="none", save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True,
+        output_dir=str(tmp_path / "g"),
+        estimator="gdpo",
+        gdpo_preset="reference",
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        max_steps=1,
+        learning_rate=1e-2,
+        beta=0.0,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
     )
     tr = Recording(model=tiny_model_dir, args=args, task=char_task)
     tr.train()
     b = tr.vpo_last
     ref = compute_advantages(
-        "gdpo", b["rewards"].double(), b["valid"], group_size=4, target_weights=tr.vpo_target,
-        config=tr.vpo_estimator_config, response_lengths=tr.lengths,
+        "gdpo",
+        b["rewards"].double(),
+        b["valid"],
+        group_size=4,
+        target_weights=tr.vpo_target,
+        config=tr.vpo_estimator_config,
+        response_lengths=tr.lengths,
     ).advantages
     np.testing.assert_allclose(b["advantages"].double().numpy(), ref.numpy(), rtol=0, atol=1e-5)
     assert len(set(tr.lengths.tolist())) > 1  # unequal lengths, so the token weighting mattered
@@ -332,7 +377,9 @@ def test_trainer_gdpo_token_whitening_uses_the_completion_lengths(tmp_path, tiny
 FLAT_VALUES = [0.1, 0.806, 1 / 3, 0.6, 0.7, 2.5]  # values whose float mean of copies can round
 
 
-@pytest.mark.parametrize("name", ["vpo", "grpo", "multi_rlvr", "random_weight", "goal_conditioned", "max_at_k", "maxrl", "union_coverage"])
+@pytest.mark.parametrize(
+    "name", ["vpo", "grpo", "multi_rlvr", "random_weight", "goal_conditioned", "max_at_k", "maxrl", "union_coverage"]
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("compute_dtype", ["float32", "float64"])
 @pytest.mark.parametrize("G", [3, 8])
@@ -368,7 +415,9 @@ def test_gdpo_flat_batch_is_exactly_zero_and_flat_objectives_add_nothing():
     r = rng.random((12, 1, 3))
     r[:, 0, 2] = 1 / 3
     full = compute_advantages("gdpo", r, group_size=4, config=EstimatorConfig(gdpo_weighting="ones")).advantages
-    two = compute_advantages("gdpo", r[:, :, :2], group_size=4, config=EstimatorConfig(gdpo_weighting="ones")).advantages
+    two = compute_advantages(
+        "gdpo", r[:, :, :2], group_size=4, config=EstimatorConfig(gdpo_weighting="ones")
+    ).advantages
     assert torch.equal(full, two)
 
 
@@ -382,10 +431,15 @@ def _digits_task():
     from vpo.tasks import FunctionTask
 
     def digit(j):
-        return lambda ex, a: int([c for c in a if c.isdigit()][j]) / 9.0 if len([c for c in a if c.isdigit()]) > j else 0.0
+        return lambda ex, a: (
+            int([c for c in a if c.isdigit()][j]) / 9.0 if len([c for c in a if c.isdigit()]) > j else 0.0
+        )
 
-    return FunctionTask("conventions_test_digits", objectives={o: digit(j) for j, o in enumerate("xyz")},
-                        examples=[{"id": 0, "question": "Give three digits."}])
+    return FunctionTask(
+        "conventions_test_digits",
+        objectives={o: digit(j) for j, o in enumerate("xyz")},
+        examples=[{"id": 0, "question": "Give three digits."}],
+    )
 
 
 def test_verl_score_function_per_row_weights_and_set_objectives():
@@ -401,7 +455,9 @@ def test_verl_score_function_per_row_weights_and_set_objectives():
 
     def score(index, group, **kw):
         info = {"vpo_group": group} if index is None else {"index": index, "vpo_group": group}
-        return compute_score(src, "<answer_1>9 0 4</answer_1>", gt, info, method="vpo_random_weight", m=1, **kw)["score"]
+        return compute_score(src, "<answer_1>9 0 4</answer_1>", gt, info, method="vpo_random_weight", m=1, **kw)[
+            "score"
+        ]
 
     r = np.array([1.0, 0.0, 4 / 9])
     per_row = dict(weight_schedule="per_row", weight_seed=2)
@@ -411,6 +467,12 @@ def test_verl_score_function_per_row_weights_and_set_objectives():
     assert score(5, "uid-b") != score(5, "uid-a")  # per_step: keyed by the group uid
     with pytest.raises(ValueError, match="extra_info has no 'index'"):
         score(None, "uid-a", **per_row)
-    union = compute_score(src, "<answer_1>9 0 4</answer_1> <answer_2>0 9 0</answer_2>", gt, {"vpo_group": "g"},
-                          method="vpo_union_coverage", m=2)
+    union = compute_score(
+        src,
+        "<answer_1>9 0 4</answer_1> <answer_2>0 9 0</answer_2>",
+        gt,
+        {"vpo_group": "g"},
+        method="vpo_union_coverage",
+        m=2,
+    )
     assert union["score"] == pytest.approx(1 + 1 + 4 / 9, abs=1e-12)  # best x, best y, best z

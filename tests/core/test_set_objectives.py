@@ -107,12 +107,17 @@ def test_union_coverage_on_hand_built_sets():
     R = np.zeros((6, 3, 3))
     V = np.zeros((6, 3), dtype=bool)
     # group 1 (G = 3)
-    R[0] = [[1, 0, 0], [0, 1, 0], [0, 0, 0]]; V[0] = [1, 1, 1]  # noqa: E702  covers two objectives: 2
-    R[1] = [[1, 0, 0], [1, 0, 0], [0, 0, 0]]; V[1] = [1, 1, 0]  # noqa: E702  duplicate vectors: 1
-    R[2] = [[0.5, 0.5, 0.5], [9, 9, 9], [0.5, 0.5, 0.5]]; V[2] = [1, 0, 1]  # noqa: E702  invalid 9s ignored: 1.5
+    R[0] = [[1, 0, 0], [0, 1, 0], [0, 0, 0]]
+    V[0] = [1, 1, 1]  # noqa: E702  covers two objectives: 2
+    R[1] = [[1, 0, 0], [1, 0, 0], [0, 0, 0]]
+    V[1] = [1, 1, 0]  # noqa: E702  duplicate vectors: 1
+    R[2] = [[0.5, 0.5, 0.5], [9, 9, 9], [0.5, 0.5, 0.5]]
+    V[2] = [1, 0, 1]  # noqa: E702  invalid 9s ignored: 1.5
     # group 2: negative rewards, a tie and no valid answer
-    R[3] = [[-1, -2, -3], [-3, 0.5, -3], [0, 0, 0]]; V[3] = [1, 1, 0]  # noqa: E702  -1 + 0.5 - 3 = -3.5
-    R[4] = [[-1, 0.5, -3], [0, 0, 0], [0, 0, 0]]; V[4] = [1, 0, 0]  # noqa: E702  same coverage: -3.5
+    R[3] = [[-1, -2, -3], [-3, 0.5, -3], [0, 0, 0]]
+    V[3] = [1, 1, 0]  # noqa: E702  -1 + 0.5 - 3 = -3.5
+    R[4] = [[-1, 0.5, -3], [0, 0, 0], [0, 0, 0]]
+    V[4] = [1, 0, 0]  # noqa: E702  same coverage: -3.5
     V[5] = False  # no valid answer: invalid_score
     res = compute_advantages("union_coverage", R, V, group_size=3, config=EstimatorConfig(invalid_score=-4.0))
     np.testing.assert_allclose(res.scores.numpy(), [2.0, 1.0, 1.5, -3.5, -3.5, -4.0], **TIGHT)
@@ -149,7 +154,9 @@ def test_weights_reach_the_objective_only_when_asked(registered):
     registered("spy_none", spy("spy_none"))
     r = np.random.default_rng(0).random((6, 2, 3))
     cfg = EstimatorConfig(num_weightings=5)
-    compute_advantages("spy_weights", r, group_ids=[7, 7, 3, 3, 7, 3], config=cfg, seed=4, target_weights=[0.2, 0.3, 0.5])
+    compute_advantages(
+        "spy_weights", r, group_ids=[7, 7, 3, 3, 7, 3], config=cfg, seed=4, target_weights=[0.2, 0.3, 0.5]
+    )
     w, gi, t = seen["spy_weights"]
     assert w.shape == (2, 5, 3) and w.dtype == torch.float32  # compute_dtype
     assert torch.equal(w, SimplexSampler(5, seed=4).sample(2, 3, dtype=torch.float32))
@@ -169,7 +176,9 @@ def test_registration_errors(registered):
     registered("bad_shape", lambda r, v, w, g, t: r[:, 0, :])
     registered("bad_value", lambda r, v, w, g, t: r[:, 0, 0] / 0.0)
     r = np.random.default_rng(0).random((4, 2, 3))
-    with pytest.raises(ValueError, match=r"set objective 'bad_shape' must return a tensor of shape \[N\] = \(4,\); got \(4, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"set objective 'bad_shape' must return a tensor of shape \[N\] = \(4,\); got \(4, 3\)"
+    ):
         compute_advantages("bad_shape", r, group_size=2)
     with pytest.raises(ValueError, match="'bad_value' returned a NaN/inf score"):
         compute_advantages("bad_value", r, group_size=2)
@@ -181,7 +190,9 @@ def test_registration_errors(registered):
 
 def test_builtins_are_listed_everywhere(capsys):
     assert {"vpo", "multi_rlvr", "union_coverage"} <= set(list_set_objectives())
-    assert SET_OBJECTIVES["vpo"].normalization == "population" and SET_OBJECTIVES["multi_rlvr"].normalization == "bessel"
+    assert (
+        SET_OBJECTIVES["vpo"].normalization == "population" and SET_OBJECTIVES["multi_rlvr"].normalization == "bessel"
+    )
     from vpo.cli import main
 
     assert main(["estimators"]) == 0

@@ -321,7 +321,11 @@ def test_fixed_weights_are_the_eval_draw_and_stable():
         w = fixed_weights(d)
         assert w.shape == (64, d) and w.dtype == torch.float64
         assert_on_simplex(w)
-        expected = torch.ones(64, 1, dtype=torch.float64) if d == 1 else dirichlet(1, 64, d, 1.0, torch.Generator().manual_seed(1234))[0]
+        expected = (
+            torch.ones(64, 1, dtype=torch.float64)
+            if d == 1
+            else dirichlet(1, 64, d, 1.0, torch.Generator().manual_seed(1234))[0]
+        )
         assert torch.equal(w, expected)
     # a fresh tensor each call: mutating one does not change the next
     w = fixed_weights(3)
@@ -342,7 +346,9 @@ def test_training_diagnostics_score_pools_with_the_fixed_weights():
     r = torch.rand(12, 3, 4, generator=gen, dtype=torch.float64)
     valid = torch.rand(12, 3, generator=gen) > 0.3
     valid[5] = False  # a rollout without answers
-    res = compute_advantages("vpo", r, valid, group_size=4, config=EstimatorConfig(num_weightings=8, compute_dtype="float64"))
+    res = compute_advantages(
+        "vpo", r, valid, group_size=4, config=EstimatorConfig(num_weightings=8, compute_dtype="float64")
+    )
     w = fixed_weights(4)
     s = torch.where(valid.unsqueeze(-1), r @ w.T, torch.tensor(float("-inf"), dtype=torch.float64))  # [N, m, K]
     pool = s.view(3, 4 * 3, 64).amax(1).mean(-1)

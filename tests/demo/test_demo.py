@@ -45,8 +45,15 @@ def _k(entry, k):
 
 def test_report_files_hold_the_numbers(quick_demo):
     out, cfg, agg = quick_demo
-    for name in ("report.md", "demo.json", "best_at_k.png", "pareto_coverage.png", "preferences.png", "diversity.png",
-                 "training_curves.png"):
+    for name in (
+        "report.md",
+        "demo.json",
+        "best_at_k.png",
+        "pareto_coverage.png",
+        "preferences.png",
+        "diversity.png",
+        "training_curves.png",
+    ):
         assert (out / name).exists() and (out / name).stat().st_size > 0, name
     data = json.loads((out / "demo.json").read_text())
     methods = data["methods"]

@@ -14,7 +14,12 @@ from vpo.demo.analysis import DemoDataError, aggregate_runs, paired, run_stats, 
 from vpo.demo.config import DemoConfig
 from vpo.demo.jobs import Job, changed_settings, mark_done, run_jobs, stage_state
 from vpo.search.poolstats import (
-    completed_diversity, completed_mask, distinct_count, matched_prefix, pareto_coverage, union_coverage,
+    completed_diversity,
+    completed_mask,
+    distinct_count,
+    matched_prefix,
+    pareto_coverage,
+    union_coverage,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -58,10 +63,13 @@ def test_union_coverage_hand_computed():
 
 def test_pareto_coverage_hand_computed():
     fronts = [np.array([[1, 1, 0, 1], [1, 0, 1, 1], [1, 0.5, 0.5, 0]]), np.zeros((0, 4))]
-    pts = np.array([
-        [[1, 1, 0, 1], [1, 1, 0, 1], [0, 0, 0, 0]],  # hits 1 of 3 (twice)
-        [[1, 1, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]],  # empty front: NaN
-    ], dtype=float)
+    pts = np.array(
+        [
+            [[1, 1, 0, 1], [1, 1, 0, 1], [0, 0, 0, 0]],  # hits 1 of 3 (twice)
+            [[1, 1, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]],  # empty front: NaN
+        ],
+        dtype=float,
+    )
     cov = pareto_coverage(pts, np.ones((2, 3), bool), fronts)
     assert cov[0] == pytest.approx(1 / 3)
     assert np.isnan(cov[1])
@@ -136,9 +144,21 @@ def test_paired_difference_broadcasts_a_one_seed_baseline_and_refuses_mismatches
 
 def _fake_run(best: list[float], rng, ks=(1, 3)):
     P = len(best)
-    run = {name: rng.random(P) for name in ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout",
-                                             "tokens_per_answer", "completion_rate", "completed_diversity",
-                                             "distinct_routes", "union_coverage", "collinearity")}
+    run = {
+        name: rng.random(P)
+        for name in (
+            "reward_at_1",
+            "pass_at_1",
+            "diversity",
+            "tokens_per_rollout",
+            "tokens_per_answer",
+            "completion_rate",
+            "completed_diversity",
+            "distinct_routes",
+            "union_coverage",
+            "collinearity",
+        )
+    }
     b = np.asarray(best, dtype=float)
     for name in ("best_at_k", "ew_best_at_k", "pareto_coverage", "pref_w*"):
         run[name] = np.stack([b * (i + 1) for i in range(len(ks))], 1)
@@ -187,8 +207,15 @@ def test_run_stats_refuses_mazes_in_another_order():
     task = MazeTask(size=5, compact=True, budget_slack=0)
     exs = task.load("validation", n=3)
     ids = [e["id"] for e in exs]
-    pool = Pool(np.zeros((3, 1, 4)), np.ones((3, 1), bool), [0, 1, 2], ids[::-1], task.objectives,
-                task.target_weights, answers=[["U"], ["U"], ["U"]])
+    pool = Pool(
+        np.zeros((3, 1, 4)),
+        np.ones((3, 1), bool),
+        [0, 1, 2],
+        ids[::-1],
+        task.objectives,
+        task.target_weights,
+        answers=[["U"], ["U"], ["U"]],
+    )
     report = {"per_prompt": {"prompt_ids": ids[::-1]}, "metrics": {"best_at_k": {"k": [1]}}}
     with pytest.raises(DemoDataError, match="another order"):
         run_stats(report, pool, exs, [np.ones((1, 4))] * 3, {}, [1], 1)
@@ -212,8 +239,15 @@ def test_run_stats_on_a_hand_built_maze_pool():
         for text in (best.moves, best.moves + "U", "L", "hello"):
             answers.append([text])
             rewards.append([task.score(ex, text)])
-    pool = Pool(np.array(rewards), np.ones((8, 1), bool), [0, 0, 0, 0, 1, 1, 1, 1], [e["id"] for e in exs],
-                task.objectives, task.target_weights, answers=answers)
+    pool = Pool(
+        np.array(rewards),
+        np.ones((8, 1), bool),
+        [0, 0, 0, 0, 1, 1, 1, 1],
+        [e["id"] for e in exs],
+        task.objectives,
+        task.target_weights,
+        answers=answers,
+    )
     rep = evaluate(pool.rewards, pool.valid, pool.prompt_index, ks=[1, 4], prompt_ids=pool.prompt_ids, bootstrap=0)
     prefs = {"w*": np.full(4, 0.25)}
     st = run_stats(rep, pool, exs, fronts, prefs, [1, 4], 5)
@@ -250,14 +284,18 @@ def test_stage_state(tmp_path):
 def _job(tmp_path: Path, name: str, value: int, after=()) -> Job:
     out = tmp_path / f"{name}.txt"
     code = f"import pathlib; p = pathlib.Path({str(out)!r}); p.write_text(str({value}))"
-    return Job(name, [sys.executable, "-c", code], tmp_path / f"{name}.log", out, settings={"value": value}, after=list(after))
+    return Job(
+        name, [sys.executable, "-c", code], tmp_path / f"{name}.log", out, settings={"value": value}, after=list(after)
+    )
 
 
 @pytest.mark.parametrize("workers", [True, False], ids=["workers", "processes"])
 def test_run_jobs_resumes_and_reruns_changed_stages_and_their_dependants(tmp_path, capsys, workers):
     ran = run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers)
     assert set(ran) == {"a", "b"}
-    assert run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers) == {}  # all done: skipped
+    assert (
+        run_jobs([_job(tmp_path, "a", 1), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers) == {}
+    )  # all done: skipped
     capsys.readouterr()
     # a changed setting of "a" reruns a, and b because it depends on a
     ran = run_jobs([_job(tmp_path, "a", 2), _job(tmp_path, "b", 1, ["a"])], 2, workers=workers)
@@ -267,8 +305,15 @@ def test_run_jobs_resumes_and_reruns_changed_stages_and_their_dependants(tmp_pat
 
 
 def _code_job(tmp_path: Path, name: str, code: str, cost: float = 0.0, after=()) -> Job:
-    return Job(name, [sys.executable, "-c", code], tmp_path / f"{name}.log", tmp_path / f"{name}.txt",
-               settings={"code": code}, after=list(after), cost=cost)
+    return Job(
+        name,
+        [sys.executable, "-c", code],
+        tmp_path / f"{name}.log",
+        tmp_path / f"{name}.txt",
+        settings={"code": code},
+        after=list(after),
+        cost=cost,
+    )
 
 
 def test_worker_runs_jobs_in_one_process_longest_first_with_logs_and_exit_codes(tmp_path):
@@ -277,8 +322,18 @@ def test_worker_runs_jobs_in_one_process_longest_first_with_logs_and_exit_codes(
     their own logs, and a failing job stops the run with its traceback."""
     out = lambda n: str(tmp_path / f"{n}.txt")  # noqa: E731
     jobs = [
-        _code_job(tmp_path, "short", f"import builtins, os; print('short ran'); open({out('short')!r}, 'w').write(str(builtins.__dict__.get('_vpo_pid')) + ' ' + str(os.getpid()))", cost=1),
-        _code_job(tmp_path, "long", f"import builtins, os; builtins._vpo_pid = os.getpid(); print('long ran'); open({out('long')!r}, 'w').write('x')", cost=9),
+        _code_job(
+            tmp_path,
+            "short",
+            f"import builtins, os; print('short ran'); open({out('short')!r}, 'w').write(str(builtins.__dict__.get('_vpo_pid')) + ' ' + str(os.getpid()))",
+            cost=1,
+        ),
+        _code_job(
+            tmp_path,
+            "long",
+            f"import builtins, os; builtins._vpo_pid = os.getpid(); print('long ran'); open({out('long')!r}, 'w').write('x')",
+            cost=9,
+        ),
     ]
     assert set(run_jobs(jobs, 1, workers=True)) == {"short", "long"}
     seen_pid, own_pid = (tmp_path / "short.txt").read_text().split()
@@ -296,8 +351,12 @@ def test_worker_runs_jobs_in_one_process_longest_first_with_logs_and_exit_codes(
 
 def test_worker_runs_module_jobs_like_python_dash_m(tmp_path):
     """``-m vpo.cli ...`` in a worker behaves as the command does: a user error is one line, exit 2."""
-    job = Job("cli", [sys.executable, "-m", "vpo.cli", "eval", "--model", str(tmp_path / "missing")],
-              tmp_path / "cli.log", tmp_path / "never.json")
+    job = Job(
+        "cli",
+        [sys.executable, "-m", "vpo.cli", "eval", "--model", str(tmp_path / "missing")],
+        tmp_path / "cli.log",
+        tmp_path / "never.json",
+    )
     with pytest.raises(RuntimeError, match=r"exit 2"):
         run_jobs([job], 1, workers=True)
     log = (tmp_path / "cli.log").read_text()

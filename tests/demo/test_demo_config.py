@@ -133,7 +133,12 @@ def test_every_stage_records_the_settings_it_depends_on(tmp_path):
 
     base = DemoConfig(out=str(tmp_path), seeds=(0,), methods=("vpo",))
     h = lambda cfg: {j.name: settings_hash(j.settings) for j in build_jobs(cfg, tmp_path, tmp_path / "ws")}  # noqa: E731
-    a, lr, warm, ev = h(base), h(replace(base, rl_lr=4e-4)), h(replace(base, warm_steps=601)), h(replace(base, eval_temperature=1.0))
+    a, lr, warm, ev = (
+        h(base),
+        h(replace(base, rl_lr=4e-4)),
+        h(replace(base, warm_steps=601)),
+        h(replace(base, eval_temperature=1.0)),
+    )
     assert a["train vpo s0"] != lr["train vpo s0"] and a["eval vpo_s0"] != lr["eval vpo_s0"]
     assert a["eval warmstart_m1"] == lr["eval warmstart_m1"]
     assert all(a[k] != warm[k] for k in a)
@@ -160,8 +165,10 @@ def test_a_recorded_config_loads_back_equal(tmp_path):
 
     from vpo.demo.config import DemoConfig
 
-    for cfg in (DemoConfig(out=str(tmp_path)), DemoConfig(out=str(tmp_path), domain="prog", seeds=(0, 4), prog_slope=(0, 1),
-                                                            ks=(1, 5))):
+    for cfg in (
+        DemoConfig(out=str(tmp_path)),
+        DemoConfig(out=str(tmp_path), domain="prog", seeds=(0, 4), prog_slope=(0, 1), ks=(1, 5)),
+    ):
         (tmp_path / "demo_config.json").write_text(json.dumps(cfg.as_dict()))
         again = DemoConfig.load(tmp_path)
         assert again == cfg and isinstance(again.prog_slope, tuple) and isinstance(again.seeds, tuple)

@@ -36,10 +36,22 @@ producing identical jobs, configs and resume hashes."""
 def _jobs_digest(cfg: DemoConfig, out: Path) -> str:
     jobs = build_jobs(cfg, out, out / "warmstart")
     rel = lambda x: str(x).replace(str(out), "<OUT>")  # noqa: E731
-    rows = [[j.name, settings_hash(j.settings), [rel(a) for a in j.argv[1:]], list(j.after), j.cost, rel(j.done_marker),
-             rel(j.log)] for j in jobs]
+    rows = [
+        [
+            j.name,
+            settings_hash(j.settings),
+            [rel(a) for a in j.argv[1:]],
+            list(j.after),
+            j.cost,
+            rel(j.done_marker),
+            rel(j.log),
+        ]
+        for j in jobs
+    ]
     confs = sorted((p.name, rel(p.read_text())) for p in (out / "configs").glob("*.yaml"))
-    blob = json.dumps([rows, confs, settings_hash(cfg.warm_settings()), settings_hash(cfg.eval_settings())], sort_keys=True)
+    blob = json.dumps(
+        [rows, confs, settings_hash(cfg.warm_settings()), settings_hash(cfg.eval_settings())], sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -171,8 +183,11 @@ def test_prog_warm_start_pairs_are_valid_programs_in_both_formats():
             parse_program(a)  # raises if it does not parse
             assert len(a) <= ex["max_chars"]
     # mediocre by design: some pass a piece, few pass everything
-    scores = [task.score(train[i // 2], a).mean() for i, (_, c) in enumerate(pairs)
-              for a in parse_answers(c, (1, 3)[i % 2], task.answer_format)]
+    scores = [
+        task.score(train[i // 2], a).mean()
+        for i, (_, c) in enumerate(pairs)
+        for a in parse_answers(c, (1, 3)[i % 2], task.answer_format)
+    ]
     assert 0.2 < np.mean(scores) < 0.6
 
 
@@ -195,10 +210,21 @@ def _prog_pool(answers_per_problem: list[list[list[str]]]):
             rewards.append([task.score(ex, a) for a in roll])
             index.append(p)
     rewards = np.array(rewards)
-    pool = Pool(rewards, np.ones(rewards.shape[:2], bool), index, [e["id"] for e in exs], task.objectives,
-                task.target_weights, answers=answers)
-    return task, exs, pool, evaluate(pool.rewards, pool.valid, pool.prompt_index, ks=[1, 2, 4],
-                                     prompt_ids=pool.prompt_ids, bootstrap=0)
+    pool = Pool(
+        rewards,
+        np.ones(rewards.shape[:2], bool),
+        index,
+        [e["id"] for e in exs],
+        task.objectives,
+        task.target_weights,
+        answers=answers,
+    )
+    return (
+        task,
+        exs,
+        pool,
+        evaluate(pool.rewards, pool.valid, pool.prompt_index, ks=[1, 2, 4], prompt_ids=pool.prompt_ids, bootstrap=0),
+    )
 
 
 def _pieces(ex: dict) -> tuple[str, str]:
@@ -244,10 +270,14 @@ def test_aggregate_keeps_pass_at_k_for_prog_only():
     task = make_task(cfg)
     e0, e1 = task.load("validation", n=2)
     runs = {}
-    for key, rolls in (("warmstart_m1", [[[_pieces(e0)[0]]] * 4, [["x"]] * 4]),
-                       ("vpo", [[[e0["reference"]]] * 4, [[e1["reference"]]] + [["1"]] * 3])):
+    for key, rolls in (
+        ("warmstart_m1", [[[_pieces(e0)[0]]] * 4, [["x"]] * 4]),
+        ("vpo", [[[e0["reference"]]] * 4, [[e1["reference"]]] + [["1"]] * 3]),
+    ):
         _, exs, pool, rep = _prog_pool(rolls)
-        runs[key] = [run_stats(rep, pool, exs, prog_fronts(exs), {"w*": np.full(8, 1 / 8)}, [1, 2, 4], 3, domain="prog")]
+        runs[key] = [
+            run_stats(rep, pool, exs, prog_fronts(exs), {"w*": np.full(8, 1 / 8)}, [1, 2, 4], 3, domain="prog")
+        ]
     agg = aggregate_runs(cfg, runs, {"warmstart_m1": "Warm", "vpo": "VPO"}, {"warmstart_m1": 1, "vpo": 1}, ["w*"])
     assert agg["methods"]["vpo"]["pass_at_k"][4]["mean"] == pytest.approx(1.0)
     assert agg["methods"]["warmstart_m1"]["pass_at_k"][4]["mean"] == pytest.approx(0.0)
@@ -262,8 +292,19 @@ def test_aggregate_keeps_pass_at_k_for_prog_only():
 # end to end (slow)
 # ---------------------------------------------------------------------------------------------
 
-TINY = dict(split="validation", warm_steps=4, warm_threads=1, train_mazes=40, rl_steps=2, prompts_per_step=2,
-            num_generations=4, eval_mazes=6, eval_budget=6, ks=(1, 3, 6), bootstrap=50)
+TINY = dict(
+    split="validation",
+    warm_steps=4,
+    warm_threads=1,
+    train_mazes=40,
+    rl_steps=2,
+    prompts_per_step=2,
+    num_generations=4,
+    eval_mazes=6,
+    eval_budget=6,
+    ks=(1, 3, 6),
+    bootstrap=50,
+)
 """The pipeline's plumbing at the smallest size (a model this little trained this briefly learns nothing:
 the test checks that every stage runs on the prog task and reports in range, not what RL achieves)."""
 
@@ -276,9 +317,30 @@ def _check_evolve_study(demo: Path) -> None:
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "prog_evolve_study.py"
     out = demo / "evolve"
-    proc = subprocess.run([sys.executable, str(script), "--demo", str(demo), "--out", str(out), "--methods", "grpo,vpo",
-                           "--problems", "2", "--calls", "3", "--probe-calls", "1", "--jobs", "2", "--json"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--demo",
+            str(demo),
+            "--out",
+            str(out),
+            "--methods",
+            "grpo,vpo",
+            "--problems",
+            "2",
+            "--calls",
+            "3",
+            "--probe-calls",
+            "1",
+            "--jobs",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["problems"] == 2
     study = json.loads((out / "study.json").read_text())
@@ -309,7 +371,9 @@ def test_prog_demo_end_to_end_and_resume(tmp_path, capsys):
         best = [row["best_at_k"][str(k)]["mean"] for k in cfg.ks]
         pas = [row["pass_at_k"][str(k)]["mean"] for k in cfg.ks]
         assert all(0.0 <= p <= b + 1e-9 <= 1.0 + 1e-9 for p, b in zip(pas, best)), (key, pas, best)
-        assert all(b2 >= b1 - 1e-9 for b1, b2 in zip(best, best[1:])) and all(p2 >= p1 - 1e-9 for p1, p2 in zip(pas, pas[1:]))
+        assert all(b2 >= b1 - 1e-9 for b1, b2 in zip(best, best[1:])) and all(
+            p2 >= p1 - 1e-9 for p1, p2 in zip(pas, pas[1:])
+        )
         assert 0.0 <= row["pass_at_1"]["mean"] <= 1.0 and 0.0 <= row["completion_rate"]["mean"] <= 1.0
         assert 0.0 <= row["completed_diversity"]["mean"] <= 8.0 and 0.0 <= row["union_coverage"]["mean"] <= 8.0
         assert f"| {row['label']} |" in report

@@ -30,9 +30,25 @@ def _trl_trainer(model, args, task, callbacks):
 
     from vpo.train.trainer import build_task_dataset
 
-    kw = {k: getattr(args, k) for k in ("output_dir", "num_generations", "per_device_train_batch_size",
-          "max_completion_length", "max_steps", "learning_rate", "beta", "logging_steps", "report_to",
-          "save_strategy", "save_steps", "use_cpu", "seed", "disable_tqdm")}
+    kw = {
+        k: getattr(args, k)
+        for k in (
+            "output_dir",
+            "num_generations",
+            "per_device_train_batch_size",
+            "max_completion_length",
+            "max_steps",
+            "learning_rate",
+            "beta",
+            "logging_steps",
+            "report_to",
+            "save_strategy",
+            "save_steps",
+            "use_cpu",
+            "seed",
+            "disable_tqdm",
+        )
+    }
     gargs = GRPOConfig(**kw)
     ds = build_task_dataset(task, task.load("train"), 3, chat=False)
 

@@ -60,8 +60,17 @@ def build_taught_model(out_dir: str | Path, steps: int = 150) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        supervised_warm_start(base, out / "taught", pairs, steps=steps, batch_size=12, learning_rate=1e-2,
-                              warmup_steps=20, progress=False, log_every=50)
+        supervised_warm_start(
+            base,
+            out / "taught",
+            pairs,
+            steps=steps,
+            batch_size=12,
+            learning_rate=1e-2,
+            warmup_steps=20,
+            progress=False,
+            log_every=50,
+        )
     finally:
         torch.set_num_threads(threads)
     return out / "taught"

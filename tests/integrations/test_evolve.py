@@ -32,7 +32,7 @@ from vpo.integrations.evolve import (  # noqa: E402
     split_programs,
 )
 
-EVALUATOR = '''
+EVALUATOR = """
 import importlib.util
 import time
 
@@ -56,7 +56,7 @@ def evaluate(program_path):
         except Exception:
             out[f"test_{i}"] = 0.0
     return out
-'''
+"""
 
 
 def _prog(body: str) -> str:
@@ -92,7 +92,11 @@ def _load_db(checkpoint: Path, islands: int = 2):
 
 
 def test_split_programs_takes_the_first_m_fenced_blocks():
-    assert [p.strip() for p in split_programs(THREE, 3)] == ["def f(x):\n    return x", "def f(x):\n    return x * x", "def f(x):\n    return 2 * x"]
+    assert [p.strip() for p in split_programs(THREE, 3)] == [
+        "def f(x):\n    return x",
+        "def f(x):\n    return x * x",
+        "def f(x):\n    return 2 * x",
+    ]
     assert len(split_programs(THREE, 2)) == 2
     assert split_programs("no code at all", 3) == []
     assert split_programs("```python\n```", 3) == []  # an empty block is not a program
@@ -105,7 +109,9 @@ def test_m_programs_per_call_enter_openevolve_database_and_budget(square, tmp_pa
     vpo_llm, grpo_llm = ScriptedLLM([THREE]), ScriptedLLM([ONE])
     models = [EvolveModel("vpo", answers=3, client=vpo_llm), EvolveModel("grpo", answers=1, client=grpo_llm)]
     out = tmp_path / "out"
-    report = run_comparison([problem_from_dir(square)], models, EvolveSettings(budget=6, **SETTINGS), out, progress=False)
+    report = run_comparison(
+        [problem_from_dir(square)], models, EvolveSettings(budget=6, **SETTINGS), out, progress=False
+    )
 
     assert len(vpo_llm.calls) == 2 and len(grpo_llm.calls) == 6
     user = vpo_llm.calls[0]["messages"][0]["content"]
@@ -129,7 +135,9 @@ def test_m_programs_per_call_enter_openevolve_database_and_budget(square, tmp_pa
     # the programs are in OpenEvolve's own checkpoint, loadable by OpenEvolve's ProgramDatabase
     db = _load_db(run / "checkpoints" / "checkpoint_2")
     initial = [p for p in db.programs.values() if p.metadata.get("vpo_call") == 0]
-    call1 = sorted((p for p in db.programs.values() if p.metadata.get("vpo_call") == 1), key=lambda p: p.metadata["vpo_slot"])
+    call1 = sorted(
+        (p for p in db.programs.values() if p.metadata.get("vpo_call") == 1), key=lambda p: p.metadata["vpo_slot"]
+    )
     assert len(initial) == 1 and [p.metadata["vpo_slot"] for p in call1] == [0, 1, 2]
     assert {p.parent_id for p in call1} == {initial[0].id}
     assert {(p.generation, p.iteration_found) for p in call1} == {(1, 1)}
@@ -141,29 +149,49 @@ def test_m_programs_per_call_enter_openevolve_database_and_budget(square, tmp_pa
 
 def test_budget_truncates_the_last_call_and_malformed_output_costs_one_unit(square, tmp_path):
     prob = problem_from_dir(square)
-    s = evolve_problem(prob, EvolveModel("v", answers=3, client=ScriptedLLM([THREE])),
-                       EvolveSettings(budget=4, **SETTINGS), tmp_path / "a", progress=False)
+    s = evolve_problem(
+        prob,
+        EvolveModel("v", answers=3, client=ScriptedLLM([THREE])),
+        EvolveSettings(budget=4, **SETTINGS),
+        tmp_path / "a",
+        progress=False,
+    )
     hist = _history(tmp_path / "a")
     assert s["llm_calls"] == 2 and s["budget_used"] == 4
     assert (hist[2]["parsed"], hist[2]["units"]) == (3, 1)  # only the first answer of call 2 fits
     bad = ScriptedLLM(["I would square it, but here is no code.", _prog("x") + "\n" + _prog("x")])
-    s = evolve_problem(prob, EvolveModel("b", answers=3, client=bad), EvolveSettings(budget=4, **SETTINGS),
-                       tmp_path / "b", progress=False)
+    s = evolve_problem(
+        prob,
+        EvolveModel("b", answers=3, client=bad),
+        EvolveSettings(budget=4, **SETTINGS),
+        tmp_path / "b",
+        progress=False,
+    )
     hist = _history(tmp_path / "b")
     assert s["llm_calls"] == 3 and s["budget_used"] == 4 and s["malformed_calls"] == 2
     assert [h.get("malformed") for h in hist[1:]] == [True, False, True]
     assert hist[2]["units"] == 2 and hist[2]["duplicates"] == 1 and len(hist[2]["candidates"]) == 1
     # the calls unit counts LLM calls, whatever they yield
-    s = evolve_problem(prob, EvolveModel("c", answers=3, client=ScriptedLLM([THREE])),
-                       EvolveSettings(budget=2, budget_unit="calls", **SETTINGS), tmp_path / "c", progress=False)
+    s = evolve_problem(
+        prob,
+        EvolveModel("c", answers=3, client=ScriptedLLM([THREE])),
+        EvolveSettings(budget=2, budget_unit="calls", **SETTINGS),
+        tmp_path / "c",
+        progress=False,
+    )
     assert s["llm_calls"] == 2 and s["budget_used"] == 2 and s["candidates"] >= 4
 
 
 def test_evaluator_that_raises_or_hangs_scores_zero_and_the_run_goes_on(square, tmp_path):
     text = "\n".join([_prog("BOOM"), _prog("x  # HANG"), _prog("x * x")])
     t0 = time.monotonic()
-    s = evolve_problem(problem_from_dir(square), EvolveModel("v", answers=3, client=ScriptedLLM([text])),
-                       EvolveSettings(budget=3, eval_timeout=1.5, checkpoint_interval=5), tmp_path / "r", progress=False)
+    s = evolve_problem(
+        problem_from_dir(square),
+        EvolveModel("v", answers=3, client=ScriptedLLM([text])),
+        EvolveSettings(budget=3, eval_timeout=1.5, checkpoint_interval=5),
+        tmp_path / "r",
+        progress=False,
+    )
     elapsed = time.monotonic() - t0
     cands = _history(tmp_path / "r")[1]["candidates"]
     assert "raised ValueError: the evaluator refuses BOOM programs" in cands[0]["error"]
@@ -178,12 +206,22 @@ def test_evaluator_that_raises_or_hangs_scores_zero_and_the_run_goes_on(square, 
 def test_evaluator_that_cannot_load_is_a_clear_error(square, tmp_path):
     (square / "evaluator.py").write_text("def evaluate(path):\n    return {'x': 1.0\n")
     with pytest.raises(EvolveError, match="evaluator could not be loaded: SyntaxError"):
-        evolve_problem(problem_from_dir(square), EvolveModel("v", client=ScriptedLLM([ONE])),
-                       EvolveSettings(budget=1), tmp_path / "r", progress=False)
+        evolve_problem(
+            problem_from_dir(square),
+            EvolveModel("v", client=ScriptedLLM([ONE])),
+            EvolveSettings(budget=1),
+            tmp_path / "r",
+            progress=False,
+        )
     (square / "evaluator.py").write_text("def score(path):\n    return {}\n")
     with pytest.raises(EvolveError, match="defines no evaluate"):
-        evolve_problem(problem_from_dir(square), EvolveModel("v", client=ScriptedLLM([ONE])),
-                       EvolveSettings(budget=1), tmp_path / "r2", progress=False)
+        evolve_problem(
+            problem_from_dir(square),
+            EvolveModel("v", client=ScriptedLLM([ONE])),
+            EvolveSettings(budget=1),
+            tmp_path / "r2",
+            progress=False,
+        )
 
 
 def _free_port() -> int:
@@ -202,7 +240,6 @@ class ScriptedChatServer:
         outer = self
 
         class Handler(JSONHandler):
-
             def do_GET(self):
                 if self.path.endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": outer.model_id, "object": "model"}]})
@@ -215,11 +252,19 @@ class ScriptedChatServer:
                     return self._send(500, {"error": {"message": "scripted outage", "type": "server_error"}})
                 outer.requests.append(req)
                 text = outer.responses[(len(outer.requests) - 1) % len(outer.responses)]
-                self._send(200, {
-                    "id": "c", "object": "chat.completion", "created": 0, "model": outer.model_id,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "c",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": outer.model_id,
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+                    },
+                )
 
         self.httpd, thread, self.url = start_server(Handler)
         thread.start()
@@ -251,7 +296,9 @@ def test_endpoint_path_outage_keeps_checkpoint_and_resume_finishes(square, tmp_p
         assert [h["call"] for h in _history(tmp_path / "r") if not h.get("aborted")] == [0, 1, 2, 3]
         # a model id the server does not serve
         with pytest.raises(EvolveError, match=r"serves \['scripted-vpo'\], not 'other'"):
-            evolve_problem(prob, EvolveModel("x", api_base=server.url, model="other"), settings, tmp_path / "x", progress=False)
+            evolve_problem(
+                prob, EvolveModel("x", api_base=server.url, model="other"), settings, tmp_path / "x", progress=False
+            )
     finally:
         server.close()
 
@@ -271,9 +318,22 @@ def test_cli_runs_models_side_by_side_and_reports_user_errors(square, tmp_path, 
     script = tmp_path / "script.json"
     script.write_text(json.dumps([THREE]))
     out = tmp_path / "cli"
-    rc = main(["evolve", "--problem", str(square), "--budget", "3", "--out", str(out), "--no-progress",
-               "--model", f"name=vpo,answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
-               "--model", f"name=vpo-1,m=1,client=vpo.integrations.evolve:ScriptedLLM,script={script}"])
+    rc = main(
+        [
+            "evolve",
+            "--problem",
+            str(square),
+            "--budget",
+            "3",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--model",
+            f"name=vpo,answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
+            "--model",
+            f"name=vpo-1,m=1,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0 and "report:" in text
     report = json.loads((out / "report.json").read_text())
@@ -282,8 +342,20 @@ def test_cli_runs_models_side_by_side_and_reports_user_errors(square, tmp_path, 
     assert "name= is required" in capsys.readouterr().err
     assert main(["evolve", "--problem", str(tmp_path), "--model", "name=a,client=x:y"]) == 2
     assert "missing initial_program.py" in capsys.readouterr().err
-    assert main(["evolve", "--problem", str(square), "--model", f"name=a,api_base=http://127.0.0.1:{_free_port()}/v1",
-                 "--out", str(tmp_path / "o2")]) == 2
+    assert (
+        main(
+            [
+                "evolve",
+                "--problem",
+                str(square),
+                "--model",
+                f"name=a,api_base=http://127.0.0.1:{_free_port()}/v1",
+                "--out",
+                str(tmp_path / "o2"),
+            ]
+        )
+        == 2
+    )
     assert "cannot reach" in capsys.readouterr().err
 
 
@@ -310,8 +382,13 @@ def test_task_problems_score_through_a_vpo_task(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     probs = problems_from_task("evolve_toy_task:make", split="test")
     assert [p.name for p in probs] == ["toy_square-a"] and probs[0].objectives == ["t1", "t2", "t3"]
-    s = evolve_problem(probs[0], EvolveModel("v", answers=3, client=ScriptedLLM([THREE])),
-                       EvolveSettings(budget=3, **SETTINGS), tmp_path / "t", progress=False)
+    s = evolve_problem(
+        probs[0],
+        EvolveModel("v", answers=3, client=ScriptedLLM([THREE])),
+        EvolveSettings(budget=3, **SETTINGS),
+        tmp_path / "t",
+        progress=False,
+    )
     cands = _history(tmp_path / "t")[1]["candidates"]
     assert [c["rewards"] for c in cands] == [[1, 0, 0], [1, 1, 1], [0, 1, 0]]
     assert [c["score"] for c in cands] == [0.5, 1.0, 0.25]  # w* = (0.5, 0.25, 0.25)
@@ -322,8 +399,13 @@ def test_in_process_tiny_model_drives_a_run(square, tmp_path, tiny_model_dir):
     """The real model path without a server: a random tiny Qwen2 writes (junk) completions; the
     run counts its calls, records malformed outputs and finishes."""
     client = LocalHFClient(tiny_model_dir, max_new_tokens=24, seed=0)
-    s = evolve_problem(problem_from_dir(square), EvolveModel("tiny", answers=3, client=client),
-                       EvolveSettings(budget=2, budget_unit="calls", **SETTINGS), tmp_path / "tiny", progress=False)
+    s = evolve_problem(
+        problem_from_dir(square),
+        EvolveModel("tiny", answers=3, client=client),
+        EvolveSettings(budget=2, budget_unit="calls", **SETTINGS),
+        tmp_path / "tiny",
+        progress=False,
+    )
     assert client.num_calls == 2 and s["llm_calls"] == 2 and s["budget_used"] == 2
     hist = _history(tmp_path / "tiny")
     assert len(hist) == 3 and all("parsed" in h for h in hist[1:])
@@ -351,8 +433,13 @@ def test_code_task_problem_per_test_rewards(tmp_path):
     text = "\n---\n".join(
         f"```python\na, b = map(int, input().split())\nprint({expr})\n```" for expr in ("a - b", "a + b")
     )
-    s = evolve_problem(probs[0], EvolveModel("v", answers=2, client=ScriptedLLM([text])),
-                       EvolveSettings(budget=2, **SETTINGS), tmp_path / "code", progress=False)
+    s = evolve_problem(
+        probs[0],
+        EvolveModel("v", answers=2, client=ScriptedLLM([text])),
+        EvolveSettings(budget=2, **SETTINGS),
+        tmp_path / "code",
+        progress=False,
+    )
     cands = _history(tmp_path / "code")[1]["candidates"]
     assert cands[1]["rewards"] == [1.0] * 5 and cands[1]["solved"]
     assert cands[0]["rewards"][2] == 1.0 and 0 < cands[0]["score"] < 1  # "0 0" passes for a - b only
@@ -413,9 +500,22 @@ def test_package_keeps_the_old_import_paths_and_worker_entry_point():
 
     import vpo.integrations.evolve as ev
 
-    for name in ("EvolveError", "EvolveModel", "EvolveProblem", "EvolveSettings", "ScriptedLLM", "LocalHFClient",
-                 "split_programs", "problem_from_dir", "problems_from_task", "evolve_problem", "run_comparison",
-                 "plot_report", "check_endpoint", "shim_evaluate"):
+    for name in (
+        "EvolveError",
+        "EvolveModel",
+        "EvolveProblem",
+        "EvolveSettings",
+        "ScriptedLLM",
+        "LocalHFClient",
+        "split_programs",
+        "problem_from_dir",
+        "problems_from_task",
+        "evolve_problem",
+        "run_comparison",
+        "plot_report",
+        "check_endpoint",
+        "shim_evaluate",
+    ):
         assert name in ev.__all__ and hasattr(ev, name)
     from vpo.errors import VPOError
 

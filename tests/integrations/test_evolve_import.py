@@ -12,7 +12,7 @@ pytest.importorskip("openevolve", reason="openevolve is not installed (pip insta
 
 from vpo.integrations.evolve.worker import IMPORTS_ENV  # noqa: E402
 
-TASK_FILE = '''
+TASK_FILE = """
 from vpo.tasks import FunctionTask, register_task
 
 
@@ -32,7 +32,7 @@ def make():
     return FunctionTask("evolve_import_toy", objectives={f"t{k}": passes(k) for k in (1, 2, 3)},
         examples={"test": [{"id": "a", "question": "f(x) = x*x", "starter_code": "def f(x):\\n    return 0\\n"}]},
         target_weights=[0.5, 0.25, 0.25])
-'''
+"""
 
 
 def _prog(body: str) -> str:
@@ -50,8 +50,19 @@ def test_import_makes_a_user_registered_task_usable(tmp_path, monkeypatch, capsy
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["Ideas.\n" + "\n---\n".join([_prog("x"), _prog("x * x"), _prog("2 * x")])]))
     model = f"name=v,answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}"
-    args = ["evolve", "--task", "evolve_import_toy", "--budget", "3", "--no-progress", "--model", model,
-            "--eval-timeout", "20", "--out"]
+    args = [
+        "evolve",
+        "--task",
+        "evolve_import_toy",
+        "--budget",
+        "3",
+        "--no-progress",
+        "--model",
+        model,
+        "--eval-timeout",
+        "20",
+        "--out",
+    ]
 
     # without --import the name is unknown: one line, exit 2
     assert main(args + [str(tmp_path / "without")]) == 2

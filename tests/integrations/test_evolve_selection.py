@@ -74,8 +74,12 @@ def _db_with_both_islands():
     for island in (0, 1):
         for name, r in VECTORS.items():
             pid = f"{name}{island}"
-            db.programs[pid] = Program(id=pid, code=f"# {name}\n", metrics={"m0": r[0], "m1": r[1],
-                                       "combined_score": sum(r) / 2}, metadata={"vpo_rewards": r, "island": island})
+            db.programs[pid] = Program(
+                id=pid,
+                code=f"# {name}\n",
+                metrics={"m0": r[0], "m1": r[1], "combined_score": sum(r) / 2},
+                metadata={"vpo_rewards": r, "island": island},
+            )
             db.islands[island].add(pid)
     return db
 
@@ -85,8 +89,15 @@ def _rewards(p):
 
 
 def test_each_island_ranks_by_its_own_weighting():
-    sel = VPOSelector(WEIGHTS, _rewards, exploration_ratio=0.0, exploitation_ratio=1.0, elite_count=1,
-                      archive_parent_ratio=0.0, archive_inspirations=0)
+    sel = VPOSelector(
+        WEIGHTS,
+        _rewards,
+        exploration_ratio=0.0,
+        exploitation_ratio=1.0,
+        elite_count=1,
+        archive_parent_ratio=0.0,
+        archive_inspirations=0,
+    )
     db = _db_with_both_islands()
     progs = [db.programs[f"{n}0"] for n in "abcd"]
     assert [p.id[0] for p in sel.ranked(progs, 0)] == ["a", "c", "d", "b"]
@@ -175,13 +186,17 @@ def test_coverage_is_the_fraction_of_per_component_maxima_reached():
 def test_mutation_client_edits_the_current_program_reproducibly():
     import asyncio
 
-    prompt = ("## Top Performing Programs\n### Program 1\n```python\nA = 7\nB = 9\n\ndef f(x):\n    return A * x + B\n```\n"
-              "# Current Program\n```python\nA = 1\nB = 2\n\ndef f(x):\n    return A * x + B\n```\n"
-              "```python\n# Your rewritten program here\n```\nWrite 3 genuinely different programs, each ...")
+    prompt = (
+        "## Top Performing Programs\n### Program 1\n```python\nA = 7\nB = 9\n\ndef f(x):\n    return A * x + B\n```\n"
+        "# Current Program\n```python\nA = 1\nB = 2\n\ndef f(x):\n    return A * x + B\n```\n"
+        "```python\n# Your rewritten program here\n```\nWrite 3 genuinely different programs, each ..."
+    )
     cur, others = MutationLLM.programs_in(prompt)
     assert cur.startswith("A = 1") and len(others) == 1 and others[0].startswith("A = 7")
-    outs = [asyncio.run(MutationLLM(seed=s, crossover=0.0).generate_with_context("", [{"role": "user", "content": prompt}]))
-            for s in (0, 0, 1)]
+    outs = [
+        asyncio.run(MutationLLM(seed=s, crossover=0.0).generate_with_context("", [{"role": "user", "content": prompt}]))
+        for s in (0, 0, 1)
+    ]
     assert outs[0] == outs[1] and outs[0] != outs[2]
     from vpo.integrations.evolve import split_programs
 
@@ -191,13 +206,15 @@ def test_mutation_client_edits_the_current_program_reproducibly():
         a, b = (int(line.split("=")[1]) for line in p.splitlines()[:2])
         assert (a != 1) + (b != 2) == 1 and abs(a - 1) + abs(b - 2) <= 2
         assert "return A * x + B" in p
-    cross = asyncio.run(MutationLLM(seed=3, crossover=1.0).generate_with_context("", [{"role": "user", "content": prompt}]))
+    cross = asyncio.run(
+        MutationLLM(seed=3, crossover=1.0).generate_with_context("", [{"role": "user", "content": prompt}])
+    )
     assert any("A = 7" in p or "B = 9" in p or "A = 8" in p or "B = 10" in p for p in split_programs(cross, 3))
 
 
 # -- parallel evaluation ------------------------------------------------------------------------
 
-SLOW_EVALUATOR = '''
+SLOW_EVALUATOR = """
 import os
 import time
 
@@ -208,7 +225,7 @@ def evaluate(program_path):
     with open(os.environ["VPO_TEST_EVAL_LOG"], "a") as f:
         f.write(f"{os.getpid()} {t0} {time.time()}\\n")
     return {"t0": float("A = 1" in code), "t1": float("B = 1" in code), "t2": float("A = 1" in code and "B = 1" in code)}
-'''
+"""
 
 
 def _prog(a: int, b: int) -> str:
@@ -269,9 +286,28 @@ def test_cli_selection_vpo_end_to_end_writes_the_new_report_fields(tmp_path, cap
     from vpo.cli import main
 
     out = tmp_path / "out"
-    rc = main(["evolve", "--problem", str(EXAMPLES / "tradeoff"), "--selection", "vpo", "--islands", "2",
-               "--seed", "3", "--alpha", "0.5", "--budget", "12", "--no-progress", "--out", str(out),
-               "--model", "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=3"])
+    rc = main(
+        [
+            "evolve",
+            "--problem",
+            str(EXAMPLES / "tradeoff"),
+            "--selection",
+            "vpo",
+            "--islands",
+            "2",
+            "--seed",
+            "3",
+            "--alpha",
+            "0.5",
+            "--budget",
+            "12",
+            "--no-progress",
+            "--out",
+            str(out),
+            "--model",
+            "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=3",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "coverage" in printed and "archive" in printed
@@ -307,14 +343,38 @@ def test_vpo_run_is_reproducible_from_its_seed_across_processes(tmp_path):
     hists = []
     for hs in ("1", "2"):
         out = tmp_path / hs
-        cmd = [sys.executable, "-m", "vpo.cli", "evolve", "--problem", str(EXAMPLES / "poly_fit"), "--islands", "2",
-               "--budget", "12", "--no-progress", "--out", str(out), "--model",
-               "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=5,crossover=0.5"]
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "PYTHONHASHSEED": hs})
+        cmd = [
+            sys.executable,
+            "-m",
+            "vpo.cli",
+            "evolve",
+            "--problem",
+            str(EXAMPLES / "poly_fit"),
+            "--islands",
+            "2",
+            "--budget",
+            "12",
+            "--no-progress",
+            "--out",
+            str(out),
+            "--model",
+            "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=5,crossover=0.5",
+        ]
+        r = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": hs}
+        )
         assert r.returncode == 0, r.stderr[-2000:]
-        hists.append([(h.get("parent_id"), h.get("parent_from"), [(c["id"], c["rewards"]) for c in h["candidates"]],
-                       h["archive_ids"]) for h in _history(out / "mut" / "poly_fit")])
+        hists.append(
+            [
+                (
+                    h.get("parent_id"),
+                    h.get("parent_from"),
+                    [(c["id"], c["rewards"]) for c in h["candidates"]],
+                    h["archive_ids"],
+                )
+                for h in _history(out / "mut" / "poly_fit")
+            ]
+        )
     assert hists[0] == hists[1] and len(hists[0]) == 5
 
 
@@ -324,9 +384,14 @@ def test_the_archive_survives_resume(tmp_path):
     prob = problem_from_dir(EXAMPLES / "tradeoff")
     out = tmp_path / "run"
     for budget in (6, 12):
-        s = evolve_problem(prob, EvolveModel("m", answers=3, client=MutationLLM(seed=2)),
-                           EvolveSettings(budget=budget, num_islands=2, seed=2, checkpoint_interval=1), out,
-                           resume=budget == 12, progress=False)
+        s = evolve_problem(
+            prob,
+            EvolveModel("m", answers=3, client=MutationLLM(seed=2)),
+            EvolveSettings(budget=budget, num_islands=2, seed=2, checkpoint_interval=1),
+            out,
+            resume=budget == 12,
+            progress=False,
+        )
     hist = _history(out)
     assert [h["budget_used"] for h in hist] == [0, 3, 6, 9, 12]
     cands = [(c["id"], c["rewards"]) for h in hist for c in h["candidates"]]
@@ -340,8 +405,13 @@ def test_island_focus_in_the_prompt_and_default_selection_still_reports_the_arch
     runs = {}
     for sel in ("vpo", "default"):
         llm = MutationLLM(seed=1)
-        s = evolve_problem(prob, EvolveModel("m", answers=2, client=llm),
-                           EvolveSettings(budget=4, num_islands=2, selection=sel, seed=1), tmp_path / sel, progress=False)
+        s = evolve_problem(
+            prob,
+            EvolveModel("m", answers=2, client=llm),
+            EvolveSettings(budget=4, num_islands=2, selection=sel, seed=1),
+            tmp_path / sel,
+            progress=False,
+        )
         runs[sel] = (s, llm)
     s, llm = runs["vpo"]
     w = island_weights(2, 8, 1.0, 1)

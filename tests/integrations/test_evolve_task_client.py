@@ -98,6 +98,8 @@ def test_task_problems_are_the_tasks_own_split():
     use; it once passed the search seed to load, which replaces a generated task's split seed."""
     want = ProgTask(**OPTS).load("test", 5)
     got = [p.example for p in problems_from_task("prog", OPTS, split="test", n=5)]
-    assert [g["id"] for g in got] == [w["id"] for w in want] and [g["outputs"] for g in got] == [w["outputs"] for w in want]
+    assert [g["id"] for g in got] == [w["id"] for w in want] and [g["outputs"] for g in got] == [
+        w["outputs"] for w in want
+    ]
     other = problems_from_task("prog", OPTS, split="test", n=5, seed=3)  # an explicit load seed still works
     assert [p.example["outputs"] for p in other] != [w["outputs"] for w in want]

@@ -168,7 +168,9 @@ def test_hashed_weightings_error_vs_exact_matches_core_sampler():
     R = (rng.random((P * G, m, d)) < 0.5) * rng.random((P * G, m, d))
     V = rng.random((P * G, m)) < 0.8
     uids = [f"uid-{p}" for p in range(P) for _ in range(G)]
-    W = spacings_to_simplex(torch.quasirandom.SobolEngine(d - 1, scramble=True, seed=3).draw(2**14, dtype=torch.float64))
+    W = spacings_to_simplex(
+        torch.quasirandom.SobolEngine(d - 1, scramble=True, seed=3).draw(2**14, dtype=torch.float64)
+    )
     exact = compute_advantages(
         "vpo", set_score(R, V, W).numpy()[:, None, None], group_ids=uids, config=EstimatorConfig(num_weightings=1)
     ).advantages
@@ -177,7 +179,9 @@ def test_hashed_weightings_error_vs_exact_matches_core_sampler():
     for kind in ("iid", "sobol"):
         cfg = EstimatorConfig(weight_sampler=kind)
         hashed = [
-            compute_advantages("vpo", R, V, group_ids=uids, config=cfg, sampler=HashedGroupSampler(keys, 100, 1.0, kind, s))
+            compute_advantages(
+                "vpo", R, V, group_ids=uids, config=cfg, sampler=HashedGroupSampler(keys, 100, 1.0, kind, s)
+            )
             for s in range(4)
         ]
         core = [compute_advantages("vpo", R, V, group_ids=uids, config=cfg, seed=s) for s in range(4)]
@@ -232,7 +236,11 @@ def test_score_function_rejects_bad_configuration_clearly():
 
 @pytest.mark.parametrize(
     "old, new, value, clash",
-    [("alpha", "weight_alpha", 0.5, (0.5, 2.0)), ("sampler", "weight_sampler", "sobol", ("iid", "sobol")), ("seed", "weight_seed", 7, (7, 8))],
+    [
+        ("alpha", "weight_alpha", 0.5, (0.5, 2.0)),
+        ("sampler", "weight_sampler", "sobol", ("iid", "sobol")),
+        ("seed", "weight_seed", 7, (7, 8)),
+    ],
 )
 def test_score_function_reward_kwargs_deprecated_names(old, new, value, clash):
     """reward_kwargs use vpo train's names; the old ones map to them with a FutureWarning (they sit
@@ -275,8 +283,11 @@ def test_make_verl_rows_round_trip():
     assert rows[1]["data_source"] == f"vpo/{TASK}" and rows[1]["extra_info"] == {"split": "train", "index": 1}
     assert "<answer_3>" in rows[0]["prompt"][-1]["content"]
     out = compute_score(
-        rows[0]["data_source"], _completion(["9 9 9"]), rows[0]["reward_model"]["ground_truth"],
-        {**rows[0]["extra_info"], "vpo_group": "u"}, method="vpo",
+        rows[0]["data_source"],
+        _completion(["9 9 9"]),
+        rows[0]["reward_model"]["ground_truth"],
+        {**rows[0]["extra_info"], "vpo_group": "u"},
+        method="vpo",
     )
     assert out["score"] == pytest.approx(1.0)
 
@@ -291,7 +302,9 @@ def test_estimator_errors_name_the_veRL_setting():
     with pytest.raises(ValueError, match="uid"):
         est(tlr, mask, None)
     # a flat group gets zero advantage (docs/method.md §3)
-    adv, _ = est(torch.tensor([[1.0], [1.0], [0.0], [1.0]]), torch.ones(4, 1), np.array(["a", "a", "b", "b"], dtype=object))
+    adv, _ = est(
+        torch.tensor([[1.0], [1.0], [0.0], [1.0]]), torch.ones(4, 1), np.array(["a", "a", "b", "b"], dtype=object)
+    )
     assert adv[:2].abs().max() == 0 and adv[2, 0] < 0 < adv[3, 0]
 
 
@@ -346,7 +359,10 @@ def test_veRL_compute_advantage_dispatches_to_vpo_estimators(method):
     data, mask = _data_proto([o["score"] for o in outs], uids, lengths)
     out = compute_advantage(data, adv_estimator=method, config=AlgoConfig(adv_estimator=method))
     ref = compute_advantages(
-        VERL_METHODS[method], rewards, valid, group_ids=uids,
+        VERL_METHODS[method],
+        rewards,
+        valid,
+        group_ids=uids,
         sampler=HashedGroupSampler(list(dict.fromkeys(uids)), 100, 1.0, "iid", 0),
     )
     torch.testing.assert_close(out.batch["advantages"], ref.advantages.float()[:, None] * mask, atol=5e-5, rtol=0)
@@ -419,8 +435,15 @@ def test_example_launch_overrides_compose_with_veRLs_config(tmp_path):
 
     env = dict(os.environ, VPO_PRINT_OVERRIDES="1", DATA_DIR=str(tmp_path), NNODES="4", METHOD="vpo")
     out = subprocess.run(
-        ["bash", str(REPO / "examples/verl/run_vpo_musique.sh"), f"+reward.custom_reward_function.reward_kwargs.task={TASK}"],
-        capture_output=True, text=True, env=env, check=True,
+        [
+            "bash",
+            str(REPO / "examples/verl/run_vpo_musique.sh"),
+            f"+reward.custom_reward_function.reward_kwargs.task={TASK}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     overrides = out.stdout.strip().splitlines()
     # the command line's later task= wins in Hydra only for plain keys; drop the script's musique
@@ -434,7 +457,9 @@ def test_example_launch_overrides_compose_with_veRLs_config(tmp_path):
     assert resolve_reward_manager_cls(config).__name__ == "VPORewardManager"
     fn = get_custom_reward_fn(config)
     res = fn(
-        data_source=f"vpo/{TASK}", solution_str=_completion(["9 0 0"]), ground_truth=GT,
+        data_source=f"vpo/{TASK}",
+        solution_str=_completion(["9 0 0"]),
+        ground_truth=GT,
         extra_info={"vpo_group": "u", "vpo_method": "vpo"},
     )
     assert res["score"] == pytest.approx(_score(_completion(["9 0 0"]), "u")["score"])

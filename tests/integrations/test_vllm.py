@@ -115,9 +115,25 @@ def server(taught, tmp_path_factory):
     _vllm()
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(taught),
-           "--served-model-name", "taught", "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", "float32", "--enforce-eager", "--seed", "0", "--no-enable-chunked-prefill"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(taught),
+        "--served-model-name",
+        "taught",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--seed",
+        "0",
+        "--no-enable-chunked-prefill",
+    ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
@@ -133,7 +149,9 @@ def server(taught, tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the vLLM server was not ready after {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"the vLLM server was not ready after {SERVER_START_S} s:\n{log.read_text()[-3000:]}"
+                )
             time.sleep(1)
         yield url
     finally:
@@ -243,7 +261,9 @@ def test_served_model_through_the_endpoint(server, api, taught, greedy_reference
     assert pool.completions == [c for c in greedy_reference.completions for _ in range(2)]
     np.testing.assert_array_equal(pool.rewards[::2], greedy_reference.rewards)
     # the server strips the stop string and names it in stop_reason; the client puts it back
-    cut = _pool(gen, temperature=0.0, n_rollouts=1, max_new_tokens=60, endpoint=server, api=api, stop_at_last_answer=True)
+    cut = _pool(
+        gen, temperature=0.0, n_rollouts=1, max_new_tokens=60, endpoint=server, api=api, stop_at_last_answer=True
+    )
     assert cut.completions == [c[: c.index(STOP) + len(STOP)] for c in greedy_reference.completions]
     np.testing.assert_array_equal(cut.rewards, greedy_reference.rewards)
     short = _pool(gen, temperature=0.0, n_rollouts=1, max_new_tokens=5, endpoint=server, api=api)
@@ -258,11 +278,36 @@ def test_served_model_through_the_endpoint(server, api, taught, greedy_reference
 
 
 def _vpo_eval(out: Path, *args: str) -> dict:
-    cmd = [sys.executable, "-m", "vpo.cli", "eval", "--task", TASK_SPEC, "--m", str(M), "--rollouts", "2",
-           "--temperature", "0", "--max-new-tokens", "60", "--ks", "1,2,4", "--bootstrap", "50", "--quiet",
-           "--stop-at-last-answer", "--name", "run", "--out", str(out), *args]
-    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "vpo.cli",
+        "eval",
+        "--task",
+        TASK_SPEC,
+        "--m",
+        str(M),
+        "--rollouts",
+        "2",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "60",
+        "--ks",
+        "1,2,4",
+        "--bootstrap",
+        "50",
+        "--quiet",
+        "--stop-at-last-answer",
+        "--name",
+        "run",
+        "--out",
+        str(out),
+        *args,
+    ]
+    res = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     pool = np.load(out / "pool" / "pool.npz")
     lines = (out / "pool" / "rollouts.jsonl").read_text().splitlines()
@@ -285,4 +330,3 @@ def test_vpo_eval_cli_vllm_and_endpoint_match_transformers(server, taught, tmp_p
     assert best[0] == best[1] == best[2] and len(best[0]) == 3  # the same report numbers, k = 1, 2, 4
     names = [json.loads((tmp_path / d / "pool" / "meta.json").read_text())["backend"] for d in ("tf", "vllm", "served")]
     assert names == ["TransformersGenerator", "VLLMGenerator", "OpenAIGenerator"]
-

@@ -126,7 +126,8 @@ def _attacks(host_dir: str, victim: str, secret_file: str, port: int, marker: st
         "chmod_host_file": f"import os\nos.chmod({victim!r}, 0o777)\n" + ANSWER,
         "network_external": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\n" + ANSWER,
         "network_dns": "import socket\nsocket.getaddrinfo('example.com', 80)\n" + ANSWER,
-        "network_host_loopback": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n" + ANSWER,
+        "network_host_loopback": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        + ANSWER,
         "kill_parent": (
             "import os, signal\nworked = 0\n"
             f"for target in ({pid}, os.getppid(), 1):\n"
@@ -136,8 +137,10 @@ def _attacks(host_dir: str, victim: str, secret_file: str, port: int, marker: st
             "try:\n    os.kill(-1, signal.SIGKILL); worked += 1\nexcept OSError:\n    pass\n"
             "if worked:\n    " + ANSWER
         ),
-        "print_gigabytes": "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n" + ANSWER,
-        "fill_scratch_disk": "chunk = b'x' * (1 << 20)\nfor i in range(2048):\n    open(f'f{i}', 'wb').write(chunk)\n" + ANSWER,
+        "print_gigabytes": "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
+        + ANSWER,
+        "fill_scratch_disk": "chunk = b'x' * (1 << 20)\nfor i in range(2048):\n    open(f'f{i}', 'wb').write(chunk)\n"
+        + ANSWER,
         "read_parent_env": (
             "import os, glob\nseen = ' '.join(os.environ.values())\n"
             "for p in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline'):\n"
@@ -158,7 +161,7 @@ def _attacks(host_dir: str, victim: str, secret_file: str, port: int, marker: st
             "import os\n"
             "for fd in range(1024):\n"
             "    try:\n"
-            "        os.write(fd, b'{\"i\": 0, \"status\": \"ok\", \"stdout\": \"2\"}\\n{\"done\": true}\\n')\n"
+            '        os.write(fd, b\'{"i": 0, "status": "ok", "stdout": "2"}\\n{"done": true}\\n\')\n'
             "        os.close(fd)\n"
             "    except OSError:\n"
             "        pass\n"
@@ -190,8 +193,11 @@ def suite(tmp_path_factory):
         attacks = _attacks(host_dir, victim, secret_file, listener.port, marker)
         before = _tree_snapshot(host_dir)
         cfg = SandboxConfig(timeout_s=1.0, memory_mb=256, max_processes=8, scratch_root=scratch_root)
-        task = CodeTask([{"id": "double", "question": "print 2n", "tests": [{"input": "1\n", "output": "2\n"}]}],
-                        max_tests=4, sandbox=cfg)
+        task = CodeTask(
+            [{"id": "double", "question": "print 2n", "tests": [{"input": "1\n", "output": "2\n"}]}],
+            max_tests=4,
+            sandbox=cfg,
+        )
         problem = task.load()[0]
         t0 = time.perf_counter()
         evals = task.evaluate([problem], [list(attacks.values())])[0]
@@ -258,8 +264,18 @@ def test_statuses_name_the_limit_that_stopped_each_attack(suite):
     assert st["memory_bomb"] == "memory_limit"
     assert st["memory_grow"] == "memory_limit"
     assert st["print_gigabytes"] == "output_limit"
-    for name in ("write_outside_scratch", "write_tmp", "overwrite_host_file", "delete_host_files", "chmod_host_file",
-                 "network_external", "network_dns", "network_host_loopback", "read_root_only_file", "become_root"):
+    for name in (
+        "write_outside_scratch",
+        "write_tmp",
+        "overwrite_host_file",
+        "delete_host_files",
+        "chmod_host_file",
+        "network_external",
+        "network_dns",
+        "network_host_loopback",
+        "read_root_only_file",
+        "become_root",
+    ):
         assert _status_beyond_load(suite, name) == "runtime_error", (name, st[name])
     assert st["kill_parent"] == "ok" and suite["attacks"]["kill_parent"].result.outcomes[0].stdout == ""
     # the time limit held: nothing ran much past its 1 s budget
@@ -322,8 +338,10 @@ def test_per_sandbox_cgroups_are_removed():
 @needs_root
 def test_programs_run_as_a_unique_unprivileged_uid():
     sb = Sandbox(SandboxConfig(timeout_s=2.0))
-    res = sb.run("import os\nprint(os.getuid(), os.geteuid(), os.getgroups())\nprint(open('/proc/self/status').read())",
-                 [TestInput()])
+    res = sb.run(
+        "import os\nprint(os.getuid(), os.geteuid(), os.getgroups())\nprint(open('/proc/self/status').read())",
+        [TestInput()],
+    )
     first, status = res.outcomes[0].stdout.split("\n", 1)
     assert first == f"{res.uid} {res.uid} []"
     assert SANDBOX_UID_BASE < res.uid < SANDBOX_UID_BASE + 2**23
@@ -337,8 +355,7 @@ def test_programs_run_as_a_unique_unprivileged_uid():
 
 @pytest.fixture(scope="module")
 def sb(tmp_path_factory):
-    return Sandbox(SandboxConfig(timeout_s=1.0, memory_mb=256,
-                                 scratch_root=str(tmp_path_factory.mktemp("scratch"))))
+    return Sandbox(SandboxConfig(timeout_s=1.0, memory_mb=256, scratch_root=str(tmp_path_factory.mktemp("scratch"))))
 
 
 def test_one_interpreter_per_program_one_fork_per_test(sb):
@@ -381,8 +398,16 @@ def test_call_based_statuses(sb):
         "def leaves():\n    os._exit(0)\n"
         "class Solution:\n    def method(self, x):\n        return x * 3\n"
     )
-    res = sb.run(prog, [TestInput(call="good", args=(1, 2)), TestInput(call="bad_value"), TestInput(call="leaves"),
-                        TestInput(call="missing"), TestInput(call="method", args=("ab",))])
+    res = sb.run(
+        prog,
+        [
+            TestInput(call="good", args=(1, 2)),
+            TestInput(call="bad_value"),
+            TestInput(call="leaves"),
+            TestInput(call="missing"),
+            TestInput(call="method", args=("ab",)),
+        ],
+    )
     st = [o.status for o in res.outcomes]
     assert st == ["ok", "bad_return", "no_return", "no_function", "ok"]
     assert res.outcomes[0].value_json == '{"sum": 3, "pair": [1, 2]}'
@@ -448,8 +473,9 @@ def test_rlimits_mode_still_contains_fork_bombs_daemons_and_root_files(tmp_path)
     secret = tmp_path / "root_only.txt"
     secret.write_text("s")
     secret.chmod(0o600)
-    sb = Sandbox(SandboxConfig(timeout_s=1.0, isolation="rlimits", max_processes=8, memory_mb=256,
-                               scratch_root=str(tmp_path)))
+    sb = Sandbox(
+        SandboxConfig(timeout_s=1.0, isolation="rlimits", max_processes=8, memory_mb=256, scratch_root=str(tmp_path))
+    )
     progs = [
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
         f"import os\nif os.fork() == 0:\n    os.setsid()\n    os.execv('/bin/sleep', ['{marker}', '600'])\nprint(1)",
@@ -509,7 +535,9 @@ def test_signals_to_the_scoring_process_are_impossible_even_by_pid_guessing(sb):
     """Programs see only their own PID namespace: the caller's pid does not exist in there."""
     if not have("namespaces", NAMESPACES):
         skip_missing("namespaces", "needs a PID namespace")
-    prog = (f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('visible')\nexcept ProcessLookupError:\n"
-            "    print('absent')\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+    prog = (
+        f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('visible')\nexcept ProcessLookupError:\n"
+        "    print('absent')\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"
+    )
     out = sb.run(prog, [TestInput()]).outcomes[0].stdout.split()
     assert out[0] == "absent" and int(out[1]) <= 2  # PID 1 (the worker) and the test itself

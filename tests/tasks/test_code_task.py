@@ -45,8 +45,12 @@ TWO_SUM = (
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
-    cfg = SandboxConfig(timeout_s=0.7, memory_mb=256, scratch_root=str(tmp_path_factory.mktemp("scratch")),
-                        prelude=vpo.tasks.code.DEFAULT_PRELUDE)
+    cfg = SandboxConfig(
+        timeout_s=0.7,
+        memory_mb=256,
+        scratch_root=str(tmp_path_factory.mktemp("scratch")),
+        prelude=vpo.tasks.code.DEFAULT_PRELUDE,
+    )
     return CodeTask(str(FIX / "problems.jsonl"), sandbox=cfg)
 
 
@@ -66,19 +70,34 @@ def test_registry_builds_the_task_with_d_tests():
 
 def test_load_keeps_the_16_smallest_tests_in_order(problems):
     assert {k: len(p["tests"]) for k, p in problems.items()} == {
-        "add_two": 5, "double": 6, "two_sum": 4, "mean": 2, "square": 3, "echo20": 16}
+        "add_two": 5,
+        "double": 6,
+        "two_sum": 4,
+        "mean": 2,
+        "square": 3,
+        "echo20": 16,
+    }
     kept = [len(t["input"]) - 1 for t in problems["echo20"]["tests"]]
     # the 4 largest (40, 35, 33, 30 characters) are dropped, the rest keep their file order
     assert kept == [5, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
-    assert select_tests([{"input": "aa", "output": ""}, {"input": "b", "output": ""}], 1) == [{"input": "b", "output": ""}]
+    assert select_tests([{"input": "aa", "output": ""}, {"input": "b", "output": ""}], 1) == [
+        {"input": "b", "output": ""}
+    ]
 
 
 def test_hand_worked_reward_vectors(task, problems):
-    looping_on_3 = "n = int(input())\nif n == 3:\n    while True: pass\nif n == 5:\n    raise ValueError(n)\nprint(2 * n)\n"
+    looping_on_3 = (
+        "n = int(input())\nif n == 3:\n    while True: pass\nif n == 5:\n    raise ValueError(n)\nprint(2 * n)\n"
+    )
     ev = task.evaluate(
         [problems["add_two"], problems["double"], problems["double"], problems["two_sum"], problems["square"]],
-        [[ADD_RIGHT, ADD_ABS, "def broken(:\n"], [looping_on_3], ["print(2 * int(input())"], [TWO_SUM],
-         ["def square(x):\n    return x * x if x > 0 else 0\n", "def square(x):\n    return x ** 2\n"]],
+        [
+            [ADD_RIGHT, ADD_ABS, "def broken(:\n"],
+            [looping_on_3],
+            ["print(2 * int(input())"],
+            [TWO_SUM],
+            ["def square(x):\n    return x * x if x > 0 else 0\n", "def square(x):\n    return x ** 2\n"],
+        ],
     )
     right, partial, syntax = ev[0]
     assert right.passed == [True] * 5 and right.rewards.tolist() == [1.0] * 16
@@ -109,17 +128,26 @@ def test_fewer_tests_than_d_keeps_w_star_exact(task, problems):
 
 
 def test_float_tolerance_and_output_normalisation(task, problems):
-    ev = task.evaluate([problems["mean"]], [[
-        "n = int(input())\nxs = list(map(float, input().split()))\nprint(sum(xs) / n)\n",   # 2.3333333333333335
-        "n = int(input())\nxs = list(map(float, input().split()))\nprint(round(sum(xs) / n, 2))\n",  # 2.33: too far
-    ]])[0]
+    ev = task.evaluate(
+        [problems["mean"]],
+        [
+            [
+                "n = int(input())\nxs = list(map(float, input().split()))\nprint(sum(xs) / n)\n",  # 2.3333333333333335
+                "n = int(input())\nxs = list(map(float, input().split()))\nprint(round(sum(xs) / n, 2))\n",  # 2.33: too far
+            ]
+        ],
+    )[0]
     assert ev[0].passed == [True, True]
     assert ev[1].passed == [False, True]
     assert stdout_matches("1 2  \n3\n\n\n", "1 2\n3")
     assert not stdout_matches("1 2 3\n", "1 2\n3\n")
     assert stdout_matches("0.1000001\n", "0.1\n") and not stdout_matches("0.11\n", "0.1\n")
     assert json_values_equal([1, 2.0000000001], [1, 2]) and not json_values_equal([1, 2], [2, 1])
-    assert json_values_equal({"a": [1.5]}, {"a": [1.5]}) and not json_values_equal("1", 1) and not json_values_equal(True, 1)
+    assert (
+        json_values_equal({"a": [1.5]}, {"a": [1.5]})
+        and not json_values_equal("1", 1)
+        and not json_values_equal(True, 1)
+    )
 
 
 def test_duplicates_detected_by_ast():
@@ -167,8 +195,10 @@ def test_livecodebench_lite_rows_incl_compressed_private_tests(task):
     assert double["id"] == "lcb-double" and double["question"].startswith("Double it")
     assert [t["input"] for t in double["tests"]] == ["3\n", "4\n", "10\n"]  # public + decoded private
     assert mx["fn_name"] == "maxOf" and [t["expected"] for t in mx["tests"]] == [5, -1]
-    ev = task.evaluate([double, mx], [["print(2 * int(input()))"],
-                                      ["class Solution:\n    def maxOf(self, nums):\n        return max(nums)\n"]])
+    ev = task.evaluate(
+        [double, mx],
+        [["print(2 * int(input()))"], ["class Solution:\n    def maxOf(self, nums):\n        return max(nums)\n"]],
+    )
     assert ev[0][0].passed == [True] * 3 and ev[1][0].passed == [True, True]
 
 

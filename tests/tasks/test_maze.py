@@ -102,9 +102,20 @@ def test_budget_is_inclusive(hand):
 
 @pytest.mark.parametrize(
     "text",
-    ["RRDDRRUU", "r r d d r r u u", "R,R,D,D,R,R,U,U", "right right down down right right up up",
-     "Right, RIGHT, down,D, r; R -> U -> up", "R-R-D-D-R-R-U-U", "  rrddrruu\n", "[RRDDRRUU]",
-     '"RRDDRRUU"', "RRDDRRUU.", "R\u2192R\u2192D\u2192D\u2192R\u2192R\u2192U\u2192U", b"RRDDRRUU"],
+    [
+        "RRDDRRUU",
+        "r r d d r r u u",
+        "R,R,D,D,R,R,U,U",
+        "right right down down right right up up",
+        "Right, RIGHT, down,D, r; R -> U -> up",
+        "R-R-D-D-R-R-U-U",
+        "  rrddrruu\n",
+        "[RRDDRRUU]",
+        '"RRDDRRUU"',
+        "RRDDRRUU.",
+        "R\u2192R\u2192D\u2192D\u2192R\u2192R\u2192U\u2192U",
+        b"RRDDRRUU",
+    ],
 )
 def test_parse_variants(text):
     assert parse_route(text) == "RRDDRRUU"
@@ -112,8 +123,22 @@ def test_parse_variants(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "RRX", "go right", "1. R", "R R D D ?", "upp", "north", "<answer>RR</answer>",
-     None, 12, ["R"], b"\xff\xfe", "R" * 100_001],
+    [
+        "",
+        "   ",
+        "RRX",
+        "go right",
+        "1. R",
+        "R R D D ?",
+        "upp",
+        "north",
+        "<answer>RR</answer>",
+        None,
+        12,
+        ["R"],
+        b"\xff\xfe",
+        "R" * 100_001,
+    ],
 )
 def test_unparseable_scores_zero(hand, text):
     assert parse_route(text) is None
@@ -121,8 +146,11 @@ def test_unparseable_scores_zero(hand, text):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.text(max_size=300), st.binary(max_size=300),
-                 st.text(alphabet="UDLRudlr ,;->uprightdownleft", max_size=120)))
+@given(
+    st.one_of(
+        st.text(max_size=300), st.binary(max_size=300), st.text(alphabet="UDLRudlr ,;->uprightdownleft", max_size=120)
+    )
+)
 def test_any_answer_scores_a_valid_vector(text):
     r = MazeTask().score(HAND_EX, text)
     assert r.shape == (4,) and r.dtype == np.float64
@@ -133,8 +161,15 @@ def test_any_answer_scores_a_valid_vector(text):
 def test_huge_and_binary_answers_never_raise(hand):
     rng = np.random.default_rng(0)
     junk = rng.integers(0, 256, size=2_000_000, dtype=np.uint8).tobytes()
-    answers = ["U" * 1_000_000, "up " * 30_000, junk, junk.decode("latin-1"), "\x00" * 10_000,
-               "RRDDRRUU" + "\udcff", "R" * 99_000 + "X"]
+    answers = [
+        "U" * 1_000_000,
+        "up " * 30_000,
+        junk,
+        junk.decode("latin-1"),
+        "\x00" * 10_000,
+        "RRDDRRUU" + "\udcff",
+        "R" * 99_000 + "X",
+    ]
     t0 = time.perf_counter()
     for a in answers:
         r = score_route(hand, a)
@@ -159,8 +194,7 @@ def _reference_simulate(grid, budget, moves):
         if ch in got:
             got[ch].add(pos)
         if ch == "E":
-            return np.array([1, len(got["$"]) / total["$"], len(got["*"]) / total["*"],
-                             1 - len(got["~"]) / total["~"]])
+            return np.array([1, len(got["$"]) / total["$"], len(got["*"]) / total["*"], 1 - len(got["~"]) / total["~"]])
     return np.zeros(4)
 
 
@@ -253,8 +287,12 @@ def _check_instance(ex, cfg):
 
 @pytest.mark.parametrize(
     "options, n",
-    [({"size": 7}, 1000), ({"size": 5}, 300), ({"size": 7, "budget_slack": 0, "lava": (2, 3)}, 300),
-     ({"size": (5, 9), "items_per_zone": 2, "zone_radius": 1}, 100)],
+    [
+        ({"size": 7}, 1000),
+        ({"size": 5}, 300),
+        ({"size": 7, "budget_slack": 0, "lava": (2, 3)}, 300),
+        ({"size": (5, 9), "items_per_zone": 2, "zone_radius": 1}, 100),
+    ],
 )
 def test_generator_invariants(options, n):
     task = MazeTask(**options)
@@ -424,8 +462,10 @@ def test_task_registry_prompt_and_batch_scoring():
     refs = reference_routes(Maze.from_example(ex))
     g, d = refs["gold"].moves, refs["diamond"].moves
     spaced = ",".join(g.lower())
-    completions = [f"think <answer_1>{g}</answer_1><answer_2>{spaced}</answer_2><answer_3>{d}</answer_3>",
-                   "<answer_1>no idea</answer_1>"]
+    completions = [
+        f"think <answer_1>{g}</answer_1><answer_2>{spaced}</answer_2><answer_3>{d}</answer_3>",
+        "<answer_1>no idea</answer_1>",
+    ]
     batch = task.score_completions([ex, ex], completions, m=3)
     assert batch.rewards.shape == (2, 3, 4)
     assert batch.valid.tolist() == [[True, True, False], [True, False, False]]  # g == spaced: deduped
@@ -437,9 +477,16 @@ def test_task_registry_prompt_and_batch_scoring():
 
 @pytest.mark.parametrize(
     "options, match",
-    [({"size": 6}, "odd"), ({"size": 3}, "odd"), ({"zone_radius": 8}, "zone_radius"),
-     ({"items_per_zone": 7}, "items_per_zone"), ({"budget_slack": -1}, "budget_slack"),
-     ({"lava": (4, 2)}, "lava"), ({"extra_openings": "many"}, "extra_openings"), ({"seed": 1.5}, "seed")],
+    [
+        ({"size": 6}, "odd"),
+        ({"size": 3}, "odd"),
+        ({"zone_radius": 8}, "zone_radius"),
+        ({"items_per_zone": 7}, "items_per_zone"),
+        ({"budget_slack": -1}, "budget_slack"),
+        ({"lava": (4, 2)}, "lava"),
+        ({"extra_openings": "many"}, "extra_openings"),
+        ({"seed": 1.5}, "seed"),
+    ],
 )
 def test_bad_options_are_clear(options, match):
     with pytest.raises(ValueError, match=match):

@@ -111,7 +111,9 @@ def test_no_gold_scores_zero_unlike_the_default_variant():
     np.testing.assert_array_equal(score_answer(maze, "RIGHT RIGHT RIGHT"), [1, 0, 1, 1])
     np.testing.assert_array_equal(score_answer(maze, "RIGHT RIGHT RIGHT", "linear"), [1, 0, 1, 1])
     # the default variant scores a missing kind 1
-    np.testing.assert_array_equal(reward_vector(maze.as_default_maze(), run_route(maze.as_default_maze(), "RRR")), [1, 1, 1, 1])
+    np.testing.assert_array_equal(
+        reward_vector(maze.as_default_maze(), run_route(maze.as_default_maze(), "RRR")), [1, 1, 1, 1]
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -197,7 +199,11 @@ def test_extract_moves(text, moves):
         ("UP RIGHT\n---\nDOWN\n---\n\n---\nLEFT\n---\nUP", 3, ["UP RIGHT", "DOWN", "LEFT"]),
         ("---- UP", 2, ["---- UP", ""]),  # parts "" and "- UP": one non-blank part, so the whole text
         # --- comes before <answer>: two parts, the first holding both answer tags
-        ("<answer>UP</answer> <answer>DOWN</answer> --- LEFT", 3, ["<answer>UP</answer> <answer>DOWN</answer>", "LEFT", ""]),
+        (
+            "<answer>UP</answer> <answer>DOWN</answer> --- LEFT",
+            3,
+            ["<answer>UP</answer> <answer>DOWN</answer>", "LEFT", ""],
+        ),
         # 3. at least two <answer> bodies
         ("<answer>UP</answer> or <Answer>DOWN</answer>", 3, ["UP", "DOWN", ""]),
         # 4. else the whole response is route 1 (a single <answer> included)
@@ -425,10 +431,12 @@ def test_pool_generation_and_evaluation_use_the_reference_rules():
     hand = {"id": "hand", "grid": list(HAND), "budget": 9}
     pinned = {"id": "seed42", "grid": list(SEED42), "budget": 25}
     a, b = SEED42_ROUTES[0][0], SEED42_ROUTES[2][0]
-    gen = ScriptedGenerator([
-        f"<route_1>{words('RRDDRRDD')}</route_1><route_2>{words('DDRRRRDD')}</route_2>",
-        f"{words(a)}\n---\n{words(b)}",
-    ])
+    gen = ScriptedGenerator(
+        [
+            f"<route_1>{words('RRDDRRDD')}</route_1><route_2>{words('DDRRRRDD')}</route_2>",
+            f"{words(a)}\n---\n{words(b)}",
+        ]
+    )
     pool = generate_pool(task=task, examples=[hand, pinned], generator=gen, m=2, n_rollouts=1, progress=False)
     assert isinstance(pool, Pool) and "<route_2>" in gen.prompts[0] and "B (bonus)" in gen.prompts[1]
     np.testing.assert_allclose(pool.rewards[0], [[1, 2 / 3, 3 / 8, 1], [1, 0, 3 / 8, 3 / 8]])
@@ -455,9 +463,37 @@ def test_vpo_eval_cli_takes_the_variant(tiny_model_dir, tmp_path, capsys):
     (model / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 1536}))
     model = str(model)
     out = tmp_path / "run"
-    code = vpo_main(["eval", "--model", model, "--task", "maze", "--task-options", '{"variant": "reference"}',
-                     "--num-prompts", "2", "--m", "2", "--rollouts", "2", "--max-new-tokens", "8", "--threads", "1",
-                     "--ks", "1,2", "--eval-seeds", "1", "--bootstrap", "0", "--out", str(out), "--quiet", "--no-plots"])
+    code = vpo_main(
+        [
+            "eval",
+            "--model",
+            model,
+            "--task",
+            "maze",
+            "--task-options",
+            '{"variant": "reference"}',
+            "--num-prompts",
+            "2",
+            "--m",
+            "2",
+            "--rollouts",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--threads",
+            "1",
+            "--ks",
+            "1,2",
+            "--eval-seeds",
+            "1",
+            "--bootstrap",
+            "0",
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-plots",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     pool = load_pool(out / "pool")
@@ -487,8 +523,10 @@ def test_training_inputs_the_trainer_builds():
     row = ds[0]
     assert "<route_2>...</route_2>" in row["prompt"][0]["content"] and "B (bonus)" in row["prompt"][0]["content"]
     ex = json.loads(row[EXAMPLE_COLUMN])
-    group = [f"<route_1>{words(a)}</route_1><route_2>{words(b)}</route_2>"
-             for a, b in [("RRDDRRDD", "DDRRRRDD"), ("RRRRDDDD", "RRRRDDDD"), ("RRDD", "")]]
+    group = [
+        f"<route_1>{words(a)}</route_1><route_2>{words(b)}</route_2>"
+        for a, b in [("RRDDRRDD", "DDRRRRDD"), ("RRRRDDDD", "RRRRDDDD"), ("RRDD", "")]
+    ]
     batch = task.score_completions([ex] * 3, group, m=2)
     assert batch.valid.tolist() == [[True, True], [True, False], [True, False]]
     adv = compute_advantages("vpo", batch.rewards, batch.valid, group_size=3, seed=0).advantages
@@ -502,8 +540,11 @@ def _split_routes_by_regex(text, m):
     """The fallbacks written with non-greedy regexes (quadratic on adversarial text, fine here)."""
     import re
 
-    tagged = [h.group(1) for i in range(1, m + 1)
-              if (h := re.search(rf"<route_{i}>(.*?)</route_{i}>", text, re.DOTALL | re.IGNORECASE))]
+    tagged = [
+        h.group(1)
+        for i in range(1, m + 1)
+        if (h := re.search(rf"<route_{i}>(.*?)</route_{i}>", text, re.DOTALL | re.IGNORECASE))
+    ]
     parts = [p.strip() for p in text.split("---") if p.strip()]
     answers = re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL | re.IGNORECASE)
     routes = tagged or (parts if len(parts) >= 2 else answers if len(answers) >= 2 else [text])
@@ -513,8 +554,27 @@ def _split_routes_by_regex(text, m):
 def test_split_routes_is_the_regex_rule_in_linear_time():
     import time
 
-    toks = ["<route_1>", "</route_1>", "<ROUTE_2>", "</route_2>", "</Route_3>", "<route_3>", "<answer>", "</answer>",
-            "<Answer>", "</ANSWER>", "UP", " down ", "---", "-", "x", "\n", "İ", "<route_1", ">"]
+    toks = [
+        "<route_1>",
+        "</route_1>",
+        "<ROUTE_2>",
+        "</route_2>",
+        "</Route_3>",
+        "<route_3>",
+        "<answer>",
+        "</answer>",
+        "<Answer>",
+        "</ANSWER>",
+        "UP",
+        " down ",
+        "---",
+        "-",
+        "x",
+        "\n",
+        "İ",
+        "<route_1",
+        ">",
+    ]
     rng = random.Random(1)
     for _ in range(3000):
         text = "".join(rng.choice(toks) for _ in range(rng.randrange(0, 25)))

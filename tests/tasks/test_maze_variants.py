@@ -18,8 +18,11 @@ def test_shared_zones_put_both_items_in_one_corner_and_a_route_collects_both():
         maze = Maze.from_example(ex)
         items = _zone_items(maze, "$") + _zone_items(maze, "*")
         corners = [(0, 0), (0, 4), (4, 0), (4, 4)]
-        near = [min(abs(r - cr) + abs(c - cc) for r, c in items) <= 2 and max(abs(r - cr) + abs(c - cc) for r, c in items) <= 2
-                for cr, cc in corners]
+        near = [
+            min(abs(r - cr) + abs(c - cc) for r, c in items) <= 2
+            and max(abs(r - cr) + abs(c - cc) for r, c in items) <= 2
+            for cr, cc in corners
+        ]
         assert sum(near) == 1, maze.grid  # every item within the zone radius of one corner
         fronts = np.stack([r.reward for r in pareto_routes(maze)])
         assert ((fronts[:, 1] > 0) & (fronts[:, 2] > 0)).any(), maze.grid  # one route collects both kinds

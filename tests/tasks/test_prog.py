@@ -33,8 +33,13 @@ from vpo.tasks.prog_lang import (
 
 # f(x) = 2x+1 below 5, 3x-4 from 5 on; the two lines cross at x = 5, which is not a test input
 XS = [0, 1, 2, 3, 6, 7, 8, 9]
-EXAMPLE = {"inputs": XS, "outputs": [1, 3, 5, 7, 14, 17, 20, 23], "shown": list(range(8)),
-           "piece": [0, 0, 0, 0, 1, 1, 1, 1], "max_chars": 40}
+EXAMPLE = {
+    "inputs": XS,
+    "outputs": [1, 3, 5, 7, 14, 17, 20, 23],
+    "shown": list(range(8)),
+    "piece": [0, 0, 0, 0, 1, 1, 1, 1],
+    "max_chars": 40,
+}
 
 HAND_WORKED = [
     ("x<5?2*x+1:3*x-4", [1, 1, 1, 1, 1, 1, 1, 1]),  # the reference
@@ -112,9 +117,31 @@ def test_semantics_match_plain_python(program, reference):
     assert list(run_program(program, xs).outputs) == [reference(x) for x in xs]
 
 
-@pytest.mark.parametrize("bad", ["x<3<5", "x=1=1", "x<5?1", "min(x)", "max(x,1,2)", "abs(x,1)", "x y", "1x",
-                                 "()", "x+", "*x", "?:", "y", "print(1)", "__import__('os')", "3.5", "x**2",
-                                 "1e3", "x<=3", "\u0663"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "x<3<5",
+        "x=1=1",
+        "x<5?1",
+        "min(x)",
+        "max(x,1,2)",
+        "abs(x,1)",
+        "x y",
+        "1x",
+        "()",
+        "x+",
+        "*x",
+        "?:",
+        "y",
+        "print(1)",
+        "__import__('os')",
+        "3.5",
+        "x**2",
+        "1e3",
+        "x<=3",
+        "\u0663",
+    ],
+)
 def test_syntax_errors_are_clean(bad):
     res = run_program(bad, [0, 1])
     assert res.program is None and res.outputs == (None, None)
@@ -150,7 +177,9 @@ def test_bounds_depth_and_budget():
     assert run_program(None, [1]).outputs == (None,)
 
 
-@pytest.mark.parametrize("text", [p for p, _ in SEMANTICS] + [p for p, _ in HAND_WORKED if p not in ("x<5?", "2x+1", "")])
+@pytest.mark.parametrize(
+    "text", [p for p, _ in SEMANTICS] + [p for p, _ in HAND_WORKED if p not in ("x<5?", "2x+1", "")]
+)
 def test_render_is_a_fixed_point_of_parsing(text):
     node = parse_program(text)
     assert parse_program(render(node)) == node
@@ -224,7 +253,11 @@ def test_splits_are_deterministic_disjoint_and_prefix_stable():
     assert not (keys[0] & keys[1]) and not (keys[0] & keys[2]) and not (keys[1] & keys[2])
     assert ProgTask().load("validation") == val
     assert task.load("validation", 10) == val[:10]
-    assert {e["seed"] for e in train} == {42} and {e["seed"] for e in val} == {2142} and {e["seed"] for e in test} == {4242}
+    assert (
+        {e["seed"] for e in train} == {42}
+        and {e["seed"] for e in val} == {2142}
+        and {e["seed"] for e in test} == {4242}
+    )
     assert ProgTask(seed=7).load("train", 5) != train[:5]
     assert task.load("test", 5, seed=99) != test[:5]
     again = task.load("test", 5, exclude=test[:2])
@@ -241,9 +274,22 @@ PINNED = ([1, 3, 4, 5, 8, 10, 11, 14], [2, 2, 2, 2, 28, 34, 37, 46], "x<7?2:3*x+
 
 
 def test_generator_validates_its_options():
-    for bad in [dict(tests=1), dict(tests=17), dict(pieces=4), dict(cases="prime"), dict(cases="parity", pieces=3),
-                dict(tests=5, min_piece=3), dict(inputs=(0, 5)), dict(slope=(3, 1)), dict(slope=0, intercept=0),
-                dict(min_piece=1), dict(shown=3), dict(seed="a"), dict(instruction="loud"), dict(max_chars=0)]:
+    for bad in [
+        dict(tests=1),
+        dict(tests=17),
+        dict(pieces=4),
+        dict(cases="prime"),
+        dict(cases="parity", pieces=3),
+        dict(tests=5, min_piece=3),
+        dict(inputs=(0, 5)),
+        dict(slope=(3, 1)),
+        dict(slope=0, intercept=0),
+        dict(min_piece=1),
+        dict(shown=3),
+        dict(seed="a"),
+        dict(instruction="loud"),
+        dict(max_chars=0),
+    ]:
         with pytest.raises(ValueError):
             ProgTask(**bad)
     with pytest.raises(RuntimeError, match="max_chars"):
@@ -333,7 +379,9 @@ def test_random_program_slopes_option():
     from vpo.tasks.prog_lang import run_program
 
     ex = ProgTask(compact=True).load("validation", 1)[0]
-    assert [random_program(ex, s).program for s in range(40)] == [random_program(ex, s, slopes=(0, 3)).program for s in range(40)]
+    assert [random_program(ex, s).program for s in range(40)] == [
+        random_program(ex, s, slopes=(0, 3)).program for s in range(40)
+    ]
     flat = ProgTask(compact=True, slope=0).load("validation", 5)
     for e in flat:
         for s in range(30):  # single lines with p_fit=0 are all fallbacks: constants taken from shown outputs
@@ -347,8 +395,11 @@ def test_random_program_slopes_option():
 def test_random_program_uses_only_the_shown_examples():
     ex = {**EXAMPLE, "shown": [0, 1, 4, 5]}
     hidden = {2: (-50, 999), 3: (-51, 998), 6: (70, 997), 7: (71, 996)}  # other hidden tests: same programs
-    other = {**ex, "inputs": [hidden.get(i, (x, 0))[0] for i, x in enumerate(XS)],
-             "outputs": [hidden.get(i, (0, y))[1] for i, y in enumerate(EXAMPLE["outputs"])]}
+    other = {
+        **ex,
+        "inputs": [hidden.get(i, (x, 0))[0] for i, x in enumerate(XS)],
+        "outputs": [hidden.get(i, (0, y))[1] for i, y in enumerate(EXAMPLE["outputs"])],
+    }
     assert [random_program(ex, s).program for s in range(50)] == [random_program(other, s).program for s in range(50)]
 
 

@@ -18,8 +18,40 @@ TIME_LIMIT_S = 1.0
 """One run of a program of at most 200 characters on 16 inputs takes well under a millisecond; a
 second allows for a loaded shared machine while still catching anything that loops or backtracks."""
 
-TOKENS = ["x", "0", "1", "2", "7", "12", "999999999", "+", "-", "*", "/", "//", "%", "<", ">", "=", "==", "?", ":",
-          "(", ")", ",", "min", "max", "abs", " ", "((", "))", "--", "y", ".", "\n"]
+TOKENS = [
+    "x",
+    "0",
+    "1",
+    "2",
+    "7",
+    "12",
+    "999999999",
+    "+",
+    "-",
+    "*",
+    "/",
+    "//",
+    "%",
+    "<",
+    ">",
+    "=",
+    "==",
+    "?",
+    ":",
+    "(",
+    ")",
+    ",",
+    "min",
+    "max",
+    "abs",
+    " ",
+    "((",
+    "))",
+    "--",
+    "y",
+    ".",
+    "\n",
+]
 INPUTS = [-8, -1, 0, 1, 2, 5, 15]
 
 
@@ -142,10 +174,18 @@ def _ref(t, x: int) -> int:
         if op in ("/", "%") and a[1] == 0:
             raise _Fail
         v = {
-            "neg": lambda: -a[0], "abs": lambda: abs(a[0]), "min": lambda: min(a), "max": lambda: max(a),
-            "+": lambda: a[0] + a[1], "-": lambda: a[0] - a[1], "*": lambda: a[0] * a[1],
-            "/": lambda: a[0] // a[1], "%": lambda: a[0] % a[1], "<": lambda: int(a[0] < a[1]),
-            ">": lambda: int(a[0] > a[1]), "=": lambda: int(a[0] == a[1]),
+            "neg": lambda: -a[0],
+            "abs": lambda: abs(a[0]),
+            "min": lambda: min(a),
+            "max": lambda: max(a),
+            "+": lambda: a[0] + a[1],
+            "-": lambda: a[0] - a[1],
+            "*": lambda: a[0] * a[1],
+            "/": lambda: a[0] // a[1],
+            "%": lambda: a[0] % a[1],
+            "<": lambda: int(a[0] < a[1]),
+            ">": lambda: int(a[0] > a[1]),
+            "=": lambda: int(a[0] == a[1]),
         }[op]()
     if abs(v) > VALUE_BOUND:
         raise _Fail
@@ -189,8 +229,7 @@ def test_task_scores_any_answer(answer):
 
 
 @FUZZ
-@given(st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["x", "x<7?2:3*x+4", "3*x+4", "( x )"])),
-                max_size=4))
+@given(st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["x", "x<7?2:3*x+4", "3*x+4", "( x )"])), max_size=4))
 def test_score_completions_never_raises(bodies):
     completion = "".join(f"<answer_{i + 1}>{b}</answer_{i + 1}>" for i, b in enumerate(bodies))
     batch = TASK.score_completions([PROBLEM], [completion], m=3, strict=True)

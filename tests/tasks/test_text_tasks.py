@@ -278,7 +278,9 @@ def test_musique_bad_data_gives_clear_errors(tmp_path):
     row = json.loads((FIX / "musique" / "musique_ans_v1.0_dev.jsonl").read_text().splitlines()[0])
     del row["question_decomposition"]
     bad.write_text(json.dumps(row) + "\n")
-    with pytest.raises(ValueError, match=r"record 0 \(id '2hop__482757_12019'\) lacks field\(s\) \['question_decomposition'\]"):
+    with pytest.raises(
+        ValueError, match=r"record 0 \(id '2hop__482757_12019'\) lacks field\(s\) \['question_decomposition'\]"
+    ):
         MusiqueTask(path=str(tmp_path)).load("validation")
     (tmp_path / "validation.jsonl").write_text('{"id": 1}\n{not json\n')
     with pytest.raises(ValueError, match="line 2 is not valid JSON"):
@@ -295,7 +297,13 @@ def test_musique_bad_data_gives_clear_errors(tmp_path):
 
 
 def test_eureqa_parse_is_robust_to_order_and_formatting():
-    gold = {"A": "Quentin Tarantino", "B": "Inglourious Basterds", "C": "Christoph Waltz", "D": "Vienna", "E": "Austria"}
+    gold = {
+        "A": "Quentin Tarantino",
+        "B": "Inglourious Basterds",
+        "C": "Christoph Waltz",
+        "D": "Vienna",
+        "E": "Austria",
+    }
     bodies = [
         "A: Quentin Tarantino\nB: Inglourious Basterds\nC: Christoph Waltz\nD: Vienna\nE: Austria",
         "E: Austria\nD = Vienna\n- **B**: Inglourious Basterds\nPerson A is Quentin Tarantino\nEntity C \u2014 Christoph Waltz",
@@ -325,12 +333,28 @@ def test_eureqa_hand_worked_scores(eur):
     tarantino, queen, gates = ex[0], ex[2], ex[3]
     cases = [
         (tarantino, t.reference_answer(tarantino), [1, 1, 1, 1, 1]),
-        (tarantino, "E: austria\nC: Christoph_Waltz\nA: The Quentin Tarantino\nD: Vienna.\nB: Inglourious basterds", [1, 1, 1, 1, 1]),
-        (tarantino, "A: Quentin Tarantino\nB: Pulp Fiction\nC: Christoph Waltz\nD: Berlin\nE: Germany", [1, 0, 1, 0, 0]),
+        (
+            tarantino,
+            "E: austria\nC: Christoph_Waltz\nA: The Quentin Tarantino\nD: Vienna.\nB: Inglourious basterds",
+            [1, 1, 1, 1, 1],
+        ),
+        (
+            tarantino,
+            "A: Quentin Tarantino\nB: Pulp Fiction\nC: Christoph Waltz\nD: Berlin\nE: Germany",
+            [1, 0, 1, 0, 0],
+        ),
         (tarantino, "A: Robert Rodriguez\nB: Sin City", [0, 0, 0, 0, 0]),
         (tarantino, "B: Inglourious Basterds", [0, 1, 0, 0, 0]),
-        (queen, "A: Queen\nB: A Night at the Opera\nC: Bohemian Rhapsody\nD: Freddie Mercury\nE: Zanzibar", [1, 1, 1, 1, 1]),
-        (gates, "A: Bill Gates\nB: Microsoft\nC: Redmond\nD: Washington\nE: Canada", [1, 1, 0, 1, 1]),  # "Redmond" != "Redmond, Washington"
+        (
+            queen,
+            "A: Queen\nB: A Night at the Opera\nC: Bohemian Rhapsody\nD: Freddie Mercury\nE: Zanzibar",
+            [1, 1, 1, 1, 1],
+        ),
+        (
+            gates,
+            "A: Bill Gates\nB: Microsoft\nC: Redmond\nD: Washington\nE: Canada",
+            [1, 1, 0, 1, 1],
+        ),  # "Redmond" != "Redmond, Washington"
     ]
     for example, body, expected in cases:
         assert close(t.score(example, body), expected), (body, t.score(example, body))
@@ -392,7 +416,11 @@ def test_toolrl_hand_worked_scores(tool):
     paris = {"city": "Paris", "unit": "celsius"}
     cases = [
         (weather, tc(call("get_weather", paris)), [1, 1, 1, 1]),
-        (weather, "<think>easy</think>\n" + tc(call("get_weather", {"unit": "Celsius", "city": "paris"})), [1, 1, 1, 1]),
+        (
+            weather,
+            "<think>easy</think>\n" + tc(call("get_weather", {"unit": "Celsius", "city": "paris"})),
+            [1, 1, 1, 1],
+        ),
         (weather, tc(call("get_weather", {"city": "Paris", "unit": "fahrenheit"})), [1, 1, 1, 0.5]),  # wrong value
         (weather, tc(call("get_weather", {"city": "Paris"})), [1, 1, 2 / 3, 1]),  # missing key
         (weather, tc(call("get_forecast", paris)), [1, 0, 0, 0]),  # wrong tool
@@ -403,7 +431,11 @@ def test_toolrl_hand_worked_scores(tool):
         (weather, tc(json.dumps([{"name": "get_weather", "parameters": paris}]), "[]"), [0, 1, 1, 1]),  # two arrays
         (weather, tc(call("get_weather", paris)) + "<response>Checking.</response>", [0, 1, 1, 1]),  # extra section
         (weather, "<response>It is sunny.</response>", [0, 0, 0, 0]),  # needed a call
-        (stocks, tc(call("get_stock_price", {"symbol": "MSFT"}), call("get_stock_price", {"symbol": "AAPL"})), [1, 1, 1, 1]),
+        (
+            stocks,
+            tc(call("get_stock_price", {"symbol": "MSFT"}), call("get_stock_price", {"symbol": "AAPL"})),
+            [1, 1, 1, 1],
+        ),
         (stocks, tc(call("get_stock_price", {"symbol": "AAPL"})), [1, 2 / 3, 2 / 3, 1]),  # missing call
         (
             stocks,
@@ -412,12 +444,22 @@ def test_toolrl_hand_worked_scores(tool):
         ),  # extra call
         (
             flights,
-            tc(call("search_flights", {"origin": "SFO", "destination": "JFK", "date": "2024-05-01", "passengers": "2", "nonstop": "true"})),
+            tc(
+                call(
+                    "search_flights",
+                    {"origin": "SFO", "destination": "JFK", "date": "2024-05-01", "passengers": "2", "nonstop": "true"},
+                )
+            ),
             [1, 1, 1, 1],
         ),
         (
             flights,
-            tc(call("search_flights", {"origin": "SFO", "destination": "JFK", "date": "2024-05-01", "passengers": 3, "nonstop": True})),
+            tc(
+                call(
+                    "search_flights",
+                    {"origin": "SFO", "destination": "JFK", "date": "2024-05-01", "passengers": 3, "nonstop": True},
+                )
+            ),
             [1, 1, 1, 0.8],
         ),
         (bye, "<response>Bye!</response>", [1, 1, 1, 1]),
@@ -426,12 +468,23 @@ def test_toolrl_hand_worked_scores(tool):
         (clock, tc(call("get_current_time", {"tz": "UTC"})), [1, 1, 0, 1]),  # spurious key
         (
             mixed,
-            tc(call("add_tags", {"note_id": "42", "tags": ["urgent", "work"]}), call("convert_currency", {"amount": "250.50", "from": "usd", "to": "EUR"})),
+            tc(
+                call("add_tags", {"note_id": "42", "tags": ["urgent", "work"]}),
+                call("convert_currency", {"amount": "250.50", "from": "usd", "to": "EUR"}),
+            ),
             [1, 1, 1, 1],
         ),
         (alarm, tc(call("set_alarm", {"time": "06:30", "label": "gym"})), [0, 1, 1, 1]),  # response missing
-        (alarm, "<response>Done.</response>" + tc(call("set_alarm", {"time": "06:30", "label": "gym"})), [0, 1, 1, 1]),  # order
-        (alarm, tc(call("set_alarm", {"time": "06:30", "label": "gym"})) + "\n<response>Done.</response>", [1, 1, 1, 1]),
+        (
+            alarm,
+            "<response>Done.</response>" + tc(call("set_alarm", {"time": "06:30", "label": "gym"})),
+            [0, 1, 1, 1],
+        ),  # order
+        (
+            alarm,
+            tc(call("set_alarm", {"time": "06:30", "label": "gym"})) + "\n<response>Done.</response>",
+            [1, 1, 1, 1],
+        ),
     ]
     for example, body, expected in cases:
         assert close(t.score(example, body), expected), (body, t.score(example, body))
@@ -449,7 +502,10 @@ def test_toolrl_prompt_keeps_tools_and_dialogue_and_replaces_format(tool):
 def test_toolrl_gold_parsing_and_malformed_rows_dropped(tmp_path, tool):
     t, ex = tool
     assert t.gold(ex[5]) == (
-        [("convert_currency", {"amount": 250.5, "from": "USD", "to": "EUR"}), ("add_tags", {"note_id": 42, "tags": ["work", "urgent"]})],
+        [
+            ("convert_currency", {"amount": 250.5, "from": "USD", "to": "EUR"}),
+            ("add_tags", {"note_id": 42, "tags": ["work", "urgent"]}),
+        ],
         "",
     )
     assert t.gold(ex[6])[1] == "Your alarm is set for 06:30 with the label gym."
@@ -521,7 +577,9 @@ def test_dedup_uses_task_canonical_forms():
     t = make("musique")
     example = t.load("validation")[0]
     same = ["Paragraphs: 2, 4\nAnswer: Christopher Nolan", "Answer: christopher nolan.\nParagraphs: [4] [2]"]
-    batch = t.score_completions([example], ["".join(f"<answer_{i}>{a}</answer_{i}>" for i, a in enumerate(same, 1))], m=2)
+    batch = t.score_completions(
+        [example], ["".join(f"<answer_{i}>{a}</answer_{i}>" for i, a in enumerate(same, 1))], m=2
+    )
     assert batch.num_duplicates == 1 and batch.valid.tolist() == [[True, False]]
     e = make("eureqa")
     ex = e.load("questions_hard_5")[0]
@@ -563,9 +621,32 @@ _FUZZ = st.one_of(
     st.binary(max_size=300).map(lambda b: b.decode("latin-1")),
     st.lists(
         st.sampled_from(
-            ["Paragraphs:", "Answer:", "A:", "E =", "[3]", "7", ",", "\n", "<tool_call>", "</tool_call>", "<response>",
-             "</response>", "<think>", '{"name": "get_weather", "parameters": {"city": "Paris"}}', "{", "}", "[", "]",
-             '"', "Person A is", "(", ")", "_", "\u2014"]
+            [
+                "Paragraphs:",
+                "Answer:",
+                "A:",
+                "E =",
+                "[3]",
+                "7",
+                ",",
+                "\n",
+                "<tool_call>",
+                "</tool_call>",
+                "<response>",
+                "</response>",
+                "<think>",
+                '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+                "{",
+                "}",
+                "[",
+                "]",
+                '"',
+                "Person A is",
+                "(",
+                ")",
+                "_",
+                "\u2014",
+            ]
         ),
         max_size=40,
     ).map("".join),

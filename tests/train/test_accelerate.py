@@ -45,9 +45,20 @@ def two_process_dumps(tmp_path_factory, tiny_model_dir):
     out = tmp_path_factory.mktemp("accel")
     env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="")
     cmd = [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCEL_DIR / "multi_gpu.yaml"),
-        "--num_processes", "2", "--mixed_precision", "no", "--main_process_port", str(_free_port()),
-        str(WORKER), str(tiny_model_dir), str(out),
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ACCEL_DIR / "multi_gpu.yaml"),
+        "--num_processes",
+        "2",
+        "--mixed_precision",
+        "no",
+        "--main_process_port",
+        str(_free_port()),
+        str(WORKER),
+        str(tiny_model_dir),
+        str(out),
     ]
     r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
@@ -87,8 +98,13 @@ def test_two_cpu_processes_use_the_single_process_advantages(two_process_dumps):
         sampler = SimplexSampler(num_weightings=K, weight_alpha=alpha, weight_sampler=kind, seed=seed)
         sampler.load_state_dict(s0["sampler_state"])
         expected = compute_advantages(
-            "vpo", rewards, valid, group_size=G, target_weights=d0["target_weights"],
-            config=d0["estimator_config"], sampler=sampler,
+            "vpo",
+            rewards,
+            valid,
+            group_size=G,
+            target_weights=d0["target_weights"],
+            config=d0["estimator_config"],
+            sampler=sampler,
         ).advantages.float()
         used = torch.cat([s0["advantages"], s1["advantages"]]).float()
         torch.testing.assert_close(used, expected, rtol=1e-5, atol=1e-6)

@@ -48,9 +48,26 @@ USER_TASK = textwrap.dedent(
 
 # a 1-step CPU run of the tiny model, by flags alone
 FAST = [
-    "--use_cpu", "true", "--bf16", "false", "--report_to", "none", "--num_generations", "2",
-    "--per_device_train_batch_size", "4", "--max_completion_length", "8", "--num_weightings", "4",
-    "--max_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true",
+    "--use_cpu",
+    "true",
+    "--bf16",
+    "false",
+    "--report_to",
+    "none",
+    "--num_generations",
+    "2",
+    "--per_device_train_batch_size",
+    "4",
+    "--max_completion_length",
+    "8",
+    "--num_weightings",
+    "4",
+    "--max_steps",
+    "1",
+    "--save_strategy",
+    "no",
+    "--disable_tqdm",
+    "true",
 ]
 
 
@@ -93,8 +110,18 @@ def test_get_takes_module_and_file_references(user_task_file):
 def test_user_task_from_train_and_eval_both_ways(user_task_file, tiny_model_dir, capsys):
     # by file reference, flags only (no config file)
     out = Path("run1")
-    rc = main(["train", "--task", f"{user_task_file.name}:make", "--model_name_or_path", tiny_model_dir,
-               "--output_dir", str(out)] + FAST)
+    rc = main(
+        [
+            "train",
+            "--task",
+            f"{user_task_file.name}:make",
+            "--model_name_or_path",
+            tiny_model_dir,
+            "--output_dir",
+            str(out),
+        ]
+        + FAST
+    )
     assert rc == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
     assert "estimator vpo, m = 3" in printed and "K = 4" in printed and "d = 2 objectives" in printed
@@ -109,16 +136,60 @@ def test_user_task_from_train_and_eval_both_ways(user_task_file, tiny_model_dir,
     assert main(["train", str(cfg), "--import", str(user_task_file)] + FAST) == 0
 
     # vpo eval of the checkpoint: m from vpo_args.json, the task by --import + name
-    rc = main(["eval", "--model", str(out), "--import", "my_tasks", "--task", "user_task_registered",
-               "--rollouts", "2", "--num-prompts", "2", "--max-new-tokens", "8", "--bootstrap", "0",
-               "--eval-seeds", "1", "--no-plots", "--quiet", "--out", "ev1"])
+    rc = main(
+        [
+            "eval",
+            "--model",
+            str(out),
+            "--import",
+            "my_tasks",
+            "--task",
+            "user_task_registered",
+            "--rollouts",
+            "2",
+            "--num-prompts",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--bootstrap",
+            "0",
+            "--eval-seeds",
+            "1",
+            "--no-plots",
+            "--quiet",
+            "--out",
+            "ev1",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert "m = 3 answers per rollout, as the checkpoint was trained" in capsys.readouterr().err
     assert json.loads(Path("ev1/pool/meta.json").read_text())["m"] == 3
     # and by file reference, with --task-options (the one spelling); --m still overrides
-    rc = main(["eval", "--model", str(out), "--task", f"{user_task_file}:make", "--task-options", '{"n": 2}',
-               "--m", "2", "--rollouts", "2", "--max-new-tokens", "8", "--bootstrap", "0", "--eval-seeds", "1",
-               "--no-plots", "--quiet", "--out", "ev2"])
+    rc = main(
+        [
+            "eval",
+            "--model",
+            str(out),
+            "--task",
+            f"{user_task_file}:make",
+            "--task-options",
+            '{"n": 2}',
+            "--m",
+            "2",
+            "--rollouts",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--bootstrap",
+            "0",
+            "--eval-seeds",
+            "1",
+            "--no-plots",
+            "--quiet",
+            "--out",
+            "ev2",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert json.loads(Path("ev2/pool/meta.json").read_text())["m"] == 2
 
@@ -130,8 +201,10 @@ def test_eval_reads_m_from_training_args_bin(tmp_path):
     from vpo.search.cli import checkpoint_settings
     from vpo.train.config import VPOConfig
 
-    torch.save(VPOConfig(output_dir=str(tmp_path), num_answers=4, use_cpu=True, bf16=False, report_to="none"),
-               tmp_path / "training_args.bin")
+    torch.save(
+        VPOConfig(output_dir=str(tmp_path), num_answers=4, use_cpu=True, bf16=False, report_to="none"),
+        tmp_path / "training_args.bin",
+    )
     settings, source = checkpoint_settings(str(tmp_path))
     assert settings["num_answers"] == 4 and source.endswith("training_args.bin")
     assert checkpoint_settings(str(tmp_path / "nothing")) == ({}, None)
@@ -144,8 +217,20 @@ def test_eval_reads_m_from_training_args_bin(tmp_path):
 
 @pytest.mark.parametrize(
     "case",
-    ["yaml", "unknown_task", "task_options", "runs_x", "hub_typo", "dataset_offline", "reward_weights",
-     "no_config", "num_answers_three", "estimator", "vllm_missing", "tensorboard_missing"],
+    [
+        "yaml",
+        "unknown_task",
+        "task_options",
+        "runs_x",
+        "hub_typo",
+        "dataset_offline",
+        "reward_weights",
+        "no_config",
+        "num_answers_three",
+        "estimator",
+        "vllm_missing",
+        "tensorboard_missing",
+    ],
 )
 def test_each_mistake_is_one_line_and_exit_2(case, tmp_path, monkeypatch, tiny_model_dir, capsys):
     monkeypatch.chdir(tmp_path)
@@ -154,22 +239,42 @@ def test_each_mistake_is_one_line_and_exit_2(case, tmp_path, monkeypatch, tiny_m
     argv, needles = {
         "yaml": (["bad.yaml"], ["bad.yaml, line 3", "not valid YAML"]),
         "unknown_task": (["--task", "mazee"] + base, ["unknown task 'mazee'", "module:factory"]),
-        "task_options": (["--task", "maze", "--task_options", '{"sise": 7}'] + base, ["bad options for task 'maze'", "sise"]),
-        "runs_x": (["--task", "maze"] + base + ["--model_name_or_path", "runs/x"], ["'runs/x'", "no such model directory"]),
-        "hub_typo": (["--task", "maze"] + base + ["--model_name_or_path", "Qwen/Qwen3-4B-typo"], ["not in the Hugging Face cache", "HF_HUB_OFFLINE"]),
+        "task_options": (
+            ["--task", "maze", "--task_options", '{"sise": 7}'] + base,
+            ["bad options for task 'maze'", "sise"],
+        ),
+        "runs_x": (
+            ["--task", "maze"] + base + ["--model_name_or_path", "runs/x"],
+            ["'runs/x'", "no such model directory"],
+        ),
+        "hub_typo": (
+            ["--task", "maze"] + base + ["--model_name_or_path", "Qwen/Qwen3-4B-typo"],
+            ["not in the Hugging Face cache", "HF_HUB_OFFLINE"],
+        ),
         "dataset_offline": (["--task", "musique"] + base, ["task 'musique'", "path="]),
-        "reward_weights": (["--task", "maze", "--reward_weights", "1", "2"] + base, ["reward_weights has 2 entries", "d=4"]),
+        "reward_weights": (
+            ["--task", "maze", "--reward_weights", "1", "2"] + base,
+            ["reward_weights has 2 entries", "d=4"],
+        ),
         "no_config": ([], ["nothing to train", "--model_name_or_path"]),
         "num_answers_three": (["--task", "maze", "--num_answers", "three"] + base, ["--num_answers", "'three'"]),
         "estimator": (["--task", "maze", "--estimator", "vpoo"] + base, ["unknown estimator 'vpoo'"]),
-        "vllm_missing": (["--task", "maze", "--use_vllm", "true"] + base, ["use_vllm: true needs vLLM", "--use_vllm false"]),
-        "tensorboard_missing": (["--task", "maze"] + base + ["--report_to", "tensorboard"], ["report_to: tensorboard", "--report_to none"]),
+        "vllm_missing": (
+            ["--task", "maze", "--use_vllm", "true"] + base,
+            ["use_vllm: true needs vLLM", "--use_vllm false"],
+        ),
+        "tensorboard_missing": (
+            ["--task", "maze"] + base + ["--report_to", "tensorboard"],
+            ["report_to: tensorboard", "--report_to none"],
+        ),
     }[case]
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
     hidden = {"vllm_missing": "vllm", "tensorboard_missing": "tensorboard"}.get(case)
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == hidden else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == hidden else real_find_spec(name, *a)
+    )
     (tmp_path / "bad.yaml").write_text("task: maze\nmodel_name_or_path: x\n  oops: [\n")
     assert main(["train"] + argv) == 2
     _one_error_line(capsys, "vpo train: error:", *needles)
@@ -190,8 +295,20 @@ def test_debug_shows_the_traceback(tmp_path, capsys):
 
 
 def test_strict_rewards_failure_is_one_line(user_task_file, tiny_model_dir, capsys):
-    rc = main(["train", "--task", f"{user_task_file}:nan_task", "--model_name_or_path", tiny_model_dir,
-               "--output_dir", "o", "--strict_rewards", "true"] + FAST)
+    rc = main(
+        [
+            "train",
+            "--task",
+            f"{user_task_file}:nan_task",
+            "--model_name_or_path",
+            tiny_model_dir,
+            "--output_dir",
+            "o",
+            "--strict_rewards",
+            "true",
+        ]
+        + FAST
+    )
     assert rc == 2
     line = _one_error_line(capsys, "strict_rewards: true", "NaN/inf", "strict_rewards: false")
     assert "strict=False" not in line
@@ -278,10 +395,22 @@ def test_no_gradient_checkpointing_future_warnings(recwarn, tiny_model_dir, tmp_
     """transformers' four `gradient_checkpointing` renames are silenced (TRL 1.16 uses the old names)."""
     from vpo.train import VPOConfig, VPOTrainer
 
-    args = VPOConfig(output_dir=str(tmp_path), gradient_checkpointing=True, use_cpu=True, bf16=False,
-                     report_to="none", num_generations=2, per_device_train_batch_size=4, max_completion_length=8,
-                     num_weightings=4, max_steps=1, save_strategy="no", disable_tqdm=True, task="maze",
-                     train_size=4)
+    args = VPOConfig(
+        output_dir=str(tmp_path),
+        gradient_checkpointing=True,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        num_weightings=4,
+        max_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        task="maze",
+        train_size=4,
+    )
     VPOTrainer(tiny_model_dir, args).train()
     assert not [w for w in recwarn if "gradient_checkpointing" in str(w.message)]
 
@@ -295,8 +424,17 @@ def test_a_single_reward_function_is_accepted(tiny_model_dir, tmp_path):
     def has_e(prompts, completions, **kw):
         return [float("e" in c) for c in completions]
 
-    args = VPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", num_generations=2,
-                     per_device_train_batch_size=4, max_completion_length=8, num_answers=1, estimator="grpo")
+    args = VPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        num_answers=1,
+        estimator="grpo",
+    )
     ds = Dataset.from_list([{"prompt": f"Say {i}"} for i in range(4)])
     tr = VPOTrainer(tiny_model_dir, args, reward_funcs=has_e, train_dataset=ds)
     assert tr.vpo_objectives == ["has_e"]

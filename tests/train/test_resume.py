@@ -38,7 +38,9 @@ EPOCH = ["--n-examples", "4"]  # 2 steps per epoch
 
 def run(*args, timeout=300):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, str(WORKER), *map(str, args)], env=env, timeout=timeout, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(WORKER), *map(str, args)], env=env, timeout=timeout, capture_output=True, text=True
+    )
 
 
 def params(path):
@@ -158,8 +160,11 @@ def test_resume_true_in_every_spelling_picks_the_last_complete_checkpoint(tmp_pa
     cfg.write_text(f"output_dir: {tmp_path}\nresume_from_checkpoint: true\nuse_cpu: true\nbf16: false\n")
     from vpo.train.cli import parse_train_args
 
-    for args in (_args(tmp_path, "--resume_from_checkpoint", "true"), _args(tmp_path, "--resume_from_checkpoint", "True"),
-                 parse_train_args(["--config", str(cfg)])[0]):
+    for args in (
+        _args(tmp_path, "--resume_from_checkpoint", "true"),
+        _args(tmp_path, "--resume_from_checkpoint", "True"),
+        parse_train_args(["--config", str(cfg)])[0],
+    ):
         resolve_resume(args)
         assert args.resume_from_checkpoint == str(tmp_path / "checkpoint-4")
         err = capsys.readouterr().err
@@ -179,7 +184,9 @@ def test_resume_without_a_checkpoint_and_rerun_onto_checkpoints_are_one_line_err
     resolve_resume(args)  # a fresh output_dir: start
     assert args.resume_from_checkpoint is None
     _fake_checkpoint(tmp_path / "run" / "checkpoint-3")
-    with pytest.raises(UserError, match="already holds checkpoints .*checkpoint-3.*resume it with: vpo train x --resume"):
+    with pytest.raises(
+        UserError, match="already holds checkpoints .*checkpoint-3.*resume it with: vpo train x --resume"
+    ):
         resolve_resume(_args(tmp_path / "run"), resume_hint="vpo train x --resume")
 
 
@@ -187,9 +194,9 @@ def test_resume_command_is_the_same_command_with_resume_once():
     from vpo.train.resume import resume_command
 
     assert resume_command(["vpo", "train", "c.yaml", "--max_steps", "5"]) == "vpo train c.yaml --max_steps 5 --resume"
-    assert resume_command(["vpo", "train", "--resume", "--task-options", '{"a": 1}', "--resume_from_checkpoint", "x/c"]) == (
-        "vpo train --task-options '{\"a\": 1}' --resume"
-    )
+    assert resume_command(
+        ["vpo", "train", "--resume", "--task-options", '{"a": 1}', "--resume_from_checkpoint", "x/c"]
+    ) == ("vpo train --task-options '{\"a\": 1}' --resume")
 
 
 def test_second_signal_aborts_at_once():
@@ -213,12 +220,46 @@ def test_second_signal_aborts_at_once():
 
 def _train_cmd(model, out, *extra):
     return [
-        "train", "--task", f"{ROOT / 'tests' / 'helpers' / 'slow_task.py'}:make", "--model_name_or_path", str(model),
-        "--output_dir", str(out), "--estimator", "vpo", "--num_answers", "3", "--num_generations", "4",
-        "--per_device_train_batch_size", "8", "--max_completion_length", "12", "--max_steps", "6",
-        "--learning_rate", "5e-2", "--beta", "1e-3", "--report_to", "none", "--save_strategy", "steps",
-        "--save_steps", "1", "--use_cpu", "true", "--bf16", "false", "--seed", "0", "--num_weightings", "16",
-        "--disable_tqdm", "true", *extra,
+        "train",
+        "--task",
+        f"{ROOT / 'tests' / 'helpers' / 'slow_task.py'}:make",
+        "--model_name_or_path",
+        str(model),
+        "--output_dir",
+        str(out),
+        "--estimator",
+        "vpo",
+        "--num_answers",
+        "3",
+        "--num_generations",
+        "4",
+        "--per_device_train_batch_size",
+        "8",
+        "--max_completion_length",
+        "12",
+        "--max_steps",
+        "6",
+        "--learning_rate",
+        "5e-2",
+        "--beta",
+        "1e-3",
+        "--report_to",
+        "none",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--use_cpu",
+        "true",
+        "--bf16",
+        "false",
+        "--seed",
+        "0",
+        "--num_weightings",
+        "16",
+        "--disable_tqdm",
+        "true",
+        *extra,
     ]
 
 
@@ -229,8 +270,9 @@ class _Vpo:
         self.log = log
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(log, "w") as f:
-            self.proc = subprocess.Popen([sys.executable, "-m", "vpo.cli", *args], env=env, cwd=ROOT, stdout=f,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "vpo.cli", *args], env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT
+            )
 
     def wait(self, timeout) -> tuple[int, str]:
         rc = self.proc.wait(timeout=timeout)
@@ -241,10 +283,14 @@ class _Vpo:
 def test_sigint_saves_a_checkpoint_and_the_printed_command_resumes_it(tmp_path, tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
-    full = _Vpo(_train_cmd(tiny_model_dir, tmp_path / "full", "--task-options", '{"n_examples": 4}'), tmp_path / "full.log")
+    full = _Vpo(
+        _train_cmd(tiny_model_dir, tmp_path / "full", "--task-options", '{"n_examples": 4}'), tmp_path / "full.log"
+    )
     out = tmp_path / "int"
     # 1.5 s of sleep per scored batch (no computation changes): time to signal mid-run
-    run_ = _Vpo(_train_cmd(tiny_model_dir, out, "--task-options", '{"n_examples": 4, "sleep": 1.5}'), tmp_path / "int.log")
+    run_ = _Vpo(
+        _train_cmd(tiny_model_dir, out, "--task-options", '{"n_examples": 4, "sleep": 1.5}'), tmp_path / "int.log"
+    )
     deadline = time.time() + 400
     while not (out / "checkpoint-1" / "trainer_state.json").exists():
         assert run_.proc.poll() is None, run_.log.read_text()[-3000:]

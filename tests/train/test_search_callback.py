@@ -68,8 +68,16 @@ def test_schedule_logs_metrics_and_resume(tmp_path, tiny_model_dir, char_task):
     assert [s for s, lg in rec.logs if "search/best_at_1" in lg] == [2, 4]
     logged = [lg for s, lg in rec.logs if "search/best_at_1" in lg]
     keys = set(logged[0])
-    for k in ("search/best_at_1", "search/best_at_3", "search/best_at_6", "search/pass_at_6", "search/diversity",
-              "search/completed_diversity", "search/seconds", "search/pool/witness_fraction"):
+    for k in (
+        "search/best_at_1",
+        "search/best_at_3",
+        "search/best_at_6",
+        "search/pass_at_6",
+        "search/diversity",
+        "search/completed_diversity",
+        "search/seconds",
+        "search/pool/witness_fraction",
+    ):
         assert k in keys, k
     # the training records are untouched: one per step, with the vpo/ and vpo/pool/ logs, no search keys
     train_logs = [h for h in tr.state.log_history if "loss" in h]
@@ -77,11 +85,15 @@ def test_schedule_logs_metrics_and_resume(tmp_path, tiny_model_dir, char_task):
     assert all("vpo/pool/witness_fraction" in h and not any(k.startswith("search/") for k in h) for h in train_logs)
     # vpo/pool/... of the last step are the pool statistics of the last training batch
     last = tr.vpo_last
-    want = training_pool_stats(last["rewards"].double().numpy(), last["valid"].numpy(), last["group_size"], tr.vpo_target)
+    want = training_pool_stats(
+        last["rewards"].double().numpy(), last["valid"].numpy(), last["group_size"], tr.vpo_target
+    )
     for name, val in want.items():
         assert train_logs[-1][f"vpo/pool/{name}"] == pytest.approx(val, abs=1e-6), name
     # the step-4 evaluation is the search metrics of the final policy: sampling its pool again agrees
-    pool = generate_pool(tr.model, char_task, cb.examples, tokenizer=tr.processing_class, config=cb.config, progress=False)
+    pool = generate_pool(
+        tr.model, char_task, cb.examples, tokenizer=tr.processing_class, config=cb.config, progress=False
+    )
     again = cb.pool_logs(pool)
     assert again == pytest.approx(timing_free(cb.history[-1][1]), abs=1e-12)
     # best@k grows with k at the matched budget, pass@k and diversities are in range
@@ -106,7 +118,11 @@ def test_schedule_logs_metrics_and_resume(tmp_path, tiny_model_dir, char_task):
 def test_search_evaluation_leaves_training_unchanged(tmp_path, tiny_model_dir, char_task):
     runs = []
     for steps in (1, 0):
-        tr = VPOTrainer(model=tiny_model_dir, args=make_args(tmp_path / f"s{steps}", max_steps=2, search_eval_steps=steps), task=char_task)
+        tr = VPOTrainer(
+            model=tiny_model_dir,
+            args=make_args(tmp_path / f"s{steps}", max_steps=2, search_eval_steps=steps),
+            task=char_task,
+        )
         tr.train()
         runs.append((tr, flat_params(tr.model)))
     (with_eval, p1), (without, p0) = runs
@@ -130,7 +146,12 @@ def test_bad_settings(tmp_path, tiny_model_dir):
 
     ds = Dataset.from_list([{"prompt": f"Say something #{i}"} for i in range(8)])
     with pytest.raises(TrainerSetupError, match="search_eval_steps needs a vpo task"):
-        VPOTrainer(model=tiny_model_dir, args=make_args(tmp_path, num_answers=1, estimator="grpo"), reward_funcs=[lambda prompts, completions, **kw: [0.0] * len(completions)], train_dataset=ds)
+        VPOTrainer(
+            model=tiny_model_dir,
+            args=make_args(tmp_path, num_answers=1, estimator="grpo"),
+            reward_funcs=[lambda prompts, completions, **kw: [0.0] * len(completions)],
+            train_dataset=ds,
+        )
 
 
 def test_pool_stat_logs_accept_tensors():

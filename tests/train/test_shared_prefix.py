@@ -40,7 +40,9 @@ def _batch(vocab: int, groups=(5, 3, 7), g=4, completion=6, seed=0):
             comp_len = int(torch.randint(1, completion + 1, (1,), generator=gen))
             comp = torch.randint(3, vocab, (completion,), generator=gen)
             row = torch.cat([torch.zeros(p - length, dtype=torch.long), ids, comp])
-            mask = torch.cat([torch.zeros(p - length), torch.ones(length), torch.ones(comp_len), torch.zeros(completion - comp_len)])
+            mask = torch.cat(
+                [torch.zeros(p - length), torch.ones(length), torch.ones(comp_len), torch.zeros(completion - comp_len)]
+            )
             rows.append(row)
             masks.append(mask.long())
     order = torch.randperm(len(rows), generator=gen)
@@ -48,7 +50,9 @@ def _batch(vocab: int, groups=(5, 3, 7), g=4, completion=6, seed=0):
 
 
 def _trl(model, ids, mask, c):
-    fake = types.SimpleNamespace(accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True))
+    fake = types.SimpleNamespace(
+        accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True)
+    )
     logps, ent, _ = GRPOTrainer._get_per_token_logps_and_entropies(fake, model, ids, mask, c, compute_entropy=True)
     return logps, ent
 
@@ -107,8 +111,16 @@ def test_shared_prefill_generates_the_same_tokens(tiny_model_dir, cache, sample)
     ids, mask, c = _batch(model.config.vocab_size)
     p = ids.size(1) - c
     ids, mask = ids[:, :p], mask[:, :p]  # the prompts: left-padded, each 4 times, shuffled
-    gc = GenerationConfig(max_new_tokens=9, do_sample=sample, temperature=1.0, top_k=0, top_p=1.0,
-                          cache_implementation=cache, pad_token_id=0, eos_token_id=2)
+    gc = GenerationConfig(
+        max_new_tokens=9,
+        do_sample=sample,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        cache_implementation=cache,
+        pad_token_id=0,
+        eos_token_id=2,
+    )
     calls = []
 
     def counting_generate(**kw):
@@ -119,7 +131,9 @@ def test_shared_prefill_generates_the_same_tokens(tiny_model_dir, cache, sample)
         torch.manual_seed(3)
         plain = model.generate(input_ids=ids, attention_mask=mask, generation_config=gc)
         torch.manual_seed(3)
-        shared = shared_prefix_generate(counting_generate, model, input_ids=ids, attention_mask=mask, generation_config=gc)
+        shared = shared_prefix_generate(
+            counting_generate, model, input_ids=ids, attention_mask=mask, generation_config=gc
+        )
     assert len(calls) == 1 and calls[0]["generation_config"].cache_implementation is None  # took the shared path
     assert gc.cache_implementation == cache  # the caller's config is untouched
     assert shared.shape == plain.shape and torch.equal(shared, plain)
@@ -150,10 +164,23 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
     losses, calls, gens = {}, {}, {}
     for shared in (False, True):
         args = VPOConfig(
-            output_dir=str(tmp_path / f"out{shared}"), num_generations=4, per_device_train_batch_size=8,
-            max_completion_length=12, max_steps=1, learning_rate=1e-2, beta=0.01, logging_steps=1, report_to="none",
-            save_strategy="no", use_cpu=True, seed=0, num_weightings=16, disable_tqdm=True, estimator="vpo",
-            shared_prompt_forward=shared, gradient_checkpointing=False,
+            output_dir=str(tmp_path / f"out{shared}"),
+            num_generations=4,
+            per_device_train_batch_size=8,
+            max_completion_length=12,
+            max_steps=1,
+            learning_rate=1e-2,
+            beta=0.01,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            seed=0,
+            num_weightings=16,
+            disable_tqdm=True,
+            estimator="vpo",
+            shared_prompt_forward=shared,
+            gradient_checkpointing=False,
         )
         trainer = VPOTrainer(model=tiny_model_dir, args=args, task=char_task)
         n: list[int] = []

@@ -41,9 +41,17 @@ def test_train_from_yaml_with_overrides(tmp_path, tiny_model_dir, registered_cha
 
 
 def test_every_shipped_config_parses():
-    assert {"maze_qwen3_4b", "musique_qwen3_1.7b", "eureqa_qwen3_8b", "toolrl_qwen3_1.7b", "code_qwen2.5_coder_7b"} <= set(shipped_configs())
+    assert {
+        "maze_qwen3_4b",
+        "musique_qwen3_1.7b",
+        "eureqa_qwen3_8b",
+        "toolrl_qwen3_1.7b",
+        "code_qwen2.5_coder_7b",
+    } <= set(shipped_configs())
     for name in shipped_configs():
-        a, m = parse_train_args(["--config", str(CONFIG_DIR / f"{name}.yaml"), "--bf16", "false", "--use_cpu", "true"])[:2]
+        a, m = parse_train_args(["--config", str(CONFIG_DIR / f"{name}.yaml"), "--bf16", "false", "--use_cpu", "true"])[
+            :2
+        ]
         assert a.task and m.model_name_or_path.startswith("Qwen/")
         assert a.learning_rate == 1e-6 or m.use_peft  # paper lr unless the LoRA variant
         assert a.beta == 1e-3 and a.epsilon == 0.2 and a.num_generations == 8 and a.temperature == 1.0
@@ -61,11 +69,18 @@ def test_missing_config_and_missing_task_are_clear(tmp_path, capsys, tiny_model_
     assert main(["train", str(tmp_path / "nope.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"model_name_or_path: {tiny_model_dir}\nuse_cpu: true\nreport_to: none\nnum_generations: 2\nper_device_train_batch_size: 2\n")
+    cfg.write_text(
+        f"model_name_or_path: {tiny_model_dir}\nuse_cpu: true\nreport_to: none\nnum_generations: 2\nper_device_train_batch_size: 2\n"
+    )
     assert main(["train", str(cfg), "--output_dir", str(tmp_path / "o")]) == 2
     assert "task is required" in capsys.readouterr().err
     cfg.write_text("task: maze\nuse_cpu: true\nnum_generations: 2\nper_device_train_batch_size: 2\n")
-    assert main(["train", str(cfg), "--model_name_or_path", str(tmp_path / "no_model"), "--output_dir", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            ["train", str(cfg), "--model_name_or_path", str(tmp_path / "no_model"), "--output_dir", str(tmp_path / "o")]
+        )
+        == 2
+    )
     assert "does not exist" in capsys.readouterr().err
     cfg.write_text("estimator: nope\n")
     assert main(["train", str(cfg)]) == 2

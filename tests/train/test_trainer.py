@@ -137,7 +137,13 @@ def test_user_reward_functions_get_the_m_answer_instruction(tmp_path, tiny_model
 
     ds = Dataset.from_list([{"prompt": "Name a colour."} for _ in range(4)])
     args = make_args(tmp_path, estimator="vpo", num_answers=3, max_steps=1)
-    tr = VPOTrainer(model=tiny_model_dir, args=args, reward_funcs=[lambda prompts, completions, **k: [1.0] * len(completions)], objectives=["one"], train_dataset=ds)
+    tr = VPOTrainer(
+        model=tiny_model_dir,
+        args=args,
+        reward_funcs=[lambda prompts, completions, **k: [1.0] * len(completions)],
+        objectives=["one"],
+        train_dataset=ds,
+    )
     assert "<answer_3>" in tr.train_dataset[0]["prompt"]
 
 
@@ -163,7 +169,11 @@ def test_user_reward_functions_score_parsed_deduped_answers(tmp_path, tiny_model
         return [None if c == "zz" else float("b" in c) for c in completions]
 
     tr = _reward_func_trainer(tmp_path, tiny_model_dir, [length, has_b])
-    texts = ["<answer_1>a</answer_1><answer_2>bb</answer_2><answer_3>A</answer_3>", "no tags", "<answer_1>zz</answer_1>"]
+    texts = [
+        "<answer_1>a</answer_1><answer_2>bb</answer_2><answer_3>A</answer_3>",
+        "no tags",
+        "<answer_1>zz</answer_1>",
+    ]
     inputs = [{"prompt": f"p{i}", "tag": 10 + i} for i in range(3)]
     rewards, valid, num_parsed, dups = tr._score_local(inputs, [x["prompt"] for x in inputs], texts)
     assert num_parsed.tolist() == [3, 0, 1] and dups == 1  # "A" repeats "a"
@@ -259,9 +269,19 @@ def test_default_m_follows_the_estimator(tmp_path):
 
 def test_weighting_settings_reach_the_estimator_config(tmp_path):
     """VPOConfig and EstimatorConfig share the names; the trainer builds its config from them."""
-    args = make_args(tmp_path, weight_alpha=0.5, invalid_score=-1.0, strict_rewards=True, compute_dtype="float64", max_at_k=3)
+    args = make_args(
+        tmp_path, weight_alpha=0.5, invalid_score=-1.0, strict_rewards=True, compute_dtype="float64", max_at_k=3
+    )
     cfg = args.estimator_config()
-    got = (cfg.num_weightings, cfg.weight_alpha, cfg.weight_sampler, cfg.invalid_score, cfg.strict_rewards, cfg.compute_dtype, cfg.max_at_k)
+    got = (
+        cfg.num_weightings,
+        cfg.weight_alpha,
+        cfg.weight_sampler,
+        cfg.invalid_score,
+        cfg.strict_rewards,
+        cfg.compute_dtype,
+        cfg.max_at_k,
+    )
     assert got == (16, 0.5, "iid", -1.0, True, "float64", 3)
 
 

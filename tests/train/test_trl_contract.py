@@ -39,12 +39,16 @@ def test_calculate_rewards_hook():
     )
     # its result is what _generate_and_score_completions normalises per group
     gen_src, _ = _src("_generate_and_score_completions")
-    assert "self._calculate_rewards(" in gen_src, "GRPOTrainer._generate_and_score_completions no longer calls _calculate_rewards"
+    assert "self._calculate_rewards(" in gen_src, (
+        "GRPOTrainer._generate_and_score_completions no longer calls _calculate_rewards"
+    )
 
 
 def test_generate_and_score_returns_advantages_per_rollout():
     src, sig = _src("_generate_and_score_completions")
-    assert list(sig.parameters) == ["self", "inputs"], f"GRPOTrainer._generate_and_score_completions signature changed to {sig}"
+    assert list(sig.parameters) == ["self", "inputs"], (
+        f"GRPOTrainer._generate_and_score_completions signature changed to {sig}"
+    )
     assert '"advantages": advantages' in src, (
         "GRPOTrainer._generate_and_score_completions no longer returns output['advantages']; VPOTrainer replaces it"
     )
@@ -96,9 +100,19 @@ def _table_func(k):
 
 def _common(tmp_path, name, **kw):
     base = dict(
-        output_dir=str(tmp_path / name), num_generations=G, per_device_train_batch_size=2 * G,
-        max_completion_length=6, max_steps=1, learning_rate=1e-3, beta=0.0, logging_steps=1, report_to="none",
-        save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True,
+        output_dir=str(tmp_path / name),
+        num_generations=G,
+        per_device_train_batch_size=2 * G,
+        max_completion_length=6,
+        max_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
     )
     base.update(kw)
     return base
@@ -111,10 +125,16 @@ def _pair(tmp_path, tiny_model_dir, reward_funcs, dataset, trl_kw=None, vpo_kw=N
 
     from vpo.train import VPOConfig, VPOTrainer
 
-    trl_tr = GRPOTrainer(model=tiny_model_dir, reward_funcs=reward_funcs, train_dataset=dataset,
-                         args=GRPOConfig(**_common(tmp_path, "trl", **(trl_kw or {}))))
+    trl_tr = GRPOTrainer(
+        model=tiny_model_dir,
+        reward_funcs=reward_funcs,
+        train_dataset=dataset,
+        args=GRPOConfig(**_common(tmp_path, "trl", **(trl_kw or {}))),
+    )
     vpo_args = VPOConfig(**_common(tmp_path, "vpo", estimator="grpo", num_answers=1, **(vpo_kw or trl_kw or {})))
-    vpo_tr = VPOTrainer(model=tiny_model_dir, args=vpo_args, reward_funcs=reward_funcs, train_dataset=dataset, **vpo_init)
+    vpo_tr = VPOTrainer(
+        model=tiny_model_dir, args=vpo_args, reward_funcs=reward_funcs, train_dataset=dataset, **vpo_init
+    )
     return trl_tr, vpo_tr
 
 
@@ -172,7 +192,9 @@ def test_reward_weights_and_a_stated_w_star(tmp_path, tiny_model_dir, two_prompt
 
     tr = build([1.0, 1.0, 2.0], target_weights=[0.25, 0.25, 0.5])  # proportional: fine
     assert tr.vpo_target.tolist() == [0.25, 0.25, 0.5] and tr.reward_weights.tolist() == [1.0, 1.0, 2.0]
-    with pytest.raises(UserError, match=r"reward_weights \[2, 0, 1\].*disagree with the target weights w\* \[0.5, 0.5, 0\]"):
+    with pytest.raises(
+        UserError, match=r"reward_weights \[2, 0, 1\].*disagree with the target weights w\* \[0.5, 0.5, 0\]"
+    ):
         build([2.0, 0.0, 1.0], target_weights=[0.5, 0.5, 0.0])
     with pytest.raises(UserError, match="reward_weights has 2 entries but task 'reward_funcs' has d=3"):
         build([1.0, 2.0])
@@ -180,8 +202,12 @@ def test_reward_weights_and_a_stated_w_star(tmp_path, tiny_model_dir, two_prompt
         build([1.0, -1.0, 0.0])
     # a task with the uniform default: reward_weights become its w*; a task that states w*: must agree
     assert build([0.0, 3.0, 1.0], task=char_task).vpo_target.tolist() == [0.0, 0.75, 0.25]
-    stated = FunctionTask("stated", objectives={"a": lambda e, x: 1.0, "b": lambda e, x: 0.0},
-                          examples=[{"question": "q"}] * 4, target_weights=[0.9, 0.1])
+    stated = FunctionTask(
+        "stated",
+        objectives={"a": lambda e, x: 1.0, "b": lambda e, x: 0.0},
+        examples=[{"question": "q"}] * 4,
+        target_weights=[0.9, 0.1],
+    )
     with pytest.raises(UserError, match=r"w\* \[0.9, 0.1\] of task 'stated'"):
         build([1.0, 1.0], task=stated)
     assert build([9.0, 1.0], task=stated).vpo_target.tolist() == pytest.approx([0.9, 0.1])
@@ -198,8 +224,17 @@ class _Recorder:
         self.__name__ = "recorder"
 
     def __call__(self, prompts, completions, completion_ids, trainer_state, log_metric, log_extra, **columns):
-        self.calls.append(dict(prompts=prompts, completions=completions, completion_ids=completion_ids,
-                               trainer_state=trainer_state, log_metric=log_metric, log_extra=log_extra, **columns))
+        self.calls.append(
+            dict(
+                prompts=prompts,
+                completions=completions,
+                completion_ids=completion_ids,
+                trainer_state=trainer_state,
+                log_metric=log_metric,
+                log_extra=log_extra,
+                **columns,
+            )
+        )
         return [float(len(ids)) for ids in completion_ids]
 
 
@@ -213,16 +248,24 @@ def test_reward_functions_get_what_trl_passes(tmp_path, tiny_model_dir, chat):
     def prompt(s):
         return [{"role": "user", "content": s}] if chat else s
 
-    ds = Dataset.from_list([{"prompt": prompt("Say a"), "tag": 0, "gold": "x"}, {"prompt": prompt("Say b"), "tag": 1, "gold": "y"}])
+    ds = Dataset.from_list(
+        [{"prompt": prompt("Say a"), "tag": 0, "gold": "x"}, {"prompt": prompt("Say b"), "tag": 1, "gold": "y"}]
+    )
     rec = {"trl": _Recorder(), "vpo": _Recorder()}
     from trl import GRPOConfig
 
     from vpo.train import VPOConfig, VPOTrainer
 
     trainers = {
-        "trl": GRPOTrainer(model=tiny_model_dir, reward_funcs=rec["trl"], train_dataset=ds, args=GRPOConfig(**_common(tmp_path, "trl"))),
-        "vpo": VPOTrainer(model=tiny_model_dir, reward_funcs=rec["vpo"], train_dataset=ds,
-                          args=VPOConfig(**_common(tmp_path, "vpo", estimator="grpo", num_answers=1))),
+        "trl": GRPOTrainer(
+            model=tiny_model_dir, reward_funcs=rec["trl"], train_dataset=ds, args=GRPOConfig(**_common(tmp_path, "trl"))
+        ),
+        "vpo": VPOTrainer(
+            model=tiny_model_dir,
+            reward_funcs=rec["vpo"],
+            train_dataset=ds,
+            args=VPOConfig(**_common(tmp_path, "vpo", estimator="grpo", num_answers=1)),
+        ),
     }
     inputs = [{"prompt": prompt(f"Say {c}"), "tag": i, "gold": c} for i, c in enumerate("ab")]
     texts = ["abc", "de"]
@@ -232,8 +275,11 @@ def test_reward_functions_get_what_trl_passes(tmp_path, tiny_model_dir, chat):
         r = tr._calculate_rewards(inputs, [x["prompt"] for x in inputs], completions, ids)
         assert r[:, 0].tolist() == [3.0, 2.0], name
     got = {name: rec[name].calls[-1] for name in rec}
-    assert set(got["vpo"]) == set(got["trl"]) == {"prompts", "completions", "completion_ids", "trainer_state",
-                                                  "log_metric", "log_extra", "tag", "gold"}
+    assert (
+        set(got["vpo"])
+        == set(got["trl"])
+        == {"prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra", "tag", "gold"}
+    )
     for key in ("prompts", "completions", "completion_ids", "tag", "gold"):
         assert got["vpo"][key] == got["trl"][key], key
     for name, tr in trainers.items():
@@ -280,6 +326,9 @@ def test_m_answers_reward_functions_see_answers_and_log_per_completion(tmp_path,
     tr._calculate_rewards(inputs, ["p"] * 3, texts, [[1], [2], [3]])
     assert seen["completions"] == ["ab", "c", "xyz"]
     tok = tr.processing_class
-    assert seen["ids"] == [tok("ab", add_special_tokens=False)["input_ids"], tok("c", add_special_tokens=False)["input_ids"],
-                           tok("xyz", add_special_tokens=False)["input_ids"]]
+    assert seen["ids"] == [
+        tok("ab", add_special_tokens=False)["input_ids"],
+        tok("c", add_special_tokens=False)["input_ids"],
+        tok("xyz", add_special_tokens=False)["input_ids"],
+    ]
     assert tr._pending_extra_logs["answer"] == [["ab", "c"], [], ["xyz"]]

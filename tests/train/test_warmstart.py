@@ -11,7 +11,9 @@ from vpo.train.warmstart import format_answers, supervised_warm_start  # noqa: E
 
 def test_format_answers():
     assert format_answers(["RRU"], 1) == "<answer>RRU</answer>"
-    assert format_answers(["A", "B", "C", "D"], 3) == "<answer_1>A</answer_1><answer_2>B</answer_2><answer_3>C</answer_3>"
+    assert (
+        format_answers(["A", "B", "C", "D"], 3) == "<answer_1>A</answer_1><answer_2>B</answer_2><answer_3>C</answer_3>"
+    )
 
 
 def test_warm_start_learns_a_mapping(tmp_path, tiny_model_dir):
@@ -23,17 +25,29 @@ def test_warm_start_learns_a_mapping(tmp_path, tiny_model_dir):
     # a copy task the tiny model can learn in a few hundred steps: repeat the letter twice
     letters = "abcdefgh"
     pairs = [(f"Say {c}", format_answers([c * 2], 1)) for c in letters]
-    info = supervised_warm_start(tiny_model_dir, tmp_path / "ws", pairs, steps=150, batch_size=8, learning_rate=1e-2, warmup_steps=10, progress=False, log_every=25)
+    info = supervised_warm_start(
+        tiny_model_dir,
+        tmp_path / "ws",
+        pairs,
+        steps=150,
+        batch_size=8,
+        learning_rate=1e-2,
+        warmup_steps=10,
+        progress=False,
+        log_every=25,
+    )
     assert info["loss_last"] < 0.5 * info["loss_first"]
     tok = AutoTokenizer.from_pretrained(tmp_path / "ws")
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "ws")
     hits = 0
     for c in letters:
-        text = tok.apply_chat_template([{"role": "user", "content": f"Say {c}"}], tokenize=False, add_generation_prompt=True)
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": f"Say {c}"}], tokenize=False, add_generation_prompt=True
+        )
         ids = tok(text, return_tensors="pt", add_special_tokens=False)
         with torch.no_grad():
             out = model.generate(**ids, max_new_tokens=24, do_sample=False)
-        answer = parse_answers(tok.decode(out[0, ids.input_ids.shape[1]:], skip_special_tokens=True), 1)
+        answer = parse_answers(tok.decode(out[0, ids.input_ids.shape[1] :], skip_special_tokens=True), 1)
         hits += answer == [c * 2]
     assert hits >= 6, hits
 

@@ -66,7 +66,12 @@ class WiringTrainer(VPOTrainer):
         return out
 
     def _compute_loss(self, model, inputs):
-        self.micro.append({k: inputs[k].detach().cpu().clone() for k in (TAG, "advantages", "prompt_ids", "prompt_mask", "completion_ids")})
+        self.micro.append(
+            {
+                k: inputs[k].detach().cpu().clone()
+                for k in (TAG, "advantages", "prompt_ids", "prompt_mask", "completion_ids")
+            }
+        )
         return super()._compute_loss(model, inputs)
 
 
@@ -125,7 +130,9 @@ def check_wiring(gen: dict, micro: list[dict], ref: torch.Tensor) -> None:
         for row, i in enumerate(mb[TAG].tolist()):
             assert torch.equal(mb["completion_ids"][row], gen["completion_ids"][i]), f"rollout {i}: completion moved"
             got = float(mb["advantages"][row])
-            assert got == pytest.approx(float(ref[i]), abs=1e-4), f"rollout {i}: loss advantage {got} != reference {float(ref[i])}"
+            assert got == pytest.approx(float(ref[i]), abs=1e-4), (
+                f"rollout {i}: loss advantage {got} != reference {float(ref[i])}"
+            )
 
 
 _WEIGHT_RE = re.compile(r"scored by this weighting of the objectives: (.*?)\.(?:\s|$)")
@@ -149,7 +156,9 @@ def check_goal_weights(tr: WiringTrainer, gen: dict, micro: list[dict]) -> None:
     used = gen["weights"].double()
     for i, w in parsed.items():
         # the prompt prints two decimals; the advantage used the exact weighting
-        assert np.allclose(w, used[i].numpy(), atol=0.0051), f"rollout {i}: prompt says {w}, advantage used {used[i].tolist()}"
+        assert np.allclose(w, used[i].numpy(), atol=0.0051), (
+            f"rollout {i}: prompt says {w}, advantage used {used[i].tolist()}"
+        )
     for g in range(len(parsed) // G):
         rows = range(g * G, (g + 1) * G)
         assert all(torch.equal(used[r], used[g * G]) for r in rows), f"group {g}: rollouts used different weightings"

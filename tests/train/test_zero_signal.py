@@ -24,9 +24,20 @@ from vpo.train.tiny import ANSWER_TAG_TOKENS  # noqa: E402
 
 def _args(tmp_path, **kw):
     base = dict(
-        output_dir=str(tmp_path / "out"), num_generations=2, per_device_train_batch_size=4, max_completion_length=4,
-        max_steps=1, learning_rate=1e-3, beta=0.0, logging_steps=1, report_to="none", save_strategy="no",
-        use_cpu=True, seed=0, disable_tqdm=True, num_weightings=4,
+        output_dir=str(tmp_path / "out"),
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=4,
+        max_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+        num_weightings=4,
     )
     base.update(kw)
     return VPOConfig(**base)
@@ -93,15 +104,27 @@ def test_answers_that_never_parse_stop_training(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    task = FunctionTask("tagged", objectives={"a": lambda e, x: 1.0, "b": lambda e, x: 0.5},
-                        examples=[{"question": f"Q{i}"} for i in range(8)])
-    args = _args(tmp_path, estimator="vpo", num_answers=3, max_steps=10, zero_signal_patience=2,
-                 generation_kwargs={"bad_words_ids": [[tok.convert_tokens_to_ids(t)] for t in ANSWER_TAG_TOKENS]})
+    task = FunctionTask(
+        "tagged",
+        objectives={"a": lambda e, x: 1.0, "b": lambda e, x: 0.5},
+        examples=[{"question": f"Q{i}"} for i in range(8)],
+    )
+    args = _args(
+        tmp_path,
+        estimator="vpo",
+        num_answers=3,
+        max_steps=10,
+        zero_signal_patience=2,
+        generation_kwargs={"bad_words_ids": [[tok.convert_tokens_to_ids(t)] for t in ANSWER_TAG_TOKENS]},
+    )
     tr = VPOTrainer(tiny_model_dir, args, task=task)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        with pytest.raises(ZeroSignalError, match=r"no completion contained a parsable answer \(task 'tagged' parses "
-                           r"<answer_1>..<answer_3> tags\).*zero_signal_patience = 2"):
+        with pytest.raises(
+            ZeroSignalError,
+            match=r"no completion contained a parsable answer \(task 'tagged' parses "
+            r"<answer_1>..<answer_3> tags\).*zero_signal_patience = 2",
+        ):
             tr.train()
     assert "no completion contained a parsable answer" in _zero_signal_warnings(record)[0]
     logs = [h for h in tr.state.log_history if "loss" in h]
@@ -171,10 +194,21 @@ NAN_TASK = textwrap.dedent(
 def _cli_config(tmp_path, tiny_model_dir, **extra):
     (tmp_path / "nan_tasks.py").write_text(NAN_TASK)
     lines = {
-        "task": f"{tmp_path / 'nan_tasks.py'}:make", "model_name_or_path": tiny_model_dir,
-        "output_dir": str(tmp_path / "o"), "estimator": "vpo", "num_answers": 2, "use_cpu": "true", "bf16": "false",
-        "report_to": "none", "num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 4,
-        "num_weightings": 4, "max_steps": 3, "save_strategy": "'no'", "disable_tqdm": "true",
+        "task": f"{tmp_path / 'nan_tasks.py'}:make",
+        "model_name_or_path": tiny_model_dir,
+        "output_dir": str(tmp_path / "o"),
+        "estimator": "vpo",
+        "num_answers": 2,
+        "use_cpu": "true",
+        "bf16": "false",
+        "report_to": "none",
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "max_completion_length": 4,
+        "num_weightings": 4,
+        "max_steps": 3,
+        "save_strategy": "'no'",
+        "disable_tqdm": "true",
     }
     lines.update(extra)
     cfg = tmp_path / "run.yaml"
@@ -213,7 +247,9 @@ def test_a_raising_reward_function_under_strict_rewards_names_it_and_the_row(tmp
     from datasets import Dataset
 
     ds = Dataset.from_list([{"prompt": "p"}] * 4)
-    tr = VPOTrainer(tiny_model_dir, _args(tmp_path, num_answers=3, strict_rewards=True), reward_funcs=[picky], train_dataset=ds)
+    tr = VPOTrainer(
+        tiny_model_dir, _args(tmp_path, num_answers=3, strict_rewards=True), reward_funcs=[picky], train_dataset=ds
+    )
     texts = ["<answer_1>ok</answer_1>", "<answer_1>fine</answer_1><answer_2>boom</answer_2>"]
     with pytest.raises(UserError) as err:
         tr._score_local([{"prompt": "p"}, {"prompt": "q"}], ["p", "q"], texts)

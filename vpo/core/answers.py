@@ -57,7 +57,11 @@ def answer_instruction(m: int, fmt: str = "tags", what: str = "answer", style: s
         return f"<answer_1>..<answer_{m}>" if m > 1 else "<answer>"
     if style in ("short", "tags"):
         if fmt == "code":
-            return f"{m} different {what}s as ```python blocks split by ---." if m > 1 else f"One {what} as a ```python block."
+            return (
+                f"{m} different {what}s as ```python blocks split by ---."
+                if m > 1
+                else f"One {what} as a ```python block."
+            )
         return f"{m} different {what}s in <answer_1>..<answer_{m}>." if m > 1 else f"{what.capitalize()} in <answer>."
     if fmt == "code":
         if m == 1:

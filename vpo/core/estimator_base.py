@@ -99,9 +99,15 @@ class EstimatorConfig:
     """Deprecated name of ``strict_rewards``."""
 
     def __post_init__(self, alpha: float | None, sampler: str | None, strict: bool | None) -> None:
-        self.weight_alpha = renamed_setting("EstimatorConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4)
-        self.weight_sampler = renamed_setting("EstimatorConfig", "weight_sampler", self.weight_sampler, "iid", "sampler", sampler, stacklevel=4)
-        self.strict_rewards = renamed_setting("EstimatorConfig", "strict_rewards", self.strict_rewards, False, "strict", strict, stacklevel=4)
+        self.weight_alpha = renamed_setting(
+            "EstimatorConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4
+        )
+        self.weight_sampler = renamed_setting(
+            "EstimatorConfig", "weight_sampler", self.weight_sampler, "iid", "sampler", sampler, stacklevel=4
+        )
+        self.strict_rewards = renamed_setting(
+            "EstimatorConfig", "strict_rewards", self.strict_rewards, False, "strict", strict, stacklevel=4
+        )
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
         if not math.isfinite(self.invalid_score):
             raise ValueError(f"invalid_score must be finite, got {self.invalid_score!r}")
@@ -213,9 +219,7 @@ def register_estimator(
     def deco(fn):
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
-        ESTIMATORS[name] = EstimatorSpec(
-            name, fn, multi_answer, uses_sampler, needs_rollout_weights, paper, summary
-        )
+        ESTIMATORS[name] = EstimatorSpec(name, fn, multi_answer, uses_sampler, needs_rollout_weights, paper, summary)
         return fn
 
     return deco
@@ -225,9 +229,7 @@ def get_estimator(name: str) -> EstimatorSpec:
     try:
         return ESTIMATORS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown estimator {name!r}; available: {', '.join(sorted(ESTIMATORS))}"
-        ) from None
+        raise ValueError(f"unknown estimator {name!r}; available: {', '.join(sorted(ESTIMATORS))}") from None
 
 
 def list_estimators() -> list[str]:
@@ -379,9 +381,7 @@ def group_index_from(
     counts = torch.bincount(index).to(torch.float64)
     if bool((counts < 2).any()):
         bad = int(torch.nonzero(counts < 2)[0, 0])
-        raise ValueError(
-            f"every group needs at least 2 rollouts (G >= 2); group #{bad} has {int(counts[bad])}"
-        )
+        raise ValueError(f"every group needs at least 2 rollouts (G >= 2); group #{bad} has {int(counts[bad])}")
     return index, counts
 
 
@@ -465,9 +465,7 @@ def _prepare(
     else:
         t = _as_f64(target_weights, "target_weights").to(r.device).reshape(-1)
         if t.numel() != d:
-            raise ValueError(
-                f"target_weights w* has {t.numel()} entries but the rewards have d={d} objectives"
-            )
+            raise ValueError(f"target_weights w* has {t.numel()} entries but the rewards have d={d} objectives")
         check_simplex(t, "target_weights w*")
     rw = None
     if rollout_weights is not None:
@@ -477,7 +475,14 @@ def _prepare(
         check_simplex(rw, "rollout_weights")
     index, counts = group_index_from(N, group_size, group_ids, device=r.device)
     return _Batch(
-        r, v, index, counts, t, rw, nonfinite, int(group_size) if group_size is not None else None,
+        r,
+        v,
+        index,
+        counts,
+        t,
+        rw,
+        nonfinite,
+        int(group_size) if group_size is not None else None,
         _lengths(response_lengths, N, r.device),
     )
 

@@ -163,9 +163,7 @@ def gdpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     rollout counts ``L_n = response_lengths[n]`` times: ``mean = sum L s / sum L``,
     ``var = sum L (s - mean)^2 / (sum L - 1)``, ``A = (s - mean) / sqrt(var + 1e-8)``). A rollout
     without a valid answer has ``invalid_score`` on every objective."""
-    r = torch.where(
-        b.valid[:, 0:1], b.rewards[:, 0, :], torch.full_like(b.rewards[:, 0, :], cfg.invalid_score)
-    )
+    r = torch.where(b.valid[:, 0:1], b.rewards[:, 0, :], torch.full_like(b.rewards[:, 0, :], cfg.invalid_score))
     z, std = _zscore(r, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(r, b))
     s = z @ b.target if cfg.gdpo_weighting == "target" else z.sum(-1)
     if cfg.gdpo_whitening == "tokens":
@@ -236,7 +234,7 @@ def max_at_k_transform(s: torch.Tensor, b: _Batch, k_fixed: int | None) -> torch
     P = b.num_groups
     n = b.counts  # [P]
     gmax = int(n.max().item())
-    k = (torch.clamp(torch.floor(n / 2), min=2) if k_fixed is None else torch.full_like(n, float(k_fixed)))
+    k = torch.clamp(torch.floor(n / 2), min=2) if k_fixed is None else torch.full_like(n, float(k_fixed))
     if bool((k > n).any()):
         raise ValueError(
             f"max_at_k: k={int(k.max().item())} exceeds the group size {int(n.min().item())}; "
@@ -355,7 +353,13 @@ def compute_advantages(
         d = int(_as_f64(rewards, "rewards").shape[-1])
         rollout_weights = row_weights(seed, row_index, d, cfg.weight_alpha)
     b = _prepare(
-        rewards, valid, group_size, group_ids, target_weights, rollout_weights, cfg.strict_rewards,
+        rewards,
+        valid,
+        group_size,
+        group_ids,
+        target_weights,
+        rollout_weights,
+        cfg.strict_rewards,
         response_lengths if estimator == "gdpo" and cfg.gdpo_whitening == "tokens" else None,
     )
     if not spec.multi_answer and b.m != 1:

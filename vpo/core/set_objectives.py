@@ -79,7 +79,9 @@ def _estimator_for(obj: SetObjective):
             raw = obj.fn(b.rewards, b.valid, w, b.index, b.target)
         if not isinstance(raw, torch.Tensor) or tuple(raw.shape) != (b.rewards.shape[0],):
             shape = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
-            raise ValueError(f"set objective {obj.name!r} must return a tensor of shape [N] = ({b.rewards.shape[0]},); got {shape}")
+            raise ValueError(
+                f"set objective {obj.name!r} must return a tensor of shape [N] = ({b.rewards.shape[0]},); got {shape}"
+            )
         raw = raw.to(torch.float64)
         raw = torch.where(b.valid.any(1), raw, torch.full_like(raw, cfg.invalid_score))
         if not bool(torch.isfinite(raw).all()):
@@ -119,9 +121,13 @@ def register_set_objective(
     for a taken or malformed name or an unknown normalization.
     """
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
-        raise ValueError(f"set objective name must be letters, digits and underscores, starting with a letter; got {name!r}")
+        raise ValueError(
+            f"set objective name must be letters, digits and underscores, starting with a letter; got {name!r}"
+        )
     if name in ESTIMATORS:
-        raise ValueError(f"estimator {name!r} is already registered; pick another name or unregister_set_objective({name!r})")
+        raise ValueError(
+            f"estimator {name!r} is already registered; pick another name or unregister_set_objective({name!r})"
+        )
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {normalization!r}")
     if not callable(fn):

@@ -94,9 +94,7 @@ def validate_sampler_args(num_weightings: int, weight_alpha: float, weight_sampl
     if not (float(alpha) > 0.0) or alpha != alpha or alpha == float("inf"):
         raise ValueError(f"weight_alpha must be a finite number > 0, got {alpha!r}; the paper uses alpha = 1")
     if weight_sampler not in SAMPLERS:
-        raise ValueError(
-            f"unknown weight_sampler {weight_sampler!r}; choose one of {', '.join(SAMPLERS)}"
-        )
+        raise ValueError(f"unknown weight_sampler {weight_sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if weight_sampler == "sobol" and float(alpha) != 1.0:
         raise ValueError(
             "the sobol sampler maps points to the simplex by normalised exponentials of uniforms, which "
@@ -204,9 +202,7 @@ class SimplexSampler:
 
     def _sobol(self, num_groups: int, k: int, d: int) -> torch.Tensor:
         base = self._sobol_base(k, d)  # [K, d] int64 digits
-        shifts = torch.randint(
-            0, 2**_SOBOL_BITS, (num_groups, 1, d), generator=self.generator, dtype=torch.int64
-        )
+        shifts = torch.randint(0, 2**_SOBOL_BITS, (num_groups, 1, d), generator=self.generator, dtype=torch.int64)
         ints = torch.bitwise_xor(base.unsqueeze(0), shifts)
         # add a uniform offset below the last digit so points are continuous, not on a 2^-30 grid
         jitter = torch.rand(num_groups, k, d, generator=self.generator, dtype=torch.float64)
@@ -247,7 +243,9 @@ def fixed_weights(
     with the same weightings. docs/eval.md says why this set (and not a QMC one) is the shared one.
     Returns a new tensor on every call (the cached draw is never handed out).
     """
-    d, num_weightings = (int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x for x in (d, num_weightings))
+    d, num_weightings = (
+        int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x for x in (d, num_weightings)
+    )
     positive_int(d, "the reward dimension d")
     validate_sampler_args(num_weightings, weight_alpha, "iid")
     key = (d, int(num_weightings), float(weight_alpha), int(weight_seed))

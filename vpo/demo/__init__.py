@@ -9,4 +9,13 @@ from vpo.demo.cli import add_parser
 from vpo.demo.config import ALL_METHODS, DEFAULT_METHODS, METHODS, DemoConfig, method_spec
 from vpo.demo.runner import aggregate, run_demo
 
-__all__ = ["ALL_METHODS", "DEFAULT_METHODS", "METHODS", "DemoConfig", "add_parser", "aggregate", "method_spec", "run_demo"]
+__all__ = [
+    "ALL_METHODS",
+    "DEFAULT_METHODS",
+    "METHODS",
+    "DemoConfig",
+    "add_parser",
+    "aggregate",
+    "method_spec",
+    "run_demo",
+]

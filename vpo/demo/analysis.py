@@ -27,8 +27,18 @@ import numpy as np
 from vpo.demo.config import DemoConfig
 from vpo.demo.stages import eval_entries, make_task
 
-SCALARS = ("reward_at_1", "pass_at_1", "diversity", "tokens_per_rollout", "tokens_per_answer",
-           "completion_rate", "completed_diversity", "distinct_routes", "union_coverage", "collinearity")
+SCALARS = (
+    "reward_at_1",
+    "pass_at_1",
+    "diversity",
+    "tokens_per_rollout",
+    "tokens_per_answer",
+    "completion_rate",
+    "completed_diversity",
+    "distinct_routes",
+    "union_coverage",
+    "collinearity",
+)
 CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
 PROG_CURVES = ("pass_at_k",)
 """Curves only the prog domain reports (the maze's pass@k is 0 by design)."""
@@ -90,13 +100,26 @@ def preference_ceilings(fronts: list[np.ndarray], prefs: dict[str, np.ndarray]) 
     return {name: float(np.mean([float((f @ w).max()) for f in fronts])) for name, w in prefs.items()}
 
 
-def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray], prefs: dict[str, np.ndarray],
-              ks: list[int], eval_seeds: int, domain: str = "maze") -> dict:
+def run_stats(
+    report: dict,
+    pool,
+    examples: list[dict],
+    fronts: list[np.ndarray],
+    prefs: dict[str, np.ndarray],
+    ks: list[int],
+    eval_seeds: int,
+    domain: str = "maze",
+) -> dict:
     """Per-maze arrays of one evaluated run: scalars ``[P]`` and curves ``[P, len(ks)]``; for the prog
     domain also ``pass_at_k`` (some answer of the matched-budget sub-pool passes every test)."""
     from vpo.search.metrics import group_by_prompt, matched_best_at_k, scalarize
     from vpo.search.poolstats import (
-        completed_diversity, completed_mask, distinct_count, matched_prefix, pareto_coverage, union_coverage,
+        completed_diversity,
+        completed_mask,
+        distinct_count,
+        matched_prefix,
+        pareto_coverage,
+        union_coverage,
     )
 
     ids = [ex["id"] for ex in examples]
@@ -126,7 +149,8 @@ def run_stats(report: dict, pool, examples: list[dict], fronts: list[np.ndarray]
     out["union_coverage"] = union_coverage(pts, g.valid.reshape(P, R * m))
     seeds = list(range(eval_seeds))
     out["pareto_coverage"] = matched_prefix(
-        lambda keep: pareto_coverage(pts, (keep & g.valid).reshape(P, R * m), fronts), g.present, m, ks, seeds)
+        lambda keep: pareto_coverage(pts, (keep & g.valid).reshape(P, R * m), fronts), g.present, m, ks, seeds
+    )
     for name, w in prefs.items():
         s = np.where(g.present[..., None], scalarize(g.rewards, g.valid, w), -np.inf)
         draws = [matched_best_at_k(s, g.present, ks, rng=seed) for seed in seeds]
@@ -156,7 +180,9 @@ def _resample_counts(num_resamples: int, S: int, P: int, seed: int) -> tuple[np.
     return C, D
 
 
-def two_level_interval(values: np.ndarray, num_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def two_level_interval(
+    values: np.ndarray, num_resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Percentile interval of the grand mean of ``values [S, P]`` (seeds x mazes): each replicate
     resamples the S seeds with replacement, then the P mazes with replacement (one maze draw shared
     by the replicate's seeds). NaN entries are ignored. ``(nan, nan)`` with no resamples.
@@ -195,7 +221,9 @@ def summarize(values: np.ndarray, num_resamples: int, seed: int = 0) -> dict:
         "se_seeds": float(per_seed.std(ddof=1) / math.sqrt(S)) if S > 1 else float("nan"),
         "ci_low": lo,
         "ci_high": hi,
-        "se_mazes_given_models": float(maze_mean.std(ddof=1) / math.sqrt(len(maze_mean))) if len(maze_mean) > 1 else float("nan"),
+        "se_mazes_given_models": float(maze_mean.std(ddof=1) / math.sqrt(len(maze_mean)))
+        if len(maze_mean) > 1
+        else float("nan"),
     }
 
 
@@ -218,8 +246,14 @@ def _stack(per_run: list[dict], name: str) -> np.ndarray:
     return np.stack([r[name] for r in per_run])  # [S, P] or [S, P, K]
 
 
-def aggregate_runs(cfg: DemoConfig, runs: dict[str, list[dict]], labels: dict[str, str], ms: dict[str, int],
-                   prefs: list[str], extra: dict | None = None) -> dict:
+def aggregate_runs(
+    cfg: DemoConfig,
+    runs: dict[str, list[dict]],
+    labels: dict[str, str],
+    ms: dict[str, int],
+    prefs: list[str],
+    extra: dict | None = None,
+) -> dict:
     """Methods' summaries and paired differences vs VPO from per-run statistics.
 
     ``runs[key]`` lists one :func:`run_stats` result per seed (one for the warm start); every run
@@ -266,7 +300,10 @@ def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str
     task = make_task(cfg)
     examples = task.load(cfg.split, n=cfg.eval_mazes)
     fronts = prog_fronts(examples) if cfg.domain == "prog" else maze_fronts(examples)
-    prefs = {"w*": np.full(task.d, 1.0 / task.d), **{k: np.asarray(v, dtype=float) for k, v in task.preferences.items()}}
+    prefs = {
+        "w*": np.full(task.d, 1.0 / task.d),
+        **{k: np.asarray(v, dtype=float) for k, v in task.preferences.items()},
+    }
     runs: dict[str, list[dict]] = {}
     labels: dict[str, str] = {}
     ms: dict[str, int] = {}

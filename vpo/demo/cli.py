@@ -91,19 +91,39 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default=None, help="output directory (default runs/demo)")
-    p.add_argument("--domain", choices=("maze", "prog"), default=None,
-                   help="the task: maze (default) or prog (tiny-language programs, one reward component per test case)")
-    p.add_argument("--quick", action="store_true",
-                   help="the CI setting: 1 seed, grpo and vpo only, 24 mazes, 12 answers each (a few minutes on 2 cores)")
+    p.add_argument(
+        "--domain",
+        choices=("maze", "prog"),
+        default=None,
+        help="the task: maze (default) or prog (tiny-language programs, one reward component per test case)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="the CI setting: 1 seed, grpo and vpo only, 24 mazes, 12 answers each (a few minutes on 2 cores)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="RL seeds (default 0 1 2)")
-    p.add_argument("--methods", default=None,
-                   help=f"comma-separated methods, 'default' ({','.join(DEFAULT_METHODS)}) or 'all' "
-                        f"(adds {','.join(ALL_METHODS[len(DEFAULT_METHODS):])}); any registered estimator name works")
+    p.add_argument(
+        "--methods",
+        default=None,
+        help=f"comma-separated methods, 'default' ({','.join(DEFAULT_METHODS)}) or 'all' "
+        f"(adds {','.join(ALL_METHODS[len(DEFAULT_METHODS) :])}); any registered estimator name works",
+    )
     p.add_argument("--jobs", type=int, default=None, help="jobs at a time (default 2)")
-    p.add_argument("--no-workers", action="store_true",
-                   help="run every job as a fresh process instead of in long-lived worker processes (same results, slower)")
-    p.add_argument("--warm-only", action="store_true",
-                   help="stop after evaluating the warm start: a cheap probe of a task regime's headroom (use with --set split=validation)")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE",
-                   help="override any DemoConfig field, e.g. --set rl_steps=120 or --set split=validation")
+    p.add_argument(
+        "--no-workers",
+        action="store_true",
+        help="run every job as a fresh process instead of in long-lived worker processes (same results, slower)",
+    )
+    p.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="stop after evaluating the warm start: a cheap probe of a task regime's headroom (use with --set split=validation)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="override any DemoConfig field, e.g. --set rl_steps=120 or --set split=validation",
+    )
     p.set_defaults(func=_main)

@@ -29,8 +29,16 @@ ALL_METHODS = DEFAULT_METHODS + ("maxrl", "random_weight", "goal_conditioned")
 """``--methods all``."""
 MULTI_ANSWER_M = 3
 DOMAIN_SETTINGS: dict[str, tuple[str, ...]] = {
-    "maze": ("maze_size", "budget_slack", "items_per_zone", "zone_radius", "lava", "zones", "warm_waypoints",
-             "warm_wander"),
+    "maze": (
+        "maze_size",
+        "budget_slack",
+        "items_per_zone",
+        "zone_radius",
+        "lava",
+        "zones",
+        "warm_waypoints",
+        "warm_wander",
+    ),
     "prog": ("prog_tests", "prog_pieces", "prog_cases", "prog_min_piece", "prog_slope", "prog_intercept"),
 }
 """``--domain`` choices and the settings that only that domain reads."""
@@ -47,8 +55,7 @@ def method_spec(name: str) -> tuple[str, str, int, int]:
         m = MULTI_ANSWER_M if ESTIMATORS[name].multi_answer else 1
         return (name if m == 1 else f"{name} (m={m})", name, m, 1)
     raise UserError(
-        f"unknown demo method {name!r}; choose from {', '.join(METHODS)} or any estimator that "
-        "`vpo estimators` lists"
+        f"unknown demo method {name!r}; choose from {', '.join(METHODS)} or any estimator that `vpo estimators` lists"
     )
 
 
@@ -192,14 +199,29 @@ class DemoConfig:
             raise UserError(f"instruction must be {style_choices()}, got {self.instruction!r}")
         if self.weight_sampler not in SAMPLERS:
             raise UserError(f"weight_sampler must be one of {', '.join(SAMPLERS)}, got {self.weight_sampler!r}")
-        for name in ("train_mazes", "eval_mazes", "warm_steps", "warm_batch", "warm_routes_per_maze", "warm_threads", "rl_steps",
-                     "prompts_per_step", "num_weightings", "eval_budget", "eval_seeds", "jobs",
-                     "max_tokens_single", "max_tokens_multi"):
+        for name in (
+            "train_mazes",
+            "eval_mazes",
+            "warm_steps",
+            "warm_batch",
+            "warm_routes_per_maze",
+            "warm_threads",
+            "rl_steps",
+            "prompts_per_step",
+            "num_weightings",
+            "eval_budget",
+            "eval_seeds",
+            "jobs",
+            "max_tokens_single",
+            "max_tokens_multi",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UserError(f"demo setting {name} must be an integer >= 1, got {v!r}")
         if self.num_generations < 2:
-            raise UserError(f"num_generations must be >= 2 (a group z-score needs two rollouts), got {self.num_generations}")
+            raise UserError(
+                f"num_generations must be >= 2 (a group z-score needs two rollouts), got {self.num_generations}"
+            )
         if max(self.ks) > self.eval_budget:
             raise UserError(f"ks {self.ks} exceed eval_budget={self.eval_budget} answers per maze")
         if not 0.0 <= self.warm_wander <= 1.0:
@@ -215,8 +237,15 @@ class DemoConfig:
         try:
             from vpo.tasks.maze import MazeConfig
 
-            MazeConfig(self.maze_size, None, tuple(self.items_per_zone), self.zone_radius, tuple(self.lava),
-                       self.budget_slack, zones=self.zones).resolved()
+            MazeConfig(
+                self.maze_size,
+                None,
+                tuple(self.items_per_zone),
+                self.zone_radius,
+                tuple(self.lava),
+                self.budget_slack,
+                zones=self.zones,
+            ).resolved()
         except ValueError as e:
             raise UserError(f"maze settings: {e}") from None
 
@@ -229,8 +258,7 @@ class DemoConfig:
         for other, names in DOMAIN_SETTINGS.items():
             if other == self.domain:
                 continue
-            same = lambda a, b: (list(a) if isinstance(a, (tuple, list)) else a) == (list(b) if isinstance(b, (tuple, list)) else b)  # noqa: E731
-            changed = [n for n in names if not same(getattr(self, n), default[n])]
+            changed = [n for n in names if not _same_setting(getattr(self, n), default[n])]
             if changed:
                 raise UserError(
                     f"demo setting(s) {', '.join(changed)} apply to --domain {other} only, but the domain is "
@@ -248,8 +276,15 @@ class DemoConfig:
     def quick(cls, **kw) -> "DemoConfig":
         """The CI setting: the default task, model, warm start and RL, then GRPO and VPO only,
         1 seed, evaluated on 24 mazes with 12 answers each."""
-        base = cls(seeds=(0,), methods=("grpo", "vpo"), eval_mazes=24, eval_budget=12, ks=(1, 3, 6, 12), eval_seeds=2,
-                   bootstrap=200)
+        base = cls(
+            seeds=(0,),
+            methods=("grpo", "vpo"),
+            eval_mazes=24,
+            eval_budget=12,
+            ks=(1, 3, 6, 12),
+            eval_seeds=2,
+            bootstrap=200,
+        )
         return replace(base, **kw)
 
     def as_dict(self) -> dict:
@@ -275,25 +310,60 @@ class DemoConfig:
     # -- what each stage depends on (resume safety) ------------------------------------------
     def task_options(self) -> dict:
         if self.domain == "prog":
-            return {"tests": self.prog_tests, "pieces": self.prog_pieces, "cases": self.prog_cases,
-                    "min_piece": self.prog_min_piece, "slope": list(self.prog_slope),
-                    "intercept": list(self.prog_intercept), "compact": True, "instruction": self.instruction}
+            return {
+                "tests": self.prog_tests,
+                "pieces": self.prog_pieces,
+                "cases": self.prog_cases,
+                "min_piece": self.prog_min_piece,
+                "slope": list(self.prog_slope),
+                "intercept": list(self.prog_intercept),
+                "compact": True,
+                "instruction": self.instruction,
+            }
         return {
-            "size": self.maze_size, "budget_slack": self.budget_slack, "items_per_zone": list(self.items_per_zone),
+            "size": self.maze_size,
+            "budget_slack": self.budget_slack,
+            "items_per_zone": list(self.items_per_zone),
             "zone_radius": self.zone_radius,
-            "lava": list(self.lava), "zones": self.zones, "compact": True, "instruction": self.instruction,
+            "lava": list(self.lava),
+            "zones": self.zones,
+            "compact": True,
+            "instruction": self.instruction,
         }
 
     def warm_settings(self) -> dict:
-        keys = ("train_mazes", "hidden_size", "num_layers", "warm_steps", "warm_batch", "warm_lr",
-                "warm_routes_per_maze", "warm_waypoints", "warm_wander", "warm_threads")
+        keys = (
+            "train_mazes",
+            "hidden_size",
+            "num_layers",
+            "warm_steps",
+            "warm_batch",
+            "warm_lr",
+            "warm_routes_per_maze",
+            "warm_waypoints",
+            "warm_wander",
+            "warm_threads",
+        )
         if self.domain != "maze":  # the maze's records (and their hashes) stay as they were
             keys = tuple(k for k in keys if k not in DOMAIN_SETTINGS["maze"])
             return {"domain": self.domain, "task": self.task_options(), **{k: getattr(self, k) for k in keys}}
         return {"task": self.task_options(), **{k: getattr(self, k) for k in keys}}
 
     def eval_settings(self) -> dict:
-        keys = ("split", "eval_mazes", "eval_temperature", "eval_budget", "ks", "eval_seeds",
-                "max_tokens_single", "max_tokens_multi")
+        keys = (
+            "split",
+            "eval_mazes",
+            "eval_temperature",
+            "eval_budget",
+            "ks",
+            "eval_seeds",
+            "max_tokens_single",
+            "max_tokens_multi",
+        )
         head = {} if self.domain == "maze" else {"domain": self.domain}
         return {**head, "task": self.task_options(), **{k: getattr(self, k) for k in keys}}
+
+
+def _same_setting(a, b) -> bool:
+    """Whether two setting values are equal, a tuple and a list with the same items counting as equal."""
+    return (list(a) if isinstance(a, (tuple, list)) else a) == (list(b) if isinstance(b, (tuple, list)) else b)

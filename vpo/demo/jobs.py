@@ -55,7 +55,9 @@ def stage_state(marker: Path, settings: dict) -> tuple[bool, list[str]]:
 
 
 def mark_done(marker: Path, settings: dict) -> None:
-    _record_path(marker).write_text(json.dumps({"hash": settings_hash(settings), "settings": settings}, indent=1, default=str))
+    _record_path(marker).write_text(
+        json.dumps({"hash": settings_hash(settings), "settings": settings}, indent=1, default=str)
+    )
 
 
 def clear_stage(marker: Path) -> None:
@@ -134,8 +136,13 @@ class _WorkerLane:
         log.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log, "a")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "vpo.demo.worker", str(w)], stdin=subprocess.PIPE, stdout=self._log,
-            stderr=subprocess.STDOUT, env=env, pass_fds=(w,), text=True,
+            [sys.executable, "-m", "vpo.demo.worker", str(w)],
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            pass_fds=(w,),
+            text=True,
         )
         os.close(w)
         self._results = os.fdopen(r, "r")
@@ -181,7 +188,9 @@ def run_jobs(jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path
     without, every job is a fresh process. Returns seconds per job run. Prints a status line when
     a job starts or ends and every ~20 s while any runs. A failed job stops the demo with its log's
     tail (finished jobs stay on disk and are skipped next time)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1"
+    )
     pending, done = _pending(jobs)
     if len(pending) < len(jobs):
         status(f"{len(jobs) - len(pending)} job(s) already done with the same settings, skipped")

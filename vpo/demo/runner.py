@@ -47,7 +47,9 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     ws = warm_start(cfg, out)
     t_warm = time.time() - t0
     jobs = build_jobs(cfg, out, ws)
-    status(f"{len(jobs)} jobs ({len(cfg.methods)} methods x {len(cfg.seeds)} seeds + evaluations), {cfg.jobs} at a time")
+    status(
+        f"{len(jobs)} jobs ({len(cfg.methods)} methods x {len(cfg.seeds)} seeds + evaluations), {cfg.jobs} at a time"
+    )
     job_seconds = run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs")
     t_report = time.time()
     agg = aggregate(cfg, out)
@@ -59,5 +61,7 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     agg["last_invocation_seconds"] = elapsed
     agg["wall_seconds"] = prev + elapsed  # summed over invocations: a resumed demo counts all its work
     write_report(agg, out)
-    status(f"report: {out / 'report.md'} ({elapsed / 60:.1f} min; {agg['wall_seconds'] / 60:.1f} min over all invocations)")
+    status(
+        f"report: {out / 'report.md'} ({elapsed / 60:.1f} min; {agg['wall_seconds'] / 60:.1f} min over all invocations)"
+    )
     return agg

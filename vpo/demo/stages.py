@@ -154,7 +154,10 @@ def eval_argv(cfg: DemoConfig, model: Path, m: int, out_dir: Path, name: str, se
 
 def eval_entries(cfg: DemoConfig) -> list[tuple[str, str, list[str]]]:
     """``(row key, label, eval run names)`` in report order: the warm start, then each method's seeds."""
-    rows = [("warmstart_m1", "Warm start (m=1)", ["warmstart_m1"]), ("warmstart_m3", "Warm start (m=3)", ["warmstart_m3"])]
+    rows = [
+        ("warmstart_m1", "Warm start (m=1)", ["warmstart_m1"]),
+        ("warmstart_m3", "Warm start (m=3)", ["warmstart_m3"]),
+    ]
     rows += [(mth, method_spec(mth)[0], [f"{mth}_s{s}" for s in cfg.seeds]) for mth in trained_methods(cfg)]
     return rows
 
@@ -187,24 +190,44 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
             conf.parent.mkdir(parents=True, exist_ok=True)
             tc = train_config(cfg, method, seed, ws, run)
             conf.write_text(yaml.safe_dump(tc, sort_keys=False))
-            jobs.append(Job(
-                f"train {method} s{seed}", [sys.executable, "-m", "vpo.cli", "train", str(conf)],
-                out / "logs" / f"train_{method}_s{seed}.log", run / "model.safetensors",
-                settings={"warm_start": warm, "train": _without_paths(tc)}, progress_total=cfg.rl_steps, output_dir=run,
-                cost=train_cost(tc),
-            ))
+            jobs.append(
+                Job(
+                    f"train {method} s{seed}",
+                    [sys.executable, "-m", "vpo.cli", "train", str(conf)],
+                    out / "logs" / f"train_{method}_s{seed}.log",
+                    run / "model.safetensors",
+                    settings={"warm_start": warm, "train": _without_paths(tc)},
+                    progress_total=cfg.rl_steps,
+                    output_dir=run,
+                    cost=train_cost(tc),
+                )
+            )
     evals = [("warmstart_m1", ws, 1, [], 0, {"warm_start": warm}), ("warmstart_m3", ws, 3, [], 0, {"warm_start": warm})]
     for seed in cfg.seeds:
         for method in trained_methods(cfg):
             train_job = next(j for j in jobs if j.name == f"train {method} s{seed}")
-            evals.append((f"{method}_s{seed}", out / "runs" / f"{method}_s{seed}", method_spec(method)[2],
-                          [train_job.name], seed, train_job.settings))
+            evals.append(
+                (
+                    f"{method}_s{seed}",
+                    out / "runs" / f"{method}_s{seed}",
+                    method_spec(method)[2],
+                    [train_job.name],
+                    seed,
+                    train_job.settings,
+                )
+            )
     for name, model, m, after, seed, upstream in evals:
         ev = out / "eval" / name
-        jobs.append(Job(
-            f"eval {name}", eval_argv(cfg, model, m, ev, name, seed), out / "logs" / f"eval_{name}.log",
-            ev / "report.json", settings={"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed}, after=after,
-            output_dir=ev,
-        ))
+        jobs.append(
+            Job(
+                f"eval {name}",
+                eval_argv(cfg, model, m, ev, name, seed),
+                out / "logs" / f"eval_{name}.log",
+                ev / "report.json",
+                settings={"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed},
+                after=after,
+                output_dir=ev,
+            )
+        )
     # evaluations of finished models can start while other models still train
     return jobs

@@ -291,7 +291,9 @@ def compute_score(
     """
     where = "vpo compute_score reward_kwargs"
     weight_alpha = renamed_setting(where, "weight_alpha", weight_alpha, 1.0, "alpha", alpha, category=FutureWarning)
-    weight_sampler = renamed_setting(where, "weight_sampler", weight_sampler, "iid", "sampler", sampler, category=FutureWarning)
+    weight_sampler = renamed_setting(
+        where, "weight_sampler", weight_sampler, "iid", "sampler", sampler, category=FutureWarning
+    )
     weight_seed = renamed_setting(where, "weight_seed", weight_seed, 0, "seed", seed, category=FutureWarning)
     extra_info = dict(extra_info or {})
     name = _resolve_method(method, extra_info)
@@ -316,7 +318,10 @@ def compute_score(
     rewards, valid = batch.rewards[0], batch.valid[0]  # [m, d], [m]
     group = _group_key(data_source, ground_truth, extra_info)
     cfg = EstimatorConfig(
-        num_weightings=num_weightings, weight_alpha=weight_alpha, weight_sampler=weight_sampler, invalid_score=invalid_score,
+        num_weightings=num_weightings,
+        weight_alpha=weight_alpha,
+        weight_sampler=weight_sampler,
+        invalid_score=invalid_score,
         weight_schedule=weight_schedule,
     )
     rollout_weights = None
@@ -360,7 +365,9 @@ def reward_matrix_from_extra(
     missing = [f"vpo_valid{i}" for i in range(m) if f"vpo_valid{i}" not in extra]
     missing += [f"vpo_r{i}_{o}" for i in range(m) for o in objectives if f"vpo_r{i}_{o}" not in extra]
     if missing:
-        raise ValueError(f"reward extra info lacks the keys {missing[:4]}...; was it written by vpo compute_score with m={m}?")
+        raise ValueError(
+            f"reward extra info lacks the keys {missing[:4]}...; was it written by vpo compute_score with m={m}?"
+        )
     n = len(np.asarray(extra["vpo_valid0"]))
     rewards = np.zeros((n, m, len(objectives)))
     valid = np.zeros((n, m), dtype=bool)

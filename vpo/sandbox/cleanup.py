@@ -92,8 +92,15 @@ def _kill_uid(uid: int) -> None:
     for _ in range(20):
         if not _procs_of_uid(uid):
             return
-        subprocess.run([sys.executable, "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid,
-                       extra_groups=[], env={"PATH": _SAFE_PATH}, cwd="/", check=False)
+        subprocess.run(
+            [sys.executable, "-I", "-S", "-c", "import os; os.kill(-1, 9)"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            env={"PATH": _SAFE_PATH},
+            cwd="/",
+            check=False,
+        )
 
 
 def _rmtree(path: str) -> None:

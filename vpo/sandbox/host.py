@@ -89,8 +89,15 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0):
             raise ValueError(f"SandboxConfig.timeout_s must be > 0 seconds, got {self.timeout_s!r}")
-        for name in ("memory_mb", "max_processes", "max_output_bytes", "max_open_files", "scratch_mb",
-                     "scratch_inodes", "max_program_bytes"):
+        for name in (
+            "memory_mb",
+            "max_processes",
+            "max_output_bytes",
+            "max_open_files",
+            "scratch_mb",
+            "scratch_inodes",
+            "max_program_bytes",
+        ):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {v!r}")
@@ -104,10 +111,12 @@ class SandboxConfig:
             raise ValueError(f"SandboxConfig.startup_slack_s must be >= 0, got {self.startup_slack_s!r}")
         if self.hard_timeout_s is not None and not (self.hard_timeout_s > 0):
             raise ValueError(f"SandboxConfig.hard_timeout_s must be None or > 0, got {self.hard_timeout_s!r}")
-        if self.stop_after_timeouts is not None and (not isinstance(self.stop_after_timeouts, int)
-                                                     or self.stop_after_timeouts < 1):
-            raise ValueError(f"SandboxConfig.stop_after_timeouts must be None or an integer >= 1, "
-                             f"got {self.stop_after_timeouts!r}")
+        if self.stop_after_timeouts is not None and (
+            not isinstance(self.stop_after_timeouts, int) or self.stop_after_timeouts < 1
+        ):
+            raise ValueError(
+                f"SandboxConfig.stop_after_timeouts must be None or an integer >= 1, got {self.stop_after_timeouts!r}"
+            )
         if self.cpu_time_s is not None and not (self.cpu_time_s > 0):
             raise ValueError(f"SandboxConfig.cpu_time_s must be None or > 0, got {self.cpu_time_s!r}")
 
@@ -199,8 +208,10 @@ class Sandbox:
 
             config = replace(config, **overrides)
         if not sys.platform.startswith("linux"):
-            raise SandboxError(f"the vpo sandbox runs on Linux only (this is {sys.platform}): it relies on "
-                               "fork, prctl, pidfds and, for isolation, Linux namespaces")
+            raise SandboxError(
+                f"the vpo sandbox runs on Linux only (this is {sys.platform}): it relies on "
+                "fork, prctl, pidfds and, for isolation, Linux namespaces"
+            )
         self.config = config
         self.root = os.geteuid() == 0
         ns_ok, reason = _probe_namespaces()
@@ -256,15 +267,22 @@ class Sandbox:
         err_file = None
         try:
             err_file = open(os.path.join(scratch, ".worker-stderr"), "w+b")
-            worker = [sys.executable, "-I", *([] if cfg.site_packages else ["-S"]), WORKER_PATH,
-                      WORKER_FLAG, str(wfd)]
-            cmd = [self._unshare, *_unshare_flags(self.root), "--", *worker] if self.isolation == "namespaces" else worker
+            worker = [sys.executable, "-I", *([] if cfg.site_packages else ["-S"]), WORKER_PATH, WORKER_FLAG, str(wfd)]
+            cmd = (
+                [self._unshare, *_unshare_flags(self.root), "--", *worker] if self.isolation == "namespaces" else worker
+            )
             # the cgroups must exist before the launch; their name can't include the pid yet
             tag = os.path.basename(scratch)  # vpo-sbx-<our pid>-<random>
             cg = _Cgroups(cfg, tag, tmpfs_bytes) if self.root else None
             proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(wfd,),
-                cwd=scratch, env=_scrubbed_env(os.path.join(scratch, "work")), start_new_session=True,
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+                pass_fds=(wfd,),
+                cwd=scratch,
+                env=_scrubbed_env(os.path.join(scratch, "work")),
+                start_new_session=True,
                 close_fds=True,
             )
             os.close(wfd)
@@ -299,7 +317,9 @@ class Sandbox:
             except BrokenPipeError:
                 pass
             hard = cfg.hard_timeout_s or cfg.startup_slack_s + len(tests) * (cfg.timeout_s + 0.5)
-            lines, problem = _read_lines(rfd, t0 + hard, max_bytes=len(tests) * (3 * cfg.max_output_bytes + 65536) + 65536)
+            lines, problem = _read_lines(
+                rfd, t0 + hard, max_bytes=len(tests) * (3 * cfg.max_output_bytes + 65536) + 65536
+            )
             if problem:
                 _kill_session(proc)
             try:
@@ -361,12 +381,14 @@ class Sandbox:
         return ProgramResult(final, time.monotonic() - t0, self.isolation, setup, error, uid)
 
     def _all_failed(self, tests, status, t0, why) -> ProgramResult:
-        return ProgramResult([TestOutcome(status=status, stderr=why) for _ in tests], time.monotonic() - t0,
-                             self.isolation, error=why)
+        return ProgramResult(
+            [TestOutcome(status=status, stderr=why) for _ in tests], time.monotonic() - t0, self.isolation, error=why
+        )
 
     # -- many programs ----------------------------------------------------------------------------
-    def run_many(self, jobs: Iterable[tuple[str, Sequence[TestInput]]], progress: bool = False,
-                 desc: str = "running programs") -> list[ProgramResult]:
+    def run_many(
+        self, jobs: Iterable[tuple[str, Sequence[TestInput]]], progress: bool = False, desc: str = "running programs"
+    ) -> list[ProgramResult]:
         """Run ``(program, tests)`` jobs, ``concurrency`` sandboxes at a time; results in job order."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -386,8 +408,12 @@ class Sandbox:
             try:
                 out[k] = self.run(prog, tests)
             except Exception as e:  # noqa: BLE001 - a host-side failure fails this program, not the batch
-                out[k] = ProgramResult([TestOutcome("sandbox_error", stderr=repr(e)) for _ in tests], 0.0,
-                                       self.isolation, error=f"{type(e).__name__}: {e}")
+                out[k] = ProgramResult(
+                    [TestOutcome("sandbox_error", stderr=repr(e)) for _ in tests],
+                    0.0,
+                    self.isolation,
+                    error=f"{type(e).__name__}: {e}",
+                )
             if bar is not None:
                 bar.update(1)
 

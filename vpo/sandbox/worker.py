@@ -70,11 +70,28 @@ _AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
 _SYS_MOUNT_SETATTR = 442  # same number on every architecture (asm-generic table, Linux >= 5.12)
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
 _PR_SET_CHILD_SUBREAPER = 36
-_PRELOAD = ("collections", "heapq", "bisect", "itertools", "functools", "math", "re", "string", "typing",
-            "random", "fractions", "decimal", "statistics", "copy", "operator", "array", "io", "json")
+_PRELOAD = (
+    "collections",
+    "heapq",
+    "bisect",
+    "itertools",
+    "functools",
+    "math",
+    "re",
+    "string",
+    "typing",
+    "random",
+    "fractions",
+    "decimal",
+    "statistics",
+    "copy",
+    "operator",
+    "array",
+    "io",
+    "json",
+)
 """Imported by the worker before forking tests when the program runs as an unprivileged uid without
 a mount namespace (root, ``isolation="rlimits"``): the uid may be unable to read the stdlib."""
-
 
 
 # -- the seccomp filter (classic BPF, built by hand: no libseccomp) --------------------------------
@@ -86,28 +103,68 @@ _X32_SYSCALL_BIT = 0x40000000
 _SECCOMP_DENY: dict[str, tuple[int | None, int | None]] = {
     # name: (x86_64 number, aarch64 number); None where the call does not exist. Answered EPERM.
     # namespaces and mounts: a program must not build a new view of the system
-    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
-    "pivot_root": (155, 41), "chroot": (161, 51), "mount_setattr": (442, 442), "move_mount": (429, 429),
-    "open_tree": (428, 428), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "mount_setattr": (442, 442),
+    "move_mount": (429, 429),
+    "open_tree": (428, 428),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
     "fspick": (433, 433),
     # reaching into other processes
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
-    "pidfd_getfd": (438, 438), "process_madvise": (440, 440),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438),
+    "process_madvise": (440, 440),
     # large kernel attack surface that no test program needs
-    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
-    "perf_event_open": (298, 241), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
-    "io_uring_register": (427, 427), "userfaultfd": (323, 282), "open_by_handle_at": (304, 265),
-    "name_to_handle_at": (303, 264), "lookup_dcookie": (212, 18), "fanotify_init": (300, 262),
-    "modify_ldt": (154, None), "uselib": (134, None),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "userfaultfd": (323, 282),
+    "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264),
+    "lookup_dcookie": (212, 18),
+    "fanotify_init": (300, 262),
+    "modify_ldt": (154, None),
+    "uselib": (134, None),
     # the machine itself: modules, kexec, reboot, swap, clocks, accounting, kernel log
-    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
-    "finit_module": (313, 273), "delete_module": (176, 106), "create_module": (174, None),
-    "query_module": (178, None), "get_kernel_syms": (177, None), "reboot": (169, 142),
-    "swapon": (167, 224), "swapoff": (168, 225), "syslog": (103, 116), "acct": (163, 89),
-    "quotactl": (179, 60), "quotactl_fd": (443, 443), "nfsservctl": (180, 42), "_sysctl": (156, None),
-    "iopl": (172, None), "ioperm": (173, None), "settimeofday": (164, 170), "clock_settime": (227, 112),
-    "adjtimex": (159, 171), "clock_adjtime": (305, 266), "vhangup": (153, 58),
-    "sethostname": (170, 161), "setdomainname": (171, 162),
+    "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "create_module": (174, None),
+    "query_module": (178, None),
+    "get_kernel_syms": (177, None),
+    "reboot": (169, 142),
+    "swapon": (167, 224),
+    "swapoff": (168, 225),
+    "syslog": (103, 116),
+    "acct": (163, 89),
+    "quotactl": (179, 60),
+    "quotactl_fd": (443, 443),
+    "nfsservctl": (180, 42),
+    "_sysctl": (156, None),
+    "iopl": (172, None),
+    "ioperm": (173, None),
+    "settimeofday": (164, 170),
+    "clock_settime": (227, 112),
+    "adjtimex": (159, 171),
+    "clock_adjtime": (305, 266),
+    "vhangup": (153, 58),
+    "sethostname": (170, 161),
+    "setdomainname": (171, 162),
 }
 _SECCOMP_ARG_CHECKED = {"clone": (56, 220), "clone3": (435, 435), "personality": (135, 92)}
 _CLONE_NEW_FLAGS = 0x7E020000
@@ -126,27 +183,44 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     foreign architecture (and x32) -> kill; the deny-list -> EPERM; ``clone`` with namespace flags ->
     EPERM; ``clone3`` -> ENOSYS; ``personality`` other than 0 / 0xffffffff -> EPERM; all else allowed."""
     if machine not in _AUDIT_ARCH:
-        raise OSError(errno.ENOSYS, f"the sandbox has no seccomp filter for the {machine!r} architecture "
-                                    f"(it knows {', '.join(_AUDIT_ARCH)}); no program runs without it unless "
-                                    "SandboxConfig(seccomp=False) says so (docs/sandbox.md)")
+        raise OSError(
+            errno.ENOSYS,
+            f"the sandbox has no seccomp filter for the {machine!r} architecture "
+            f"(it knows {', '.join(_AUDIT_ARCH)}); no program runs without it unless "
+            "SandboxConfig(seccomp=False) says so (docs/sandbox.md)",
+        )
     col = 0 if machine == "x86_64" else 1
     clone, clone3, persona = (v[col] for v in _SECCOMP_ARG_CHECKED.values())
     asm: list[tuple] = [
-        ("L", _SECCOMP_ARCH), ("J", _BPF_JEQ_K, _AUDIT_ARCH[machine], 1, 0), ("R", _SECCOMP_RET_KILL_PROCESS),
+        ("L", _SECCOMP_ARCH),
+        ("J", _BPF_JEQ_K, _AUDIT_ARCH[machine], 1, 0),
+        ("R", _SECCOMP_RET_KILL_PROCESS),
         ("L", _SECCOMP_NR),
     ]
     if machine == "x86_64":  # x32 calls carry the x86_64 audit arch: tell them apart by number
         asm += [("J", _BPF_JGE_K, _X32_SYSCALL_BIT, "kill", 0)]
     asm += [("J", _BPF_JEQ_K, nr, "eperm", 0) for nr in sorted({v[col] for v in _SECCOMP_DENY.values()} - {None})]
-    asm += [("J", _BPF_JEQ_K, clone, "clone", 0), ("J", _BPF_JEQ_K, clone3, "enosys", 0),
-            ("J", _BPF_JEQ_K, persona, "persona", 0), ("R", _SECCOMP_RET_ALLOW),
-            "clone:", ("L", _SECCOMP_ARG0_LO), ("J", _BPF_JSET_K, _CLONE_NEW_FLAGS, "eperm", "allow"),
-            "persona:", ("L", _SECCOMP_ARG0_LO), ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[0], "allow", 0),
-            ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[1], "allow", "eperm"),
-            "eperm:", ("R", _SECCOMP_RET_ERRNO | errno.EPERM),
-            "enosys:", ("R", _SECCOMP_RET_ERRNO | errno.ENOSYS),
-            "allow:", ("R", _SECCOMP_RET_ALLOW),
-            "kill:", ("R", _SECCOMP_RET_KILL_PROCESS)]
+    asm += [
+        ("J", _BPF_JEQ_K, clone, "clone", 0),
+        ("J", _BPF_JEQ_K, clone3, "enosys", 0),
+        ("J", _BPF_JEQ_K, persona, "persona", 0),
+        ("R", _SECCOMP_RET_ALLOW),
+        "clone:",
+        ("L", _SECCOMP_ARG0_LO),
+        ("J", _BPF_JSET_K, _CLONE_NEW_FLAGS, "eperm", "allow"),
+        "persona:",
+        ("L", _SECCOMP_ARG0_LO),
+        ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[0], "allow", 0),
+        ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[1], "allow", "eperm"),
+        "eperm:",
+        ("R", _SECCOMP_RET_ERRNO | errno.EPERM),
+        "enosys:",
+        ("R", _SECCOMP_RET_ERRNO | errno.ENOSYS),
+        "allow:",
+        ("R", _SECCOMP_RET_ALLOW),
+        "kill:",
+        ("R", _SECCOMP_RET_KILL_PROCESS),
+    ]
     labels, n = {}, 0
     for ins in asm:
         if isinstance(ins, str):
@@ -206,8 +280,11 @@ def _seccomp_install(libc, prepared: tuple) -> None:
     ul = ctypes.c_ulong
     if libc.prctl(ul(_PR_SET_SECCOMP), ul(_SECCOMP_MODE_FILTER), ctypes.byref(prepared[0]), ul(0), ul(0)) != 0:
         e = ctypes.get_errno()
-        raise OSError(e, f"the kernel refused the seccomp filter ({os.strerror(e)}); no program runs without it "
-                         "unless SandboxConfig(seccomp=False) says so (docs/sandbox.md)")
+        raise OSError(
+            e,
+            f"the kernel refused the seccomp filter ({os.strerror(e)}); no program runs without it "
+            "unless SandboxConfig(seccomp=False) says so (docs/sandbox.md)",
+        )
 
 
 def _libc():
@@ -240,8 +317,12 @@ def _mount_setattr(libc, path: bytes, set_flags: int, clr_flags: int, recursive:
     import ctypes
 
     class MountAttr(ctypes.Structure):
-        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+        _fields_ = [
+            ("attr_set", ctypes.c_uint64),
+            ("attr_clr", ctypes.c_uint64),
+            ("propagation", ctypes.c_uint64),
+            ("userns_fd", ctypes.c_uint64),
+        ]
 
     attr = MountAttr(set_flags, clr_flags, 0, 0)
     flags = _AT_RECURSIVE if recursive else 0
@@ -322,8 +403,9 @@ def _setup(job: dict) -> dict:
             os.makedirs(target, mode=0o755)
             _mount(libc, f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND, None)
             os.close(fd)
-            _mount_setattr(libc, target.encode(), _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0,
-                           recursive=True)
+            _mount_setattr(
+                libc, target.encode(), _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0, recursive=True
+            )
             py_map.append([path, target])
         if py_map:
             os.chmod(os.path.join(scratch, ".py"), 0o755)
@@ -400,8 +482,11 @@ def _drop_privileges(job: dict, libc) -> None:
             _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
         class Data(ctypes.Structure):
-            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                        ("inheritable", ctypes.c_uint32)]
+            _fields_ = [
+                ("effective", ctypes.c_uint32),
+                ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32),
+            ]
 
         hdr, data = Header(0x20080522, 0), (Data * 2)()
         if libc.capset(ctypes.byref(hdr), data) != 0:
@@ -429,12 +514,18 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int,
         import builtins
         import io
 
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8",
-                                     errors="replace")
-        sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
-                                      encoding="utf-8", errors="replace", write_through=False)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace",
-                                      write_through=True)
+        sys.stdin = io.TextIOWrapper(
+            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
+        )
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+            encoding="utf-8",
+            errors="replace",
+            write_through=False,
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True
+        )
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
         sys.argv = ["solution.py"]
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
@@ -489,7 +580,7 @@ def _remap_import_paths(py_map: list) -> None:
     def remap(x: str) -> str:
         for orig, target in py_map:
             if x == orig or x.startswith(orig + "/"):
-                return target + x[len(orig):]
+                return target + x[len(orig) :]
         return x
 
     sys.path[:] = [t for _, t in py_map]
@@ -606,12 +697,24 @@ def _exit_status(status: int, timed_out: bool) -> dict:
         return {"status": "timeout"}
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        return {"signal": sig, "status": {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit",
-                                          signal.SIGKILL: "killed"}.get(sig, "runtime_error")}
+        return {
+            "signal": sig,
+            "status": {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit", signal.SIGKILL: "killed"}.get(
+                sig, "runtime_error"
+            ),
+        }
     code_ = os.WEXITSTATUS(status)
-    return {"exit_code": code_, "status": {0: "ok", _EXIT_MEMORY: "memory_limit", _EXIT_OUTPUT: "output_limit",
-                                           _EXIT_NO_FUNCTION: "no_function", _EXIT_BAD_RETURN: "bad_return",
-                                           _EXIT_SETUP: "sandbox_error"}.get(code_, "runtime_error")}
+    return {
+        "exit_code": code_,
+        "status": {
+            0: "ok",
+            _EXIT_MEMORY: "memory_limit",
+            _EXIT_OUTPUT: "output_limit",
+            _EXIT_NO_FUNCTION: "no_function",
+            _EXIT_BAD_RETURN: "bad_return",
+            _EXIT_SETUP: "sandbox_error",
+        }.get(code_, "runtime_error"),
+    }
 
 
 def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> dict:
@@ -640,8 +743,12 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> d
     out = _read_cap(paths[1], cap)
     err = _read_cap(paths[2], 4000, tail=True)
     ret = _read_cap(paths[3], cap)
-    res = {"i": i, "time_s": round(elapsed, 6), "stderr": err.decode("utf-8", "replace"),
-           **_exit_status(status, timed_out)}
+    res = {
+        "i": i,
+        "time_s": round(elapsed, 6),
+        "stderr": err.decode("utf-8", "replace"),
+        **_exit_status(status, timed_out),
+    }
     if res["status"] == "ok" and os.path.getsize(paths[1]) >= cap:
         res["status"] = "output_limit"
     if res["status"] == "killed" and _memcg_oom(job):
@@ -757,8 +864,16 @@ def _worker_main(result_fd: int) -> None:
     timeouts, stop_after = 0, job.get("stop_after_timeouts")
     for i, test in enumerate(job["tests"]):
         if stop_after is not None and timeouts >= stop_after:
-            _emit(result_fd, {"i": i, "status": "not_run", "stdout": "", "time_s": 0.0,
-                              "stderr": f"skipped after {timeouts} timed-out tests"})
+            _emit(
+                result_fd,
+                {
+                    "i": i,
+                    "status": "not_run",
+                    "stdout": "",
+                    "time_s": 0.0,
+                    "stderr": f"skipped after {timeouts} timed-out tests",
+                },
+            )
             continue
         res = _run_test(i, job, test, code, prelude, libc, uid_kill)
         timeouts += res["status"] == "timeout"
@@ -781,7 +896,6 @@ def _procs_of_uid(uid: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return out
-
 
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == WORKER_FLAG:

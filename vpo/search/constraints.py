@@ -75,7 +75,10 @@ def markdown_section(results: Mapping[str, dict], ks: Sequence[int]) -> list[str
         "Constraints: " + "; ".join(f"`{t}`" for t in texts) + ". Each cell is unconstrained → constrained; "
         "an inadmissible answer still uses its slot of the budget k."
     )
-    lines += ["", "| method | metric | filtered out | prompts with none admissible | " + " | ".join(f"k={k}" for k in ks) + " |"]
+    lines += [
+        "",
+        "| method | metric | filtered out | prompts with none admissible | " + " | ".join(f"k={k}" for k in ks) + " |",
+    ]
     lines.append("|" + "---|" * (len(ks) + 4))
     labels = {"best_at_k": "best@k", "pass_at_k": "pass@k", "ew_best_at_k": "E_w[best@k]"}
     for name, r in with_c.items():
@@ -85,6 +88,8 @@ def markdown_section(results: Mapping[str, dict], ks: Sequence[int]) -> list[str
             pu, pv = {k: i for i, k in enumerate(u["k"])}, {k: i for i, k in enumerate(v["k"])}
             cells = [f"{_cell(u, pu[k])} → {_cell(v, pv[k])}" if k in pu and k in pv else "–" for k in ks]
             lines.append(
-                f"| {name} | {labels[key]} | {c['filtered_frac']:.3f} | {c['no_admissible_frac']:.3f} | " + " | ".join(cells) + " |"
+                f"| {name} | {labels[key]} | {c['filtered_frac']:.3f} | {c['no_admissible_frac']:.3f} | "
+                + " | ".join(cells)
+                + " |"
             )
     return lines

@@ -48,7 +48,9 @@ def embedding_diversity(answers: Sequence[Sequence[str]], model=None, batch_size
     out = np.full(len(answers), np.nan)
     if not flat:
         return out
-    emb = np.asarray(model.encode(flat, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False), dtype=np.float64)
+    emb = np.asarray(
+        model.encode(flat, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False), dtype=np.float64
+    )
     start = 0
     for p, group in enumerate(answers):
         n = len(group)

@@ -47,7 +47,19 @@ __all__ = [
     "make_generator",
 ]
 
-_MATCH_KEYS = ("task", "objectives", "m", "n_rollouts", "temperature", "top_p", "top_k", "max_new_tokens", "model", "system_prompt", "stop")
+_MATCH_KEYS = (
+    "task",
+    "objectives",
+    "m",
+    "n_rollouts",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_new_tokens",
+    "model",
+    "system_prompt",
+    "stop",
+)
 
 
 def _prompt_ids(examples: Sequence[dict]) -> list[str]:
@@ -130,8 +142,16 @@ def generate_pool(
     records: list[dict] = list(writer.records) if writer else []
     todo = [i for i, pid in enumerate(ids) if pid not in done]
     n = cfg.n_rollouts
-    per_batch = max(1, cfg.max_batch_rows // n) if isinstance(gen, TransformersGenerator) else max(1, 4 * cfg.concurrency) if isinstance(gen, OpenAIGenerator) else 64
-    bar = tqdm(total=len(ids), initial=len(ids) - len(todo), unit="prompt", disable=not progress, desc=f"pool {task.name}")
+    per_batch = (
+        max(1, cfg.max_batch_rows // n)
+        if isinstance(gen, TransformersGenerator)
+        else max(1, 4 * cfg.concurrency)
+        if isinstance(gen, OpenAIGenerator)
+        else 64
+    )
+    bar = tqdm(
+        total=len(ids), initial=len(ids) - len(todo), unit="prompt", disable=not progress, desc=f"pool {task.name}"
+    )
     t0, answers_made = time.perf_counter(), 0
     try:
         for b0 in range(0, len(todo), per_batch):

@@ -92,7 +92,9 @@ class EvalConfig:
     """Deprecated name of ``weight_seed``."""
 
     def __post_init__(self, alpha: float | None, weights_seed: int | None) -> None:
-        self.weight_alpha = renamed_setting("EvalConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4)
+        self.weight_alpha = renamed_setting(
+            "EvalConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4
+        )
         self.weight_seed = renamed_setting(
             "EvalConfig", "weight_seed", self.weight_seed, FIXED_WEIGHT_SEED, "weights_seed", weights_seed, stacklevel=4
         )
@@ -205,7 +207,9 @@ def pareto_front_size(points, mask=None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def bootstrap_ci(values, num_resamples: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_ci(
+    values, num_resamples: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval of the mean over prompts, NaN-aware.
 
     ``values [M, P]`` (M statistics, P prompts; NaN = undefined for that prompt) ->

@@ -35,8 +35,9 @@ def _nan(x):
     return float("nan") if x is None else float(x)
 
 
-def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str,
-           reference: tuple[float, str] | None = None) -> None:
+def _curve(
+    ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str, reference: tuple[float, str] | None = None
+) -> None:
     all_ks = sorted({k for r in results.values() for k in r["metrics"][metric]["k"]})
     for i, (name, r) in enumerate(results.items()):
         e = r["metrics"][metric]
@@ -45,8 +46,16 @@ def _curve(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str
         mean = [_nan(x) for x in e["mean"]]
         label = name if "(m=" in name else f"{name} (m={r['shape']['m']})"
         style = r.get("style", {})
-        ax.plot(ks, mean, marker=style.get("marker", "o"), ms=style.get("ms", 4), color=style.get("color", c),
-                lw=style.get("lw", 1.5), ls=style.get("ls", "-"), label=label)
+        ax.plot(
+            ks,
+            mean,
+            marker=style.get("marker", "o"),
+            ms=style.get("ms", 4),
+            color=style.get("color", c),
+            lw=style.get("lw", 1.5),
+            ls=style.get("ls", "-"),
+            label=label,
+        )
         lo, hi = e.get("ci_low"), e.get("ci_high")
         if lo and hi and all(v is not None for v in lo + hi):
             ax.fill_between(ks, lo, hi, color=style.get("color", c), alpha=0.15, linewidth=0)
@@ -82,11 +91,17 @@ def _bars(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str)
         ax.bar(i, 0.0 if mean != mean else mean, color=color, yerr=err, capsize=4, width=0.65)
         top = 0.0 if mean != mean else (max(mean, hi) if hi == hi else mean)
         ax.annotate(
-            "n/a" if mean != mean else f"{mean:.3g}", (i, top),
-            textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8,
+            "n/a" if mean != mean else f"{mean:.3g}",
+            (i, top),
+            textcoords="offset points",
+            xytext=(0, 3),
+            ha="center",
+            fontsize=8,
         )
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center", fontsize=8)
+    ax.set_xticklabels(
+        names, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center", fontsize=8
+    )
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)

@@ -157,8 +157,13 @@ class Pool:
         """Write ``meta.json``, ``rollouts.jsonl`` (when texts are known) and ``pool.npz``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        meta = {**self.meta, "format": POOL_FORMAT, "objectives": list(self.objectives),
-                "target_weights": self.target_weights.tolist(), "m": self.m}
+        meta = {
+            **self.meta,
+            "format": POOL_FORMAT,
+            "objectives": list(self.objectives),
+            "target_weights": self.target_weights.tolist(),
+            "m": self.m,
+        }
         _write_json(out / META_FILE, meta)
         if self.completions is not None:
             tmp = out / (ROLLOUTS_FILE + ".tmp")
@@ -222,13 +227,21 @@ class Pool:
         if npz.exists():
             with np.load(npz, allow_pickle=False) as z:
                 return cls(
-                    z["rewards"], z["valid"], z["prompt_index"], [str(x) for x in z["prompt_ids"]],
-                    objectives, w, z["num_tokens"], meta=meta,
+                    z["rewards"],
+                    z["valid"],
+                    z["prompt_index"],
+                    [str(x) for x in z["prompt_ids"]],
+                    objectives,
+                    w,
+                    z["num_tokens"],
+                    meta=meta,
                 )
         raise PoolError(f"{src} has no {ROLLOUTS_FILE} or {ARRAYS_FILE}: the pool holds no rollouts yet")
 
     @classmethod
-    def from_records(cls, records: Sequence[dict], objectives, target_weights, m: int, meta: dict, where: str = "records") -> "Pool":
+    def from_records(
+        cls, records: Sequence[dict], objectives, target_weights, m: int, meta: dict, where: str = "records"
+    ) -> "Pool":
         """Build a pool from ``rollouts.jsonl`` records (one per prompt)."""
         d = len(objectives)
         if not records:
@@ -246,7 +259,11 @@ class Pool:
             valid.append(np.asarray(rec["valid"], dtype=bool).reshape(R, m))
             idx.append(np.full(R, p))
             nt = rec.get("num_tokens")
-            tok.append(np.asarray([np.nan if x is None else x for x in nt], dtype=np.float64) if nt is not None else np.full(R, np.nan))
+            tok.append(
+                np.asarray([np.nan if x is None else x for x in nt], dtype=np.float64)
+                if nt is not None
+                else np.full(R, np.nan)
+            )
             comps.extend(rec.get("completions") or [""] * R)
             answers.extend(rec.get("answers") or [[] for _ in range(R)])
             ids.append(str(rec["prompt_id"]))
@@ -254,8 +271,16 @@ class Pool:
             raise PoolError(f"{where} lists a prompt twice; the pool is corrupt (regenerate it)")
         has_text = any(rec.get("completions") is not None for rec in records)
         return cls(
-            np.concatenate(rewards), np.concatenate(valid), np.concatenate(idx), ids, tuple(objectives),
-            target_weights, np.concatenate(tok), comps if has_text else None, answers if has_text else None, meta=meta,
+            np.concatenate(rewards),
+            np.concatenate(valid),
+            np.concatenate(idx),
+            ids,
+            tuple(objectives),
+            target_weights,
+            np.concatenate(tok),
+            comps if has_text else None,
+            answers if has_text else None,
+            meta=meta,
         )
 
 
@@ -277,7 +302,9 @@ class PoolWriter:
     (``match_keys``), ``resume=False`` starts it over.
     """
 
-    def __init__(self, directory: str | os.PathLike, meta: dict, *, resume: bool = True, match_keys: Sequence[str] = ()) -> None:
+    def __init__(
+        self, directory: str | os.PathLike, meta: dict, *, resume: bool = True, match_keys: Sequence[str] = ()
+    ) -> None:
         self.dir = Path(directory)
         self.meta = {**meta, "format": POOL_FORMAT}
         self.records: list[dict] = []
@@ -287,7 +314,11 @@ class PoolWriter:
         meta_path, jsonl = self.dir / META_FILE, self.dir / ROLLOUTS_FILE
         if resume and meta_path.exists():
             old = _read_json(meta_path)
-            diffs = [f"{k}: saved {old.get(k)!r}, asked {self.meta.get(k)!r}" for k in match_keys if old.get(k) != self.meta.get(k)]
+            diffs = [
+                f"{k}: saved {old.get(k)!r}, asked {self.meta.get(k)!r}"
+                for k in match_keys
+                if old.get(k) != self.meta.get(k)
+            ]
             if diffs:
                 raise PoolError(
                     f"the pool in {self.dir} was generated with different settings ({'; '.join(diffs)}). "
@@ -356,7 +387,15 @@ def _read_pool_records(path: Path, repair: bool = False) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 
-def evaluate_pool(pool: Pool, *, ks: Sequence[int] | None = None, seeds: Sequence[int] | None = None, embed_diversity: bool = False, config=None, **overrides) -> dict:
+def evaluate_pool(
+    pool: Pool,
+    *,
+    ks: Sequence[int] | None = None,
+    seeds: Sequence[int] | None = None,
+    embed_diversity: bool = False,
+    config=None,
+    **overrides,
+) -> dict:
     """All metrics of :mod:`vpo.search.metrics` for a pool, plus what produced it.
 
     ``ks`` answer budgets (default (1, 3, 5, 10, 30) cut to the pool), ``seeds`` eval seeds of the
@@ -381,8 +420,13 @@ def evaluate_pool(pool: Pool, *, ks: Sequence[int] | None = None, seeds: Sequenc
 
         cfg = EvalConfig(**{**asdict(cfg), **overrides})
     out = evaluate(
-        pool.rewards, pool.valid, pool.prompt_index, target_weights=pool.target_weights,
-        num_tokens=pool.num_tokens, prompt_ids=pool.prompt_ids, config=cfg,
+        pool.rewards,
+        pool.valid,
+        pool.prompt_index,
+        target_weights=pool.target_weights,
+        num_tokens=pool.num_tokens,
+        prompt_ids=pool.prompt_ids,
+        config=cfg,
     )
     out["objectives"] = list(pool.objectives)
     out["pool"] = {k: v for k, v in pool.meta.items() if k not in ("objectives", "target_weights")}

@@ -80,7 +80,9 @@ def union_coverage(points: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(best), best, 0.0).sum(-1)
 
 
-def pareto_coverage(points: np.ndarray, mask: np.ndarray, fronts: Sequence[np.ndarray], tol: float = 1e-9) -> np.ndarray:
+def pareto_coverage(
+    points: np.ndarray, mask: np.ndarray, fronts: Sequence[np.ndarray], tol: float = 1e-9
+) -> np.ndarray:
     """``[P]`` fraction of each prompt's Pareto-front vectors (``fronts[p]``: ``[F_p, d]``, e.g. from an
     exact solver) matched (within ``tol`` in every component) by at least one masked answer.
 
@@ -156,7 +158,9 @@ reference)."""
 _CHUNK_ELEMENTS = 1 << 22  # prompts are processed in chunks of about this many array elements
 
 
-def pool_candidates(rewards, valid, present=None, convention: str = "valid") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pool_candidates(
+    rewards, valid, present=None, convention: str = "valid"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The candidate answers of each prompt's pool under a convention (see ``POOL_STAT_CONVENTIONS``).
 
     ``rewards [P, R, m, d]``, ``valid [P, R, m]``, ``present [P, R]`` (rollouts that exist; default all)
@@ -285,7 +289,9 @@ def _subset_draws(d: int, num_draws: int, seed: int) -> np.ndarray:
     return bits.reshape(num_draws, d)
 
 
-def subset_winner_share(points, mask, rollout, num_draws: int = 100, seed: int = 42, tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+def subset_winner_share(
+    points, mask, rollout, num_draws: int = 100, seed: int = 42, tol: float = 1e-12
+) -> tuple[np.ndarray, np.ndarray]:
     """Who wins random objective subsets: ``(share_max [P], score_pos [P])``.
 
     For each draw T (:func:`subset_draws`), the candidates within ``tol`` of the best Σ_{j∈T} r_j win;
@@ -350,7 +356,9 @@ def pass_at_k_by_rollout(passes, present, ks: Sequence[int]) -> np.ndarray:
     """``[P, len(ks)]`` pass@k over rollouts: a rollout passes when one of its answers passes
     (``passes [P, R, m]``); the Codex estimator with n = the prompt's rollouts, c = passing rollouts and
     k counting rollouts. A k above a prompt's n gives NaN there."""
-    return _pass_at_k_counts(np.asarray(present, dtype=bool).sum(-1), (np.asarray(passes, dtype=bool).any(-1) & present).sum(-1), ks)
+    return _pass_at_k_counts(
+        np.asarray(present, dtype=bool).sum(-1), (np.asarray(passes, dtype=bool).any(-1) & present).sum(-1), ks
+    )
 
 
 def _pass_at_k_counts(n, c, ks: Sequence[int]) -> np.ndarray:
@@ -420,8 +428,15 @@ def pool_statistics(
 
 
 POOL_STAT_NAMES = (
-    "union_coverage", "best_individual", "best_individual_sum", "witness_count", "witness_fraction", "witness_ndcg",
-    "subset_winner_share", "subset_score_pos", "pareto_fraction",
+    "union_coverage",
+    "best_individual",
+    "best_individual_sum",
+    "witness_count",
+    "witness_fraction",
+    "witness_ndcg",
+    "subset_winner_share",
+    "subset_score_pos",
+    "pareto_fraction",
 )
 """The scalar statistics of :func:`pool_statistics`, in report order (pass@k curves follow)."""
 
@@ -473,11 +488,18 @@ def evaluate_pool_stats(
     at = len(POOL_STAT_NAMES)
     for c in curves:
         K = len(ks_used)
-        metrics[c] = {"k": ks_used, "mean": np.nanmean(stats[c], 0).tolist() if K else [], "ci_low": low[at : at + K].tolist(), "ci_high": high[at : at + K].tolist()}
+        metrics[c] = {
+            "k": ks_used,
+            "mean": np.nanmean(stats[c], 0).tolist() if K else [],
+            "ci_low": low[at : at + K].tolist(),
+            "ci_high": high[at : at + K].tolist(),
+        }
         at += K
     out = {
         "config": {
-            **opts, "num_draws": int(opts["num_draws"]), "draw_seed": int(opts["draw_seed"]),
+            **opts,
+            "num_draws": int(opts["num_draws"]),
+            "draw_seed": int(opts["draw_seed"]),
             "max_witness_objectives": MAX_WITNESS_OBJECTIVES,
         },
         "metrics": _jsonable(metrics),
@@ -487,7 +509,9 @@ def evaluate_pool_stats(
     return out
 
 
-def training_pool_stats(rewards, valid, group_size: int, target_weights=None, *, convention: str = "valid", pass_threshold: float = 1.0) -> dict[str, float]:
+def training_pool_stats(
+    rewards, valid, group_size: int, target_weights=None, *, convention: str = "valid", pass_threshold: float = 1.0
+) -> dict[str, float]:
     """The pool statistics of a training batch (``rewards [N, m, d]``, ``valid [N, m]``, groups of
     ``group_size`` consecutive rollouts = one prompt's pool), averaged over groups where defined, as
     ``{name: float}`` (``pass_at_{k}_answer`` / ``pass_at_{k}_rollout`` for k = 1, 2, 3 up to the group
@@ -497,8 +521,12 @@ def training_pool_stats(rewards, valid, group_size: int, target_weights=None, *,
     G = int(group_size)
     ks = [k for k in REFERENCE_PASS_KS if k <= G]
     stats = pool_statistics(
-        r.reshape(N // G, G, m, d), np.asarray(valid, dtype=bool).reshape(N // G, G, m), weights=target_weights,
-        convention=convention, pass_threshold=pass_threshold, ks=ks,
+        r.reshape(N // G, G, m, d),
+        np.asarray(valid, dtype=bool).reshape(N // G, G, m),
+        weights=target_weights,
+        convention=convention,
+        pass_threshold=pass_threshold,
+        ks=ks,
     )
     flat = {n: stats[n] for n in POOL_STAT_NAMES}
     for c, tag in (("pass_at_k_answer", "answer"), ("pass_at_k_rollout", "rollout")):

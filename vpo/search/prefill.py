@@ -37,7 +37,11 @@ def full_attention_model(model) -> bool:
     if config is None:
         return False
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    if getattr(text, "use_sliding_window", False) or getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", None) is None:
+    if (
+        getattr(text, "use_sliding_window", False)
+        or getattr(text, "sliding_window", None)
+        and getattr(text, "use_sliding_window", None) is None
+    ):
         return False
     if any(t != "full_attention" for t in (getattr(text, "layer_types", None) or [])):
         return False
@@ -65,10 +69,18 @@ def shared_prefix_generate(generate, model, input_ids=None, attention_mask=None,
 
     from transformers import DynamicCache, StaticCache
 
-    plain = lambda: generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config, **kwargs)  # noqa: E731
+    def plain():
+        return generate(
+            input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config, **kwargs
+        )
+
     kw = _cache_keyword(model)
-    if input_ids is None or attention_mask is None or input_ids.size(1) < 2 or kwargs.get(kw) is not None or any(
-        isinstance(v, torch.Tensor) for v in kwargs.values()
+    if (
+        input_ids is None
+        or attention_mask is None
+        or input_ids.size(1) < 2
+        or kwargs.get(kw) is not None
+        or any(isinstance(v, torch.Tensor) for v in kwargs.values())
     ):
         return plain()
     if not full_attention_model(model):
@@ -84,10 +96,19 @@ def shared_prefix_generate(generate, model, input_ids=None, attention_mask=None,
     p = input_ids.size(1)
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     with torch.no_grad():
-        out = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1], use_cache=True,
-                    **{kw: DynamicCache()})
-    cache = StaticCache(config=model.config, max_cache_len=p + cfg.max_new_tokens) if impl == "static" else DynamicCache()
+        out = model(
+            input_ids=ids[:, :-1],
+            attention_mask=mask[:, :-1],
+            position_ids=positions[:, :-1],
+            use_cache=True,
+            **{kw: DynamicCache()},
+        )
+    cache = (
+        StaticCache(config=model.config, max_cache_len=p + cfg.max_new_tokens) if impl == "static" else DynamicCache()
+    )
     for layer, src in enumerate(out[kw].layers):
         cache.update(src.keys.index_select(0, inverse), src.values.index_select(0, inverse), layer)
     cfg.cache_implementation = None
-    return generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=cfg, **{kw: cache}, **passthrough)
+    return generate(
+        input_ids=input_ids, attention_mask=attention_mask, generation_config=cfg, **{kw: cache}, **passthrough
+    )

@@ -126,13 +126,20 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
                 cells.append(_ci(M[key], digits=3))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("ρ̄ pooled over all prompts: " + ", ".join(
-        f"{name} {_fmt(r['metrics'].get('collinearity_pooled'))}" for name, r in results.items()
-    ) + ".")
+    lines.append(
+        "ρ̄ pooled over all prompts: "
+        + ", ".join(f"{name} {_fmt(r['metrics'].get('collinearity_pooled'))}" for name, r in results.items())
+        + "."
+    )
     sections = [
-        ("pass@k (unbiased Codex estimator over answer slots; pass = every component >= "
-         f"{cfg['pass_threshold']:g})", "pass_at_k"),
-        (f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg.get('weight_alpha', cfg.get('alpha')):g}) weightings)", "ew_best_at_k"),
+        (
+            f"pass@k (unbiased Codex estimator over answer slots; pass = every component >= {cfg['pass_threshold']:g})",
+            "pass_at_k",
+        ),
+        (
+            f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg.get('weight_alpha', cfg.get('alpha')):g}) weightings)",
+            "ew_best_at_k",
+        ),
         ("best@k exact expectation of the matched-budget draw (no seed noise)", "best_at_k_exact"),
         ("best@k unbiased over answer slots (k drawn without replacement from the pool)", "best_at_k_unbiased"),
     ]
@@ -176,11 +183,17 @@ def _set_objective_table(results: Mapping[str, dict]) -> list[str]:
         return []
     names = sorted({n for h in have for n in h["scores"]})
     cfg = have[0]["config"]
-    lines = ["", "## Set objectives (each rollout's answer set, before group normalisation)", "",
-             f"Mean over prompts of the mean over their rollouts [{cfg['ci_level']:.0%} bootstrap over prompts]; weightings: "
-             f"{cfg['num_weightings']} fixed Dir({cfg['weight_alpha']:g}) draws; a rollout without a valid answer scores "
-             f"{cfg['invalid_score']:g}.", "",
-             "| method | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    lines = [
+        "",
+        "## Set objectives (each rollout's answer set, before group normalisation)",
+        "",
+        f"Mean over prompts of the mean over their rollouts [{cfg['ci_level']:.0%} bootstrap over prompts]; weightings: "
+        f"{cfg['num_weightings']} fixed Dir({cfg['weight_alpha']:g}) draws; a rollout without a valid answer scores "
+        f"{cfg['invalid_score']:g}.",
+        "",
+        "| method | " + " | ".join(names) + " |",
+        "|" + "---|" * (len(names) + 1),
+    ]
     for method, r in results.items():
         sc = (r.get("set_objectives") or {}).get("scores", {})
         lines.append(f"| {method} | " + " | ".join(_ci(sc[n]) if n in sc else "–" for n in names) + " |")
@@ -199,7 +212,8 @@ def _pool_stats_tables(results: Mapping[str, dict]) -> list[str]:
     }
     lines = ["", "## Pool statistics (the reference implementation's definitions)", ""]
     lines.append(
-        "Per prompt, " + "; ".join(f"{c}: {what.get(c, c)}" for c in conventions)
+        "Per prompt, "
+        + "; ".join(f"{c}: {what.get(c, c)}" for c in conventions)
         + f"; then averaged over the prompts where defined. Random subsets: {have[0]['config']['num_draws']} draws, "
         f"seed {have[0]['config']['draw_seed']}."
     )
@@ -211,8 +225,18 @@ def _pool_stats_tables(results: Mapping[str, dict]) -> list[str]:
         lines.append(f"| {name} | " + " | ".join(_ci(M[k]) if k in M else "–" for _, k in _POOL_STAT_COLUMNS) + " |")
     ks = sorted({k for ps in have for k in ps["metrics"]["pass_at_k_answer"]["k"]})
     if ks:
-        lines += ["", "pass@k per answer (k answers) and per rollout (k rollouts; one passes when any of its answers does):", ""]
-        lines.append("| method | " + " | ".join(f"answer k={k}" for k in ks) + " | " + " | ".join(f"rollout k={k}" for k in ks) + " |")
+        lines += [
+            "",
+            "pass@k per answer (k answers) and per rollout (k rollouts; one passes when any of its answers does):",
+            "",
+        ]
+        lines.append(
+            "| method | "
+            + " | ".join(f"answer k={k}" for k in ks)
+            + " | "
+            + " | ".join(f"rollout k={k}" for k in ks)
+            + " |"
+        )
         lines.append("|" + "---|" * (2 * len(ks) + 1))
         for name, r in results.items():
             M = (r.get("pool_stats") or {}).get("metrics", {})
@@ -225,7 +249,9 @@ def _pool_stats_tables(results: Mapping[str, dict]) -> list[str]:
     return lines
 
 
-def write_report(results: Mapping[str, dict], out_dir, *, title: str | None = None, plots: bool = True) -> dict[str, Path]:
+def write_report(
+    results: Mapping[str, dict], out_dir, *, title: str | None = None, plots: bool = True
+) -> dict[str, Path]:
     """Write ``report.json``, ``report.md`` and (``plots=True``) the PNGs into ``out_dir``.
 
     ``results``: ``{method name: evaluate_pool(...) output}``. Returns ``{kind: path}``.

@@ -15,9 +15,16 @@ from __future__ import annotations
 import numpy as np
 
 
-def set_objective_scores(pool, names=None, num_weightings: int = 64, weight_alpha: float = 1.0,
-                         invalid_score: float = 0.0, bootstrap: int = 1000, ci_level: float = 0.95,
-                         bootstrap_seed: int = 0) -> dict:
+def set_objective_scores(
+    pool,
+    names=None,
+    num_weightings: int = 64,
+    weight_alpha: float = 1.0,
+    invalid_score: float = 0.0,
+    bootstrap: int = 1000,
+    ci_level: float = 0.95,
+    bootstrap_seed: int = 0,
+) -> dict:
     """``{"config": ..., "scores": {name: {"mean", "ci_low", "ci_high", "summary"}}}`` for ``names``
     (default: every registered set objective); the intervals are :func:`vpo.search.metrics.bootstrap_ci`
     over prompts (NaN with ``bootstrap=0``). Unknown names raise ``ValueError`` naming the known ones."""
@@ -33,7 +40,9 @@ def set_objective_scores(pool, names=None, num_weightings: int = 64, weight_alph
     if unknown:
         raise ValueError(f"unknown set objective(s) {', '.join(unknown)}; registered: {', '.join(known)}")
     r = np.asarray(pool.rewards, dtype=np.float64)
-    v = np.asarray(pool.valid, dtype=bool) & np.isfinite(r).all(-1)  # a non-finite answer is invalid, as in every eval metric
+    v = np.asarray(pool.valid, dtype=bool) & np.isfinite(r).all(
+        -1
+    )  # a non-finite answer is invalid, as in every eval metric
     valid = torch.as_tensor(v)
     rewards = torch.as_tensor(np.where(v[..., None], r, 0.0))
     index = np.asarray(pool.prompt_index, dtype=np.int64)
@@ -54,8 +63,23 @@ def set_objective_scores(pool, names=None, num_weightings: int = 64, weight_alph
     with np.errstate(invalid="ignore"):
         means = np.nanmean(values, axis=1)
     out = {
-        name: {"mean": float(means[i]), "ci_low": float(low[i]), "ci_high": float(high[i]), "summary": SET_OBJECTIVES[name].summary}
+        name: {
+            "mean": float(means[i]),
+            "ci_low": float(low[i]),
+            "ci_high": float(high[i]),
+            "summary": SET_OBJECTIVES[name].summary,
+        }
         for i, name in enumerate(names)
     }
-    return _jsonable({"config": {"num_weightings": num_weightings, "weight_alpha": weight_alpha,
-                                 "invalid_score": invalid_score, "bootstrap": bootstrap, "ci_level": ci_level}, "scores": out})
+    return _jsonable(
+        {
+            "config": {
+                "num_weightings": num_weightings,
+                "weight_alpha": weight_alpha,
+                "invalid_score": invalid_score,
+                "bootstrap": bootstrap,
+                "ci_level": ci_level,
+            },
+            "scores": out,
+        }
+    )

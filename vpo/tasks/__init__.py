@@ -10,6 +10,14 @@ from vpo.tasks.base import Example, FunctionTask, RewardFunctionsTask, ScoredBat
 from vpo.tasks.registry import TaskSpecError, get, import_user_modules
 
 __all__ = [
-    "Example", "FunctionTask", "RewardFunctionsTask", "ScoredBatch", "Task", "TaskSpecError", "get",
-    "import_user_modules", "list_tasks", "register_task",
+    "Example",
+    "FunctionTask",
+    "RewardFunctionsTask",
+    "ScoredBatch",
+    "Task",
+    "TaskSpecError",
+    "get",
+    "import_user_modules",
+    "list_tasks",
+    "register_task",
 ]

@@ -117,7 +117,9 @@ class Task:
         """Reward vector ``[d]`` in [0, 1] of one answer. Must not raise on malformed answers."""
         raise NotImplementedError
 
-    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[np.ndarray | None]]:
+    def score_answers(
+        self, examples: Sequence[Example], answers: Sequence[Sequence[str]]
+    ) -> list[list[np.ndarray | None]]:
         """Score ``answers[i]`` (a list) against ``examples[i]``: a ``[d]`` array per answer, or the
         exception its scorer raised (counted as a scorer error by :meth:`score_completions`).
 
@@ -287,13 +289,21 @@ class RewardFunctionsTask(Task):
         tokenize: Callable[[list[str]], list[list[int]]] | None = None,
     ) -> None:
         funcs = list(reward_funcs)
-        names = list(objectives) if objectives is not None else [getattr(f, "__name__", f"r{i}") for i, f in enumerate(funcs)]
+        names = (
+            list(objectives)
+            if objectives is not None
+            else [getattr(f, "__name__", f"r{i}") for i, f in enumerate(funcs)]
+        )
         if len(names) != len(funcs):
-            raise ValueError(f"objectives has {len(names)} names but there are {len(funcs)} reward functions (one per objective)")
+            raise ValueError(
+                f"objectives has {len(names)} names but there are {len(funcs)} reward functions (one per objective)"
+            )
         if not funcs:
             raise ValueError("a task needs at least one objective")
         if any(not callable(f) for f in funcs):
-            raise TypeError("reward_funcs must be Python callables (one per objective); reward models are not supported here")
+            raise TypeError(
+                "reward_funcs must be Python callables (one per objective); reward models are not supported here"
+            )
         self.objectives = tuple(names)
         self._fns = funcs
         self._context = context
@@ -363,7 +373,9 @@ class RewardFunctionsTask(Task):
                         raise
                     except Exception as e:  # noqa: BLE001 - counted by score_completions
                         if j not in failed:
-                            e.add_note(f"raised by reward function {getattr(f, '__name__', f)!r} (objective {objective!r})")
+                            e.add_note(
+                                f"raised by reward function {getattr(f, '__name__', f)!r} (objective {objective!r})"
+                            )
                             failed[j] = e
             cols.append(out)
         extra.forward(owner, len(answers), self._whole)
@@ -382,7 +394,9 @@ class RewardFunctionsTask(Task):
         out = f(**kwargs, **context)
         out = np.asarray([np.nan if r is None else r for r in out], dtype=np.float64)
         if out.shape != (len(idx),):
-            raise _RewardShapeError(f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {len(idx)} answers")
+            raise _RewardShapeError(
+                f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {len(idx)} answers"
+            )
         return out
 
 
@@ -463,11 +477,12 @@ def get(name: str, **options) -> Task:
         try:
             factory = getattr(importlib.import_module(mod), attr)
         except ImportError as e:
-            raise ImportError(f"task {name!r} could not be imported ({e}); is its optional dependency installed?") from e
+            raise ImportError(
+                f"task {name!r} could not be imported ({e}); is its optional dependency installed?"
+            ) from e
     else:
         raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
     try:
         return factory(**options)
     except TypeError as e:
         raise ValueError(f"bad options for task {name!r}: {e}") from None
-

@@ -98,8 +98,13 @@ def _tests_from_items(items: list, fn_name: str | None) -> tuple[list[dict], str
         kind = t.get("testtype") or t.get("type")
         if "args" in t:  # vpo schema, call-based
             args = t["args"]
-            tests.append({"args": list(args) if isinstance(args, (list, tuple)) else [args],
-                          "expected": t.get("expected"), "wrapped": bool(t.get("wrapped", False))})
+            tests.append(
+                {
+                    "args": list(args) if isinstance(args, (list, tuple)) else [args],
+                    "expected": t.get("expected"),
+                    "wrapped": bool(t.get("wrapped", False)),
+                }
+            )
         elif kind in ("functional", "function_call") or name or (fn_name and not kind):
             fn_name = fn_name or name
             inp, out = t.get("input"), t.get("output")
@@ -145,7 +150,9 @@ def normalize_problem(row: Mapping[str, Any], index: int = 0) -> Example:
             ins, outs = list(raw.get("inputs", [])), list(raw.get("outputs", []))
             if len(ins) != len(outs):
                 raise ValueError(f"{len(ins)} inputs but {len(outs)} outputs")
-            items = [{"input": i, "output": o, "testtype": "functional" if fn_name else "stdin"} for i, o in zip(ins, outs)]
+            items = [
+                {"input": i, "output": o, "testtype": "functional" if fn_name else "stdin"} for i, o in zip(ins, outs)
+            ]
             tests, fn_name = _tests_from_items(items, fn_name)
         elif isinstance(raw, list):
             tests, fn_name = _tests_from_items(raw, fn_name)
@@ -233,9 +240,13 @@ def json_values_equal(predicted: Any, expected: Any, float_tol: float = 1e-6) ->
             return predicted == expected
         return _close(float(predicted), float(expected), float_tol)
     if isinstance(expected, (list, tuple)) and isinstance(predicted, (list, tuple)):
-        return len(predicted) == len(expected) and all(json_values_equal(x, y, float_tol) for x, y in zip(predicted, expected))
+        return len(predicted) == len(expected) and all(
+            json_values_equal(x, y, float_tol) for x, y in zip(predicted, expected)
+        )
     if isinstance(expected, dict) and isinstance(predicted, dict):
-        return predicted.keys() == expected.keys() and all(json_values_equal(predicted[k], expected[k], float_tol) for k in expected)
+        return predicted.keys() == expected.keys() and all(
+            json_values_equal(predicted[k], expected[k], float_tol) for k in expected
+        )
     return type(predicted) is type(expected) and predicted == expected
 
 
@@ -254,7 +265,12 @@ def outcome_passes(test: dict, outcome, float_tol: float = 1e-6) -> bool:
     exp = test.get("expected")
     if json_values_equal(value, exp, float_tol):
         return True
-    return bool(test.get("wrapped")) and isinstance(exp, list) and len(exp) == 1 and json_values_equal(value, exp[0], float_tol)
+    return (
+        bool(test.get("wrapped"))
+        and isinstance(exp, list)
+        and len(exp) == 1
+        and json_values_equal(value, exp[0], float_tol)
+    )
 
 
 # -------------------------------------------------------------------------------------------
@@ -301,8 +317,13 @@ class _NameNormaliser(ast.NodeTransformer):
         super().generic_visit(node)
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-            kept = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
-                                            and isinstance(s.value.value, str))]
+            kept = [
+                s
+                for s in body
+                if not (
+                    isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+                )
+            ]
             node.body = kept or [ast.Pass()]
         return node
 
@@ -389,8 +410,13 @@ class CodeTask(Task):
         self.float_tol = float(float_tol)
         self.progress = progress
         if sandbox is None:
-            sandbox = SandboxConfig(timeout_s=timeout_s, memory_mb=memory_mb, concurrency=concurrency,
-                                    isolation=isolation, prelude=DEFAULT_PRELUDE)
+            sandbox = SandboxConfig(
+                timeout_s=timeout_s,
+                memory_mb=memory_mb,
+                concurrency=concurrency,
+                isolation=isolation,
+                prelude=DEFAULT_PRELUDE,
+            )
         self.sandbox_config = sandbox
         self._sandbox: Sandbox | None = None
         self._cache: dict[str, list[Example]] = {}
@@ -442,7 +468,9 @@ class CodeTask(Task):
         try:
             import datasets
         except ImportError as e:
-            raise ImportError(f"hf_dataset={self.hf_dataset!r} needs the `datasets` package: pip install 'vpo[data]' ({e})") from None
+            raise ImportError(
+                f"hf_dataset={self.hf_dataset!r} needs the `datasets` package: pip install 'vpo[data]' ({e})"
+            ) from None
         rows: list = []
         for subset in self.hf_subsets or [None]:
             kwargs = {"split": split}
@@ -469,8 +497,10 @@ class CodeTask(Task):
             if starter:
                 parts.append(f"Starter code:\n```python\n{starter}\n```")
         else:
-            parts.append("Write a Python program that reads the input from standard input and prints the answer "
-                         "to standard output.")
+            parts.append(
+                "Write a Python program that reads the input from standard input and prints the answer "
+                "to standard output."
+            )
         return "\n\n".join(p for p in parts if p)
 
     # -- answers and scoring ----------------------------------------------------------------
@@ -507,7 +537,9 @@ class CodeTask(Task):
         r[n:] = r[:n].mean()
         return r
 
-    def evaluate(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[CodeEvaluation | Exception]]:
+    def evaluate(
+        self, examples: Sequence[Example], answers: Sequence[Sequence[str]]
+    ) -> list[list[CodeEvaluation | Exception]]:
         """Run every ``answers[i][j]`` on ``examples[i]``'s tests (all in parallel); detailed results."""
         jobs, where, prepared = [], [], []
         out: list[list[Any]] = []
@@ -536,5 +568,6 @@ class CodeTask(Task):
         return r.rewards
 
     def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
-        return [[r.rewards if isinstance(r, CodeEvaluation) else r for r in row]
-                for row in self.evaluate(examples, answers)]
+        return [
+            [r.rewards if isinstance(r, CodeEvaluation) else r for r in row] for row in self.evaluate(examples, answers)
+        ]

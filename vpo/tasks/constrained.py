@@ -85,7 +85,9 @@ def _predicate(spec: str) -> Callable:
     return fn
 
 
-def parse_constraints(constraints: Iterable[str | Callable | Constraint] | str | None, objectives: Sequence[str]) -> list[Constraint]:
+def parse_constraints(
+    constraints: Iterable[str | Callable | Constraint] | str | None, objectives: Sequence[str]
+) -> list[Constraint]:
     """Parse ``constraints`` against the task's objective names (a bound must name one of them).
 
     Each item is ``"name>=x"``, ``"name<=x"``, ``"module:function"``, ``"path/to/file.py:function"``, a
@@ -101,14 +103,18 @@ def parse_constraints(constraints: Iterable[str | Callable | Constraint] | str |
     for c in constraints:
         if isinstance(c, Constraint):
             if c.objective is not None and c.objective not in names:
-                raise ConstraintError(f"constraint {c.text!r} names objective {c.objective!r}; the objectives are {', '.join(names)}")
+                raise ConstraintError(
+                    f"constraint {c.text!r} names objective {c.objective!r}; the objectives are {', '.join(names)}"
+                )
             out.append(c)
         elif callable(c):
             out.append(Constraint(getattr(c, "__name__", repr(c)), predicate=c))
         elif isinstance(c, str):
             out.append(_parse_one(c, names))
         else:
-            raise ConstraintError(f"a constraint is a string like 'avoid_lava>=1' or a function; got {type(c).__name__}")
+            raise ConstraintError(
+                f"a constraint is a string like 'avoid_lava>=1' or a function; got {type(c).__name__}"
+            )
     return out
 
 
@@ -159,7 +165,15 @@ class ConstrainedTask(Task):
             raise TypeError(f"constrained() wraps a vpo Task; got {type(task).__name__}")
         self.inner = task
         self.constraints = parse_constraints(constraints, task.objectives)
-        for attr in ("name", "objectives", "answer_format", "answer_noun", "system_prompt", "instruction_style", "preferences"):
+        for attr in (
+            "name",
+            "objectives",
+            "answer_format",
+            "answer_noun",
+            "system_prompt",
+            "instruction_style",
+            "preferences",
+        ):
             setattr(self, attr, getattr(task, attr))
 
     def __getattr__(self, item: str):  # anything task-specific (config, solvers, ...)
@@ -195,7 +209,9 @@ class ConstrainedTask(Task):
     def score_answers(self, examples, answers):
         return self.inner.score_answers(examples, answers)
 
-    def score_completions(self, examples, completions, m: int, *, dedup_answers: bool = True, strict: bool = False) -> ConstrainedBatch:
+    def score_completions(
+        self, examples, completions, m: int, *, dedup_answers: bool = True, strict: bool = False
+    ) -> ConstrainedBatch:
         b = self.inner.score_completions(examples, completions, m, dedup_answers=dedup_answers, strict=strict)
         ok = admissible(b.rewards, b.valid, self.constraints, self.objectives)
         violated = b.valid & ~ok

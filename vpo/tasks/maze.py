@@ -122,7 +122,9 @@ class MazeTask(Task):
         # a control where the objectives are one objective in disguise (rho-bar = 1): every component
         # is the route's w*-score (the uniform mean of its four rewards); VPO has nothing to trade off
         self.collinear = collinear
-        self.config = MazeConfig(size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts, zones)
+        self.config = MazeConfig(
+            size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts, zones
+        )
         self.config.resolved()  # validate now, with a clear message
         for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
@@ -177,8 +179,14 @@ class MazeTask(Task):
                     continue
                 seen.add(key)
                 out.append(
-                    {"id": f"maze-{split}-{base}-{i}", "split": split, "seed": base, "index": i,
-                     "grid": list(maze.grid), "budget": maze.budget}
+                    {
+                        "id": f"maze-{split}-{base}-{i}",
+                        "split": split,
+                        "seed": base,
+                        "index": i,
+                        "grid": list(maze.grid),
+                        "budget": maze.budget,
+                    }
                 )
                 bar.update(1)
         if len(out) < n:
@@ -202,7 +210,21 @@ class MazeTask(Task):
 
 
 __all__ = [
-    "OBJECTIVES", "LEGEND", "Maze", "MazeConfig", "MazeTask", "Route", "RouteOutcome",
-    "generate_maze", "instance_seed", "parse_route", "pareto_routes", "random_route",
-    "reference_routes", "reward_vector", "run_route", "score_route", "zone_route_lengths",
+    "OBJECTIVES",
+    "LEGEND",
+    "Maze",
+    "MazeConfig",
+    "MazeTask",
+    "Route",
+    "RouteOutcome",
+    "generate_maze",
+    "instance_seed",
+    "parse_route",
+    "pareto_routes",
+    "random_route",
+    "reference_routes",
+    "reward_vector",
+    "run_route",
+    "score_route",
+    "zone_route_lengths",
 ]

@@ -141,8 +141,14 @@ class MazeConfig:
                 f"items_per_zone={self.items_per_zone!r} needs up to {2 * items[1]}: lower it or raise zone_radius"
             )
         return dict(
-            rows=rows, cols=cols, extra_openings=openings, items_per_zone=items,
-            zone_radius=int(r), lava=lava, budget_slack=int(slack), max_attempts=self.max_attempts,
+            rows=rows,
+            cols=cols,
+            extra_openings=openings,
+            items_per_zone=items,
+            zone_radius=int(r),
+            lava=lava,
+            budget_slack=int(slack),
+            max_attempts=self.max_attempts,
             zones=self.zones,
         )
 
@@ -255,7 +261,7 @@ def _place_zones(rnd: _Draw, is_open: bytearray, cfg: dict[str, Any]) -> tuple[C
         z1, z2 = z2, z1
     shared = cfg.get("zones", "split") == "shared"
     zones: list[list[int]] = []
-    for corner in ((z1, z1) if shared else (z1, z2)):
+    for corner in (z1, z1) if shared else (z1, z2):
         k = rnd.between(cfg["items_per_zone"])
         tiles = _zone_tiles(corner, cfg["zone_radius"], R, C)
         if shared and zones:  # the second kind goes on the zone's tiles the first kind left free
@@ -449,8 +455,12 @@ def _exhaustive(maze: Maze) -> dict[tuple[float, ...], tuple[int, str]]:
     out: dict[tuple[float, ...], tuple[int, str]] = {}
     for st in ends:  # BFS order: the first state giving a vector is a fewest-moves one
         m = st & mask_all
-        vec = (1.0, frac((m & gm).bit_count(), ng), frac((m & dm).bit_count(), nd),
-               1.0 - (lm and (m & lm).bit_count() / nl))
+        vec = (
+            1.0,
+            frac((m & gm).bit_count(), ng),
+            frac((m & dm).bit_count(), nd),
+            1.0 - (lm and (m & lm).bit_count() / nl),
+        )
         if vec in out:
             continue
         moves = []
@@ -499,8 +509,9 @@ def reference_routes(maze: Maze) -> dict[str, Route]:
     return {k: Route(mv, np.array(v)) for k, (v, _, mv) in out.items()}
 
 
-def random_route(maze: Maze, rng: np.random.Generator | random.Random | int | None = None,
-                 *, waypoints: int = 2, wander: float = 0.3) -> Route:
+def random_route(
+    maze: Maze, rng: np.random.Generator | random.Random | int | None = None, *, waypoints: int = 2, wander: float = 0.3
+) -> Route:
     """A random route that reaches E within the budget (mediocre but valid), for warm-starting.
 
     Up to ``waypoints`` random intermediate tiles (drawn among those still reachable in budget) are
@@ -526,8 +537,11 @@ def random_route(maze: Maze, rng: np.random.Generator | random.Random | int | No
     for target in targets:
         from_pos = _bfs(g.nbrs, pos)
         if target is None:
-            ok = [i for i in range(g.n) if i != g.exit and from_pos[i] >= 0 and to_e[i] >= 0
-                  and t + from_pos[i] + to_e[i] <= maze.budget]
+            ok = [
+                i
+                for i in range(g.n)
+                if i != g.exit and from_pos[i] >= 0 and to_e[i] >= 0 and t + from_pos[i] + to_e[i] <= maze.budget
+            ]
             target = ok[below(len(ok))]
         to_t = _bfs(g.nbrs, target)
         while pos != target:

@@ -65,7 +65,9 @@ class Maze:
             raise ValueError("maze grid must be a non-empty list of strings (one per row)")
         cols = len(grid[0])
         if cols == 0 or any(len(row) != cols for row in grid):
-            raise ValueError(f"maze grid rows must all have the same non-zero length; got lengths {[len(r) for r in grid]}")
+            raise ValueError(
+                f"maze grid rows must all have the same non-zero length; got lengths {[len(r) for r in grid]}"
+            )
         found: dict[str, list[Cell]] = {s: [] for s in SYMBOLS}
         for r, row in enumerate(grid):
             for c, ch in enumerate(row):
@@ -263,8 +265,13 @@ def run_route(maze: Maze, moves: str) -> RouteOutcome:
     C = maze.cols
     cell = lambda i: divmod(i, C)  # noqa: E731
     return RouteOutcome(
-        "".join(used), tuple(cell(i) for i in path), reached,
-        frozenset(map(cell, gold)), frozenset(map(cell, diamond)), frozenset(map(cell, lava)), blocked,
+        "".join(used),
+        tuple(cell(i) for i in path),
+        reached,
+        frozenset(map(cell, gold)),
+        frozenset(map(cell, diamond)),
+        frozenset(map(cell, lava)),
+        blocked,
     )
 
 
@@ -273,8 +280,14 @@ def reward_vector(maze: Maze, outcome: RouteOutcome) -> np.ndarray:
     if not outcome.reached:
         return np.zeros(4)
     frac = lambda got, total: 1.0 if not total else len(got) / len(total)  # noqa: E731
-    return np.array([1.0, frac(outcome.gold, maze.gold), frac(outcome.diamond, maze.diamond),
-                     1.0 - (len(outcome.lava) / len(maze.lava) if maze.lava else 0.0)])
+    return np.array(
+        [
+            1.0,
+            frac(outcome.gold, maze.gold),
+            frac(outcome.diamond, maze.diamond),
+            1.0 - (len(outcome.lava) / len(maze.lava) if maze.lava else 0.0),
+        ]
+    )
 
 
 def score_route(maze: Maze, answer: Any) -> np.ndarray:

@@ -148,7 +148,9 @@ class ReferenceMaze:
         for r, row in enumerate(grid):
             for c, ch in enumerate(row):
                 if ch not in where:
-                    raise ValueError(f"reference maze has unknown symbol {ch!r} at row {r}, col {c}; allowed: {SYMBOLS!r}")
+                    raise ValueError(
+                        f"reference maze has unknown symbol {ch!r} at row {r}, col {c}; allowed: {SYMBOLS!r}"
+                    )
                 where[ch].append((r, c))
         for s in (START, EXIT):
             if len(where[s]) != 1:
@@ -166,7 +168,9 @@ class ReferenceMaze:
         try:
             return cls(tuple(example["grid"]), int(example["budget"]))
         except (KeyError, TypeError):
-            raise ValueError("a reference maze example is a dict with 'grid' (row strings) and 'budget' (int)") from None
+            raise ValueError(
+                "a reference maze example is a dict with 'grid' (row strings) and 'budget' (int)"
+            ) from None
 
     def grid_text(self) -> str:
         """The grid as the prompt shows it: symbols separated by spaces, one row per line."""
@@ -272,8 +276,11 @@ def _tile_prim(rng: random.Random, n: int) -> list[list[str]]:
         if grid[r][c] != WALL or _open_neighbours(grid, r, c) != 1:
             continue
         grid[r][c] = EMPTY
-        frontier.extend((r + dr, c + dc) for dr, dc in _NEIGHBOURS
-                        if 0 <= r + dr < n and 0 <= c + dc < n and grid[r + dr][c + dc] == WALL)
+        frontier.extend(
+            (r + dr, c + dc)
+            for dr, dc in _NEIGHBOURS
+            if 0 <= r + dr < n and 0 <= c + dc < n and grid[r + dr][c + dc] == WALL
+        )
     return grid
 
 
@@ -330,7 +337,9 @@ def _corners_and_budget(rng: random.Random, grid: list[list[str]]) -> tuple[Cell
     if max(via) > 90:
         return None
     budget = max(via[0], via[1]) + BUDGET_SLACK
-    gold_then_diamond = _leg(grid, s, gold_corner) + _leg(grid, gold_corner, diamond_corner) + _leg(grid, diamond_corner, e)
+    gold_then_diamond = (
+        _leg(grid, s, gold_corner) + _leg(grid, gold_corner, diamond_corner) + _leg(grid, diamond_corner, e)
+    )
     if gold_then_diamond <= budget:  # only this order, only corner to corner: items nearer leak
         return None
     return s, e, gold_corner, diamond_corner, budget
@@ -365,7 +374,9 @@ def generate_reference_maze(seed: int) -> ReferenceMaze | None:
     return ReferenceMaze(tuple("".join(row) for row in grid), budget)
 
 
-def reference_split(n: int, base_seed: int, skip: Iterable[tuple[tuple[str, ...], int]] = ()) -> list[tuple[int, ReferenceMaze]]:
+def reference_split(
+    n: int, base_seed: int, skip: Iterable[tuple[tuple[str, ...], int]] = ()
+) -> list[tuple[int, ReferenceMaze]]:
     """The first ``n`` accepted mazes over seeds ``base_seed, base_seed + 1, ...``, as (seed, maze);
     a maze whose ``(grid, budget)`` is in ``skip`` is passed over like a rejected seed.
 
@@ -375,7 +386,9 @@ def reference_split(n: int, base_seed: int, skip: Iterable[tuple[tuple[str, ...]
     seed = base_seed
     while len(out) < n:
         if seed - base_seed >= n * MAX_DRAWS_PER_MAZE:
-            raise RuntimeError(f"only {len(out)} of {n} reference mazes in {n * MAX_DRAWS_PER_MAZE} seeds from {base_seed}")
+            raise RuntimeError(
+                f"only {len(out)} of {n} reference mazes in {n * MAX_DRAWS_PER_MAZE} seeds from {base_seed}"
+            )
         maze = generate_reference_maze(seed)
         if maze is not None and (maze.grid, maze.budget) not in skip:
             out.append((seed, maze))
@@ -403,8 +416,13 @@ class ReferenceMazeTask(Task):
     preferences = dict(PREFERENCES)
     answer_noun = "route"
 
-    def __init__(self, score_mode: str = "convex_bonus", seed: int = SPLIT_SEEDS["train"],
-                 test_seed: int = SPLIT_SEEDS["test"], validation_seed: int = SPLIT_SEEDS["validation"]) -> None:
+    def __init__(
+        self,
+        score_mode: str = "convex_bonus",
+        seed: int = SPLIT_SEEDS["train"],
+        test_seed: int = SPLIT_SEEDS["test"],
+        validation_seed: int = SPLIT_SEEDS["validation"],
+    ) -> None:
         if score_mode not in SCORE_MODES:
             raise ValueError(f"maze option score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
         for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
@@ -414,8 +432,9 @@ class ReferenceMazeTask(Task):
         self.seeds = {"train": int(seed), "validation": int(validation_seed), "test": int(test_seed)}
         self._splits: dict[tuple, list[tuple[int, ReferenceMaze]]] = {}
 
-    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, *,
-             exclude: Iterable[Example] = ()) -> list[Example]:
+    def load(
+        self, split: str = "train", n: int | None = None, seed: int | None = None, *, exclude: Iterable[Example] = ()
+    ) -> list[Example]:
         """The first ``n`` accepted mazes of ``split`` (default n: 1000 train, 100 validation and
         test), so ``load(s, 10)`` is a prefix of ``load(s, 100)``. A maze equal to one in
         ``exclude`` is passed over (the reference has no such option). Example keys: id, split,
@@ -431,8 +450,14 @@ class ReferenceMazeTask(Task):
         if key not in self._splits:
             self._splits[key] = reference_split(int(n), base, skip)
         return [
-            {"id": f"maze-ref-{split}-{s}", "split": split, "seed": s, "index": i,
-             "grid": list(mz.grid), "budget": mz.budget}
+            {
+                "id": f"maze-ref-{split}-{s}",
+                "split": split,
+                "seed": s,
+                "index": i,
+                "grid": list(mz.grid),
+                "budget": mz.budget,
+            }
             for i, (s, mz) in enumerate(self._splits[key])
         ]
 
@@ -490,7 +515,23 @@ class ReferenceMazeTask(Task):
 
 
 __all__ = [
-    "BONUS", "DIAMOND", "EMPTY", "EXIT", "GOLD", "LAVA", "SCORE_MODES", "START", "WALL",
-    "ReferenceMaze", "ReferenceMazeTask", "Walk", "extract_moves", "generate_reference_maze",
-    "reference_split", "reward", "score_answer", "split_routes", "walk",
+    "BONUS",
+    "DIAMOND",
+    "EMPTY",
+    "EXIT",
+    "GOLD",
+    "LAVA",
+    "SCORE_MODES",
+    "START",
+    "WALL",
+    "ReferenceMaze",
+    "ReferenceMazeTask",
+    "Walk",
+    "extract_moves",
+    "generate_reference_maze",
+    "reference_split",
+    "reward",
+    "score_answer",
+    "split_routes",
+    "walk",
 ]

@@ -264,8 +264,10 @@ def _check_example(row: Any, where: str) -> None:
     if not isinstance(row["paragraphs"], list) or not row["paragraphs"]:
         raise ValueError(f"musique: {where} (id {row.get('id')!r}) has no paragraphs")
     decomp = row["question_decomposition"]
-    if not isinstance(decomp, list) or not decomp or any(
-        not isinstance(s, dict) or "paragraph_support_idx" not in s for s in decomp
+    if (
+        not isinstance(decomp, list)
+        or not decomp
+        or any(not isinstance(s, dict) or "paragraph_support_idx" not in s for s in decomp)
     ):
         raise ValueError(
             f"musique: {where} (id {row.get('id')!r}) needs a non-empty question_decomposition whose steps "

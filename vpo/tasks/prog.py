@@ -38,9 +38,12 @@ LANGUAGE = (
 def _as_range(value: Any, name: str) -> tuple[int, int]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value), int(value)
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
-    ) and value[0] <= value[1]:
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+        and value[0] <= value[1]
+    ):
         return int(value[0]), int(value[1])
     raise ValueError(f"prog option {name} must be an int or a (lo, hi) pair of ints with lo <= hi, got {value!r}")
 
@@ -67,13 +70,19 @@ class ProgConfig:
             raise ValueError(f"prog option cases must be one of {CASES}, got {self.cases!r}")
         if self.cases != "threshold" and self.pieces != 2:
             raise ValueError(f"prog option cases={self.cases!r} needs pieces=2 (parity splits in two)")
-        positive_int(self.min_piece, "min_piece", "prog", minimum=2, hint=" (two distinct lines share at most one point)")
+        positive_int(
+            self.min_piece, "min_piece", "prog", minimum=2, hint=" (two distinct lines share at most one point)"
+        )
         positive_int(self.max_chars, "max_chars", "prog", minimum=1)
         positive_int(self.max_attempts, "max_attempts", "prog")
         if self.tests > 16:
-            raise ValueError(f"prog option tests must be at most 16 (the paper's code tasks keep <= 16), got {self.tests}")
+            raise ValueError(
+                f"prog option tests must be at most 16 (the paper's code tasks keep <= 16), got {self.tests}"
+            )
         if self.tests < self.pieces * self.min_piece:
-            raise ValueError(f"prog option tests={self.tests} cannot give {self.pieces} pieces {self.min_piece} tests each")
+            raise ValueError(
+                f"prog option tests={self.tests} cannot give {self.pieces} pieces {self.min_piece} tests each"
+            )
         lo, hi = _as_range(self.inputs, "inputs")
         s_lo, s_hi = _as_range(self.slope, "slope")
         b_lo, b_hi = _as_range(self.intercept, "intercept")
@@ -153,8 +162,14 @@ def _draw_problem(rnd: _Draw, cfg: ProgConfig, kind: str) -> dict | None:
     reference = render(parse_program(reference))
     if len(reference) > cfg.max_chars or run_program(reference, xs).outputs != tuple(ys):
         return None
-    return {"inputs": xs, "outputs": ys, "piece": piece, "kind": kind, "reference": reference,
-            "lines": [list(line) for line in lines]}
+    return {
+        "inputs": xs,
+        "outputs": ys,
+        "piece": piece,
+        "kind": kind,
+        "reference": reference,
+        "lines": [list(line) for line in lines],
+    }
 
 
 def generate_problem(seed: int, config: ProgConfig | None = None) -> dict:
@@ -169,9 +184,7 @@ def generate_problem(seed: int, config: ProgConfig | None = None) -> dict:
         prob = _draw_problem(rnd, cfg, kind)
         if prob is not None:
             return prob
-    raise RuntimeError(
-        f"no problem within {cfg.max_attempts} draws for {cfg}; raise max_chars or widen inputs"
-    )
+    raise RuntimeError(f"no problem within {cfg.max_attempts} draws for {cfg}; raise max_chars or widen inputs")
 
 
 def choose_shown(rnd: _Draw, piece: Sequence[int], shown: int | None) -> list[int]:
@@ -291,9 +304,15 @@ class _Sampler:
         return f"{self.condition()}?{a}:{b}"
 
 
-def random_program(example: Example, rng: np.random.Generator | random.Random | int | None = None, *,
-                   p_single: float = 0.5, p_fit: float = 0.5, p_minmax: float = 0.1,
-                   slopes: Any = (0, 3)) -> Candidate:
+def random_program(
+    example: Example,
+    rng: np.random.Generator | random.Random | int | None = None,
+    *,
+    p_single: float = 0.5,
+    p_fit: float = 0.5,
+    p_minmax: float = 0.1,
+    slopes: Any = (0, 3),
+) -> Candidate:
     """A random valid program of at most ``max_chars`` characters for the warm start: plausible
     shapes built from the shown examples only, mediocre by design.
 
@@ -332,11 +351,24 @@ class ProgTask(Task):
     name = "prog"
     answer_noun = "program"
 
-    def __init__(self, tests: int = 8, pieces: int = 2, cases: str = "threshold", slope: Any = (0, 3),
-                 intercept: Any = (0, 9), inputs: Any = (0, 15), min_piece: int = 3, max_chars: int = 40,
-                 shown: int | None = None, seed: int = 42, validation_seed: int | None = None,
-                 test_seed: int | None = None, compact: bool = False, instruction: str | None = None,
-                 max_attempts: int = 1000) -> None:
+    def __init__(
+        self,
+        tests: int = 8,
+        pieces: int = 2,
+        cases: str = "threshold",
+        slope: Any = (0, 3),
+        intercept: Any = (0, 9),
+        inputs: Any = (0, 15),
+        min_piece: int = 3,
+        max_chars: int = 40,
+        shown: int | None = None,
+        seed: int = 42,
+        validation_seed: int | None = None,
+        test_seed: int | None = None,
+        compact: bool = False,
+        instruction: str | None = None,
+        max_attempts: int = 1000,
+    ) -> None:
         self.config = ProgConfig(tests, pieces, cases, slope, intercept, inputs, min_piece, max_chars, max_attempts)
         self.config.check()
         if shown is not None:
@@ -357,8 +389,9 @@ class ProgTask(Task):
             raise ValueError(f"prog option instruction must be {style_choices()}, got {style!r}")
         self.instruction_style = style
 
-    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, *,
-             exclude: Iterable[Example] = ()) -> list[Example]:
+    def load(
+        self, split: str = "train", n: int | None = None, seed: int | None = None, *, exclude: Iterable[Example] = ()
+    ) -> list[Example]:
         """The first ``n`` distinct problems of ``split`` (default n: 1000 train, 100 validation,
         100 test). Problem i depends only on (config, seed, split, i); a problem equal (same inputs
         and outputs) to an earlier one or to one in ``exclude`` is skipped, so ``load(s, 10)`` is a
@@ -384,8 +417,17 @@ class ProgTask(Task):
                 continue
             seen.add(key)
             shown = choose_shown(_Draw(s ^ 0x5EED), prob["piece"], self.shown)
-            out.append({"id": f"prog-{split}-{base}-{i}", "split": split, "seed": base, "index": i, **prob,
-                        "shown": shown, "max_chars": self.config.max_chars})
+            out.append(
+                {
+                    "id": f"prog-{split}-{base}-{i}",
+                    "split": split,
+                    "seed": base,
+                    "index": i,
+                    **prob,
+                    "shown": shown,
+                    "max_chars": self.config.max_chars,
+                }
+            )
         if len(out) < n:
             raise RuntimeError(f"only {len(out)} distinct problems in {limit} draws for {self.config}; ask for fewer")
         return out
@@ -405,6 +447,16 @@ class ProgTask(Task):
 
 
 __all__ = [
-    "CASES", "Candidate", "LANGUAGE", "ProgConfig", "ProgTask", "canonical_program", "choose_shown",
-    "generate_problem", "instance_seed", "linear_text", "random_program", "score_program",
+    "CASES",
+    "Candidate",
+    "LANGUAGE",
+    "ProgConfig",
+    "ProgTask",
+    "canonical_program",
+    "choose_shown",
+    "generate_problem",
+    "instance_seed",
+    "linear_text",
+    "random_program",
+    "score_program",
 ]

@@ -213,9 +213,18 @@ class _Evaluator:
 
 
 _OPS = {
-    "neg": operator.neg, "abs": abs, "min": min, "max": max, "+": operator.add, "-": operator.sub,
-    "*": operator.mul, "/": operator.floordiv, "%": operator.mod,
-    "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b), "=": lambda a, b: int(a == b),
+    "neg": operator.neg,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.floordiv,
+    "%": operator.mod,
+    "<": lambda a, b: int(a < b),
+    ">": lambda a, b: int(a > b),
+    "=": lambda a, b: int(a == b),
 }
 
 
@@ -326,6 +335,17 @@ def _wrap(node: Node, min_prec: int) -> str:
 
 
 __all__ = [
-    "DEFAULT_MAX_STEPS", "FUNCTIONS", "MAX_DEPTH", "MAX_NEST", "MAX_PROGRAM_CHARS", "Node", "ProgramError",
-    "RunResult", "VALUE_BOUND", "evaluate", "parse_program", "render", "run_program",
+    "DEFAULT_MAX_STEPS",
+    "FUNCTIONS",
+    "MAX_DEPTH",
+    "MAX_NEST",
+    "MAX_PROGRAM_CHARS",
+    "Node",
+    "ProgramError",
+    "RunResult",
+    "VALUE_BOUND",
+    "evaluate",
+    "parse_program",
+    "render",
+    "run_program",
 ]

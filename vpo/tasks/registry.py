@@ -123,7 +123,9 @@ def get(spec: str, **options) -> base.Task:
     obj = load_factory(spec)
     if isinstance(obj, base.Task) and not callable(obj):
         if options:
-            raise TaskSpecError(f"task reference {spec!r} is a Task instance, so it takes no options (got {sorted(options)})")
+            raise TaskSpecError(
+                f"task reference {spec!r} is a Task instance, so it takes no options (got {sorted(options)})"
+            )
         return obj
     if not callable(obj):
         raise TaskSpecError(f"task reference {spec!r} names a {type(obj).__name__}, not a factory returning a Task")

@@ -76,9 +76,7 @@ _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 def _strip_punctuation(text: str) -> str:
     if text.isascii():
         return text.translate(_ASCII_PUNCT)
-    return "".join(
-        ch for ch in text if ch not in string.punctuation and not unicodedata.category(ch).startswith("P")
-    )
+    return "".join(ch for ch in text if ch not in string.punctuation and not unicodedata.category(ch).startswith("P"))
 
 
 def normalize_answer(text: str) -> str:
@@ -300,7 +298,9 @@ def load_hub(hub_id: str, split: str, *, task: str, config: str | None = None) -
     except ValueError as e:
         if "split" in str(e).lower():
             raise DatasetUnavailableError(f"task {task!r}: dataset {hub_id!r} has no split {split!r} ({e})") from None
-        raise DatasetUnavailableError(f"task {task!r}: could not load {hub_id!r} split {split!r}: {e}. {hint}") from None
+        raise DatasetUnavailableError(
+            f"task {task!r}: could not load {hub_id!r} split {split!r}: {e}. {hint}"
+        ) from None
     except Exception as e:  # noqa: BLE001 - network/offline/auth errors all end here with the same advice
         offline = " (offline mode is on: HF_HUB_OFFLINE/HF_DATASETS_OFFLINE)" if _offline() else ""
         raise DatasetUnavailableError(
@@ -337,7 +337,9 @@ def download_cached(url: str, relpath: str, *, task: str, timeout: float = 60.0)
         tmp.replace(dest)
     except Exception as e:  # noqa: BLE001
         tmp.unlink(missing_ok=True)
-        raise DatasetUnavailableError(f"task {task!r}: could not download {url}: {type(e).__name__}: {e}. {hint}") from None
+        raise DatasetUnavailableError(
+            f"task {task!r}: could not download {url}: {type(e).__name__}: {e}. {hint}"
+        ) from None
     return dest
 
 

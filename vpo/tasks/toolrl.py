@@ -196,7 +196,9 @@ def _align(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> list[t
 def score_tool_answer(parsed: ParsedToolAnswer, gold_calls: list[tuple[str, dict]], gold_responds: bool) -> np.ndarray:
     """``[format, tool_name, arg_key, arg_value]`` of a parsed answer against the gold answer."""
     pred = parsed.calls
-    fmt = float(parsed.well_formed and parsed.has_tool_block == bool(gold_calls) and parsed.has_response == gold_responds)
+    fmt = float(
+        parsed.well_formed and parsed.has_tool_block == bool(gold_calls) and parsed.has_response == gold_responds
+    )
     names = multiset_f1([n for n, _ in pred], [n for n, _ in gold_calls])
     keys = multiset_f1([(n, k) for n, p in pred for k in p], [(n, k) for n, p in gold_calls for k in p])
     matched = total = 0
@@ -331,7 +333,11 @@ def _check_example(row: Any, where: str) -> None:
     )
     if not isinstance(row, dict):
         raise ValueError(f"toolrl: {where} is not a JSON object; {schema}")
-    if "prompt" not in row or not isinstance(row.get("reward_model"), dict) or "ground_truth" not in row["reward_model"]:
+    if (
+        "prompt" not in row
+        or not isinstance(row.get("reward_model"), dict)
+        or "ground_truth" not in row["reward_model"]
+    ):
         raise ValueError(f"toolrl: {where} lacks prompt or reward_model.ground_truth; {schema}")
     if not isinstance(row["reward_model"]["ground_truth"], str):
         raise ValueError(f"toolrl: {where}: reward_model.ground_truth must be a string; {schema}")

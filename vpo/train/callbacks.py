@@ -89,7 +89,9 @@ class SearchEvalCallback(TrainerCallback):
         self.split = args.search_eval_split
         self.examples = _load(self.task, self.split, args.search_eval_examples, args.data_seed_task)
         if not self.examples:
-            raise TrainerSetupError(f"search evaluation: task {self.task.name!r} has no examples in split {self.split!r}")
+            raise TrainerSetupError(
+                f"search evaluation: task {self.task.name!r} has no examples in split {self.split!r}"
+            )
         m = trainer.vpo_m
         budget = int(args.search_eval_budget)
         self.budget = budget
@@ -137,8 +139,14 @@ class SearchEvalCallback(TrainerCallback):
         else:
             self.generator.model = model
         pool = generate_pool(
-            model, self.task, self.examples, tokenizer=self.trainer.processing_class, config=self.config,
-            generator=self.generator, progress=False, split=self.split,
+            model,
+            self.task,
+            self.examples,
+            tokenizer=self.trainer.processing_class,
+            config=self.config,
+            generator=self.generator,
+            progress=False,
+            split=self.split,
         )
         t_gen = time.perf_counter() - t0
         logs = self.pool_logs(pool)

@@ -109,12 +109,46 @@ def smoke_overrides(config_name: str | None) -> list[str]:
     own flags, so an explicit ``--field value`` still wins)."""
     name = Path(config_name).name.removesuffix(".yaml") if config_name else "flags"
     return [
-        "--model_name_or_path", str(smoke_model_dir()), "--dtype", "float32",
-        "--bf16", "false", "--fp16", "false", "--use_cpu", "true", "--use_vllm", "false", "--report_to", "none",
-        "--gradient_checkpointing", "false", "--max_steps", "1", "--num_generations", "2",
-        "--generation_batch_size", "4", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1",
-        "--max_completion_length", "16", "--num_weightings", "8", "--train_size", "8", "--eval_strategy", "no",
-        "--save_strategy", "no", "--logging_steps", "1", "--output_dir", str(Path("runs") / "smoke" / name),
+        "--model_name_or_path",
+        str(smoke_model_dir()),
+        "--dtype",
+        "float32",
+        "--bf16",
+        "false",
+        "--fp16",
+        "false",
+        "--use_cpu",
+        "true",
+        "--use_vllm",
+        "false",
+        "--report_to",
+        "none",
+        "--gradient_checkpointing",
+        "false",
+        "--max_steps",
+        "1",
+        "--num_generations",
+        "2",
+        "--generation_batch_size",
+        "4",
+        "--per_device_train_batch_size",
+        "4",
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_completion_length",
+        "16",
+        "--num_weightings",
+        "8",
+        "--train_size",
+        "8",
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "no",
+        "--logging_steps",
+        "1",
+        "--output_dir",
+        str(Path("runs") / "smoke" / name),
     ]
 
 
@@ -141,7 +175,12 @@ def check_model(name: str) -> None:
             return
     except Exception:  # noqa: BLE001 - an odd id: let the hub lookup below (or transformers) judge it
         pass
-    offline = bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    offline = bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in (
+        "1",
+        "true",
+        "yes",
+        "on",
+    )
     if offline:
         raise UserError(
             f"model_name_or_path {name!r} is not a local directory and not in the Hugging Face cache, and offline "
@@ -359,7 +398,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-h", "--help", action="store_true", help="list every config field with its help text")
     p.add_argument("config", nargs="?", help="YAML config (path, or a shipped config name); --help lists every field")
     p.add_argument(
-        "overrides", nargs=argparse.REMAINDER,
+        "overrides",
+        nargs=argparse.REMAINDER,
         help="--field value pairs overriding the YAML; also --import MODULE (repeatable), --smoke and --resume",
     )
     p.set_defaults(func=_main)

@@ -134,7 +134,9 @@ class VPOConfig(GRPOConfig):
     )
     gdpo_preset: str | None = field(
         default=None,
-        metadata={"help": "'reference' sets gdpo_weighting: ones and gdpo_whitening: tokens (the VPO reference's GDPO)."},
+        metadata={
+            "help": "'reference' sets gdpo_weighting: ones and gdpo_whitening: tokens (the VPO reference's GDPO)."
+        },
     )
     weight_schedule: str = field(
         default="per_step",
@@ -168,7 +170,9 @@ class VPOConfig(GRPOConfig):
     )
     data_seed_task: int | None = field(
         default=None,
-        metadata={"help": "Seed passed to task.load() for subsampling/generating the splits (default: the task's own)."},
+        metadata={
+            "help": "Seed passed to task.load() for subsampling/generating the splits (default: the task's own)."
+        },
     )
     constraints: list[str] | None = field(
         default=None,
@@ -188,7 +192,9 @@ class VPOConfig(GRPOConfig):
     )
     log_pool_stats: bool = field(
         default=True,
-        metadata={"help": "Log the VPO reference's pool statistics of every training batch as vpo/pool/... (docs/eval.md)."},
+        metadata={
+            "help": "Log the VPO reference's pool statistics of every training batch as vpo/pool/... (docs/eval.md)."
+        },
     )
     search_eval_steps: int = field(
         default=0,
@@ -197,17 +203,26 @@ class VPOConfig(GRPOConfig):
             "best@k at a matched answer budget, pass@k and diversity, logged as search/... (docs/training.md). 0 = off."
         },
     )
-    search_eval_examples: int = field(default=16, metadata={"help": "Prompts of search_eval_split per search evaluation."})
-    search_eval_budget: int = field(
-        default=12, metadata={"help": "Answer slots per prompt in a search evaluation (ceil(budget / m) rollouts of m answers)."}
+    search_eval_examples: int = field(
+        default=16, metadata={"help": "Prompts of search_eval_split per search evaluation."}
     )
-    search_eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of search evaluation (0 = greedy)."})
-    search_eval_split: str = field(default="test", metadata={"help": "Task split the search evaluation samples prompts from."})
+    search_eval_budget: int = field(
+        default=12,
+        metadata={"help": "Answer slots per prompt in a search evaluation (ceil(budget / m) rollouts of m answers)."},
+    )
+    search_eval_temperature: float = field(
+        default=1.0, metadata={"help": "Sampling temperature of search evaluation (0 = greedy)."}
+    )
+    search_eval_split: str = field(
+        default="test", metadata={"help": "Task split the search evaluation samples prompts from."}
+    )
     search_eval_max_new_tokens: int | None = field(
-        default=None, metadata={"help": "Completion length limit of search evaluation (default: max_completion_length)."}
+        default=None,
+        metadata={"help": "Completion length limit of search evaluation (default: max_completion_length)."},
     )
     search_eval_seed: int | None = field(
-        default=None, metadata={"help": "Sampling seed of search evaluation, the same at every evaluation (default: seed)."}
+        default=None,
+        metadata={"help": "Sampling seed of search evaluation, the same at every evaluation (default: seed)."},
     )
     invalid_answer_score: float | None = field(
         default=None,
@@ -239,19 +254,35 @@ class VPOConfig(GRPOConfig):
         if self.estimator == "multi_rlvr" and self.num_answers == 1:
             raise ValueError("multi_rlvr with num_answers=1 is plain GRPO; use estimator: grpo, or num_answers > 1")
         self.invalid_score = renamed_setting(
-            "VPOConfig", "invalid_score", self.invalid_score, 0.0, "invalid_answer_score", self.invalid_answer_score,
-            category=FutureWarning, stacklevel=4,
+            "VPOConfig",
+            "invalid_score",
+            self.invalid_score,
+            0.0,
+            "invalid_answer_score",
+            self.invalid_answer_score,
+            category=FutureWarning,
+            stacklevel=4,
         )
         self.invalid_answer_score = None  # resolved: a saved and reloaded config does not warn again
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
         if self.compute_dtype not in ("float32", "float64"):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")
         positive_int(self.max_at_k, "max_at_k", allow_none=True)
-        self.gdpo_weighting, self.gdpo_whitening = resolve_gdpo_options(self.gdpo_weighting, self.gdpo_whitening, self.gdpo_preset)
+        self.gdpo_weighting, self.gdpo_whitening = resolve_gdpo_options(
+            self.gdpo_weighting, self.gdpo_whitening, self.gdpo_preset
+        )
         if self.weight_schedule not in WEIGHT_SCHEDULES:
-            raise ValueError(f"weight_schedule must be one of {', '.join(WEIGHT_SCHEDULES)}, got {self.weight_schedule!r}")
-        if isinstance(self.zero_signal_patience, bool) or not isinstance(self.zero_signal_patience, int) or self.zero_signal_patience < 0:
-            raise ValueError(f"zero_signal_patience must be an integer >= 0 (0: never stop), got {self.zero_signal_patience!r}")
+            raise ValueError(
+                f"weight_schedule must be one of {', '.join(WEIGHT_SCHEDULES)}, got {self.weight_schedule!r}"
+            )
+        if (
+            isinstance(self.zero_signal_patience, bool)
+            or not isinstance(self.zero_signal_patience, int)
+            or self.zero_signal_patience < 0
+        ):
+            raise ValueError(
+                f"zero_signal_patience must be an integer >= 0 (0: never stop), got {self.zero_signal_patience!r}"
+            )
         if self.estimator in TRL_NATIVE_ESTIMATORS:
             self.multi_objective_aggregation = TRL_NATIVE_ESTIMATORS[self.estimator]
         if self.num_generations is not None and self.num_generations < 2:

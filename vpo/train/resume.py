@@ -24,8 +24,14 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
-                "adapter_model.safetensors", "adapter_model.bin")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
 
 
 def checkpoint_problem(path: Path) -> str | None:
@@ -161,8 +167,12 @@ class SignalCheckpointCallback(TrainerCallback):
             os._exit(128 + signum)
         self.received = signum
         name = signal.Signals(signum).name
-        print(f"vpo train: {name} received: saving a checkpoint at the end of this step, then stopping "
-              "(again to abort without saving)", file=self.stream or sys.stderr, flush=True)
+        print(
+            f"vpo train: {name} received: saving a checkpoint at the end of this step, then stopping "
+            "(again to abort without saving)",
+            file=self.stream or sys.stderr,
+            flush=True,
+        )
 
     def restore(self):
         """Put back the signal handlers that were there before ``on_train_begin``."""
@@ -189,8 +199,12 @@ class SignalCheckpointCallback(TrainerCallback):
                 control.should_save = True
             elif state.is_world_process_zero and not self._said_unsaved:
                 self._said_unsaved = True
-                print(f"vpo train: stopped at step {state.global_step} of {state.max_steps}; save_strategy is 'no', "
-                      "so no checkpoint was saved", file=self.stream or sys.stderr, flush=True)
+                print(
+                    f"vpo train: stopped at step {state.global_step} of {state.max_steps}; save_strategy is 'no', "
+                    "so no checkpoint was saved",
+                    file=self.stream or sys.stderr,
+                    flush=True,
+                )
         return control
 
     def on_save(self, args, state, control, **kwargs):
@@ -198,8 +212,12 @@ class SignalCheckpointCallback(TrainerCallback):
             self.saved_to = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
             if state.is_world_process_zero:
                 hint = self.resume_hint or resume_command()
-                print(f"vpo train: stopped at step {state.global_step} of {state.max_steps}; checkpoint saved to "
-                      f"{self.saved_to}; resume with: {hint}", file=self.stream or sys.stderr, flush=True)
+                print(
+                    f"vpo train: stopped at step {state.global_step} of {state.max_steps}; checkpoint saved to "
+                    f"{self.saved_to}; resume with: {hint}",
+                    file=self.stream or sys.stderr,
+                    flush=True,
+                )
 
     def on_train_end(self, args, state, control, **kwargs):
         self.restore()

@@ -50,7 +50,9 @@ def shared_prefix_logps(
     p = length - c
     prompt_ids, prompt_mask, inverse = _distinct_prompts(input_ids[:, :p], attention_mask[:, :p])
     kw = _cache_keyword(model)
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, use_cache=True, logits_to_keep=1, **{kw: DynamicCache()})
+    out = model(
+        input_ids=prompt_ids, attention_mask=prompt_mask, use_cache=True, logits_to_keep=1, **{kw: DynamicCache()}
+    )
     prompt_cache = out[kw]
     first = out.logits[:, -1:, :]  # [U, 1, V]: predicts each row's first completion token
     step = batch_size or n
@@ -75,4 +77,3 @@ def shared_prefix_logps(
         if compute_entropy:
             ents.append((-(logp_all.exp() * logp_all).sum(-1)).masked_fill(~mask, 0.0))
     return torch.cat(logps, 0), (torch.cat(ents, 0) if compute_entropy else None)
-

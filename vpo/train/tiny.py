@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ANSWER_TAG_TOKENS = ["<answer>", "</answer>"] + [f"<answer_{i}>" for i in range(1, 9)] + [f"</answer_{i}>" for i in range(1, 9)]
+ANSWER_TAG_TOKENS = (
+    ["<answer>", "</answer>"] + [f"<answer_{i}>" for i in range(1, 9)] + [f"</answer_{i}>" for i in range(1, 9)]
+)
 """The multi-answer tags of :mod:`vpo.core.answers` (m <= 8): one token each, as a real LLM's BPE
 merges frequent strings, so a tiny model neither spends its capacity nor its generation steps on
 spelling them."""

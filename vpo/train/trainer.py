@@ -87,7 +87,13 @@ def build_task_dataset(task: Task, examples: Sequence[dict], m: int, chat: bool)
     return Dataset.from_list(rows)
 
 
-_TRL_HOOKS = ("_calculate_rewards", "_generate_and_score_completions", "_compute_loss", "_save_checkpoint", "_load_optimizer_and_scheduler")
+_TRL_HOOKS = (
+    "_calculate_rewards",
+    "_generate_and_score_completions",
+    "_compute_loss",
+    "_save_checkpoint",
+    "_load_optimizer_and_scheduler",
+)
 
 
 def check_trl_hooks() -> None:
@@ -271,16 +277,26 @@ class VPOTrainer(GRPOTrainer):
         chat = getattr(processing_class, "chat_template", None) is not None
         if self._vpo_task_data:
             if train_dataset is None:
-                train_dataset = build_task_dataset(task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat)
+                train_dataset = build_task_dataset(
+                    task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat
+                )
             if eval_dataset is None and args.eval_size:
-                eval_dataset = build_task_dataset(task, _load(task, "test", args.eval_size, args.data_seed_task), self.vpo_m, chat)
+                eval_dataset = build_task_dataset(
+                    task, _load(task, "test", args.eval_size, args.data_seed_task), self.vpo_m, chat
+                )
         elif self.vpo_m > 1 and train_dataset is not None:
             train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
         if train_dataset is None:
             raise ValueError("no train_dataset: pass one, or a task to build it from")
-        if args.estimator == "goal_conditioned" and (not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names):
+        if args.estimator == "goal_conditioned" and (
+            not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names
+        ):
             raise ValueError("goal_conditioned writes the weighting into the prompt, so it needs a vpo task dataset")
-        if args.estimator == "random_weight" and args.weight_schedule == "per_row" and INDEX_COLUMN not in train_dataset.column_names:
+        if (
+            args.estimator == "random_weight"
+            and args.weight_schedule == "per_row"
+            and INDEX_COLUMN not in train_dataset.column_names
+        ):
             raise TrainerSetupError(
                 f"weight_schedule: per_row fixes each training row's w from its row index, but the train dataset has no "
                 f"{INDEX_COLUMN!r} column; train on a vpo task (it adds one), add that column, or use weight_schedule: per_step"
@@ -454,7 +470,9 @@ class VPOTrainer(GRPOTrainer):
     def _goal_weights(self, inputs) -> list[list[float]]:
         d = len(self.vpo_objectives)
         if self.args.weight_schedule == "per_row":  # the row's w for the whole run: a function of (seed, row)
-            return row_weights(self._goal_seed, [int(x[INDEX_COLUMN]) for x in inputs], d, self.args.weight_alpha).tolist()
+            return row_weights(
+                self._goal_seed, [int(x[INDEX_COLUMN]) for x in inputs], d, self.args.weight_alpha
+            ).tolist()
         step = int(self.state.global_step)
         out = []
         for x in inputs:
@@ -583,7 +601,9 @@ class VPOTrainer(GRPOTrainer):
         if cause is None:
             return
         step, patience = int(self.state.global_step), self.args.zero_signal_patience
-        what = f"vpo: step {step}: no learning signal in this batch ({z['streak']} in a row, {z['total']} in all): {cause}"
+        what = (
+            f"vpo: step {step}: no learning signal in this batch ({z['streak']} in a row, {z['total']} in all): {cause}"
+        )
         if patience and z["streak"] >= patience:
             raise ZeroSignalError(
                 f"{what}. Stopped after zero_signal_patience = {patience} such batches in a row (every advantage was 0, "
@@ -597,7 +617,13 @@ class VPOTrainer(GRPOTrainer):
         """TRL's, or with ``shared_prompt_forward`` the prompt prefill once per distinct prompt
         (``vpo.train.shared_prefix.shared_prefix_generate``: the same tokens, tested)."""
         args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        if not getattr(self.args, "shared_prompt_forward", False) or self.use_vllm or images is not None or multimodal_fields or getattr(self, "tools", None):
+        if (
+            not getattr(self.args, "shared_prompt_forward", False)
+            or self.use_vllm
+            or images is not None
+            or multimodal_fields
+            or getattr(self, "tools", None)
+        ):
             return super()._generate_single_turn(*args)
         from vpo.train.shared_prefix import shared_prefix_generate
 
@@ -608,19 +634,44 @@ class VPOTrainer(GRPOTrainer):
         finally:
             del model.generate
 
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
-                                           compute_entropy=False, compute_aux_loss=False, **multimodal):
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **multimodal,
+    ):
         """TRL's, or with ``shared_prompt_forward`` each distinct prompt once (vpo/train/shared_prefix.py)."""
         from vpo.train.shared_prefix import shared_prefix_logps, shared_prefix_supported
 
-        if getattr(self.args, "shared_prompt_forward", False) and shared_prefix_supported(model, multimodal, compute_aux_loss):
+        if getattr(self.args, "shared_prompt_forward", False) and shared_prefix_supported(
+            model, multimodal, compute_aux_loss
+        ):
             with self.accelerator.autocast():
-                logps, ent = shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep, self.temperature,
-                                                 compute_entropy=compute_entropy, batch_size=batch_size)
+                logps, ent = shared_prefix_logps(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    self.temperature,
+                    compute_entropy=compute_entropy,
+                    batch_size=batch_size,
+                )
             return logps, ent, None
         return super()._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=compute_entropy,
-            compute_aux_loss=compute_aux_loss, **multimodal)
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=batch_size,
+            compute_entropy=compute_entropy,
+            compute_aux_loss=compute_aux_loss,
+            **multimodal,
+        )
 
     # ---------------------------------------------------------------------------------------
     # checkpoints
@@ -630,7 +681,9 @@ class VPOTrainer(GRPOTrainer):
         if self.args.should_save:
             from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
             torch.save({"sampler": self.vpo_sampler.state_dict()}, os.path.join(folder, STATE_FILE))
 
     def _load_optimizer_and_scheduler(self, checkpoint):

@@ -63,7 +63,9 @@ def supervised_warm_start(
 
     def encode(prompt: str, completion: str) -> tuple[list[int], int]:
         if chat:
-            p = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+            p = tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
         else:
             p = prompt
         p_ids = tok(p, add_special_tokens=False).input_ids

@@ -13,7 +13,9 @@ from vpo.integrations.evolve.worker import _worker_main
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--eval-worker":
         return _worker_main(argv[1])
-    print("usage: python -m vpo.integrations.evolve --eval-worker SPEC.json (internal; use `vpo evolve`)", file=sys.stderr)
+    print(
+        "usage: python -m vpo.integrations.evolve --eval-worker SPEC.json (internal; use `vpo evolve`)", file=sys.stderr
+    )
     return 2
 
 

@@ -41,7 +41,18 @@ Writes OUT/report.json, OUT/evolve_progress.png and per run OUT/<model>/<problem
 (history, OpenEvolve checkpoints, best program, Pareto archive). See docs/evolve.md.
 """
 
-_MODEL_KEYS = {"name", "answers", "api_base", "model", "api_key", "client", "temperature", "max_tokens", "timeout", "retries"}
+_MODEL_KEYS = {
+    "name",
+    "answers",
+    "api_base",
+    "model",
+    "api_key",
+    "client",
+    "temperature",
+    "max_tokens",
+    "timeout",
+    "retries",
+}
 _NUMERIC_MODEL_KEYS = {"answers", "temperature", "max_tokens", "timeout", "retries"}
 _SETTINGS_FLAGS = {
     "budget": "budget",
@@ -67,28 +78,48 @@ def add_parser(subparsers) -> None:
         epilog=_EPILOG,
     )
     p.add_argument("--config", help="YAML with models / problems / settings")
-    p.add_argument("--problem", action="append", default=[], metavar="DIR", help="OpenEvolve problem folder (repeatable)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable")
+    p.add_argument(
+        "--problem", action="append", default=[], metavar="DIR", help="OpenEvolve problem folder (repeatable)"
+    )
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable",
+    )
     p.add_argument("--task", help="vpo task whose examples are the problems (e.g. code)")
     p.add_argument("--task-options", default="{}", help="JSON options for --task")
     p.add_argument("--split", default="test", help="split of --task (default: test)")
     p.add_argument("--n", type=int, default=None, help="number of --task examples (default: all)")
     p.add_argument("--model", action="append", default=[], metavar="SPEC", help="model spec key=value,... (repeatable)")
     p.add_argument("--budget", type=int, help="budget per (model, problem) run (default 40)")
-    p.add_argument("--budget-unit", choices=["candidates", "calls"], help="what the budget counts (default: candidates)")
-    p.add_argument("--eval-timeout", type=float, help="seconds per evaluation before the evaluator is killed (default 30)")
+    p.add_argument(
+        "--budget-unit", choices=["candidates", "calls"], help="what the budget counts (default: candidates)"
+    )
+    p.add_argument(
+        "--eval-timeout", type=float, help="seconds per evaluation before the evaluator is killed (default 30)"
+    )
     p.add_argument("--islands", type=int, help="OpenEvolve islands (default 2)")
     p.add_argument("--checkpoint-interval", type=int, help="calls between checkpoints (default 10)")
     p.add_argument("--max-llm-failures", type=int, help="consecutive failed LLM calls that stop a run (default 3)")
     p.add_argument("--seed", type=int, help="seed (default 0; also draws the islands' weightings)")
-    p.add_argument("--selection", choices=["vpo", "default"],
-                   help="vpo (default): each island ranks programs by its own w ~ Dir(alpha) of the metric vector and "
-                        "a Pareto archive feeds parents and inspirations; default: OpenEvolve's selection on w*^T r")
+    p.add_argument(
+        "--selection",
+        choices=["vpo", "default"],
+        help="vpo (default): each island ranks programs by its own w ~ Dir(alpha) of the metric vector and "
+        "a Pareto archive feeds parents and inspirations; default: OpenEvolve's selection on w*^T r",
+    )
     p.add_argument("--alpha", type=float, help="Dirichlet concentration of the islands' weightings (default 1.0)")
-    p.add_argument("--eval-workers", type=int,
-                   help="evaluation processes: a call's candidates evaluated at once (default: min(m, CPU cores))")
-    p.add_argument("--stop-when-solved", action="store_const", const=True, help="end a run at its first solving program")
+    p.add_argument(
+        "--eval-workers",
+        type=int,
+        help="evaluation processes: a call's candidates evaluated at once (default: min(m, CPU cores))",
+    )
+    p.add_argument(
+        "--stop-when-solved", action="store_const", const=True, help="end a run at its first solving program"
+    )
     p.add_argument("--out", default="runs/evolve", help="output folder (default: runs/evolve)")
     p.add_argument("--resume", action="store_true", help="continue each run from its latest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -108,7 +139,9 @@ def _spec_items(spec: str | dict) -> dict:
     items = {}
     for part in [s for s in spec.split(",") if s.strip()]:
         if "=" not in part:
-            raise UserError(f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,answers=3,api_base=http://...)")
+            raise UserError(
+                f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,answers=3,api_base=http://...)"
+            )
         k, v = part.split("=", 1)
         items[k.strip()] = v.strip()
     return items
@@ -130,7 +163,9 @@ def parse_model_spec(spec: str | dict) -> dict:
     if kwargs.get("model") is not None:
         kwargs["model"] = str(kwargs["model"])
     if kwargs["client_options"] and "client" not in kwargs:
-        raise UserError(f"--model {spec!r}: unknown keys {sorted(kwargs['client_options'])} (they only go with client=...)")
+        raise UserError(
+            f"--model {spec!r}: unknown keys {sorted(kwargs['client_options'])} (they only go with client=...)"
+        )
     return kwargs
 
 
@@ -158,8 +193,9 @@ def _problems(cfg: dict, args) -> list:
         if "dir" in entry:
             problems.append(pr.problem_from_dir(entry["dir"]))
         elif "task" in entry:
-            problems += pr.problems_from_task(entry["task"], entry.get("task_options"), entry.get("split", "test"),
-                                              entry.get("n"))
+            problems += pr.problems_from_task(
+                entry["task"], entry.get("task_options"), entry.get("split", "test"), entry.get("n")
+            )
         else:
             raise UserError(f"--config problems entry {entry!r}: needs dir: or task:")
     problems += [pr.problem_from_dir(d) for d in args.problem]
@@ -218,11 +254,15 @@ def run(args) -> int:
     except EvolveError as e:
         raise UserError(str(e)) from e
     out = Path(args.out)
-    print(f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'coverage':>9s} {'archive':>8s} "
-          f"{'calls':>6s} {'cands':>6s}")
+    print(
+        f"{'model':16s} {'m':>2s} {'solved':>8s} {'mean best':>10s} {'coverage':>9s} {'archive':>8s} "
+        f"{'calls':>6s} {'cands':>6s}"
+    )
     for name, r in report["models"].items():
-        print(f"{name:16s} {r['answers_per_call']:2d} {r['problems_solved']:4d}/{len(problems):<3d} "
-              f"{r['mean_best_score']:10.3f} {r['mean_coverage']:9.3f} {r['mean_archive_size']:8.1f} "
-              f"{r['llm_calls']:6d} {r['candidates']:6d}")
+        print(
+            f"{name:16s} {r['answers_per_call']:2d} {r['problems_solved']:4d}/{len(problems):<3d} "
+            f"{r['mean_best_score']:10.3f} {r['mean_coverage']:9.3f} {r['mean_archive_size']:8.1f} "
+            f"{r['llm_calls']:6d} {r['candidates']:6d}"
+        )
     print(f"report: {out / 'report.json'}\nplot:   {out / 'evolve_progress.png'}")
     return 0

@@ -83,14 +83,13 @@ class MutationLLM:
 
     def _mutate(self, code: str, rng) -> str:
         lines = code.splitlines(keepends=True)
-        spots = [(i, mt) for i, ln in enumerate(lines) if _TUNABLE.match(ln.rstrip("\n"))
-                 for mt in _INT.finditer(ln)]
+        spots = [(i, mt) for i, ln in enumerate(lines) if _TUNABLE.match(ln.rstrip("\n")) for mt in _INT.finditer(ln)]
         if not spots:
             return code
         i, mt = rng.choice(spots)
         delta = rng.choice([d for d in range(-self.step, self.step + 1) if d != 0])
         ln = lines[i]
-        lines[i] = ln[: mt.start()] + str(int(mt.group()) + delta) + ln[mt.end():]
+        lines[i] = ln[: mt.start()] + str(int(mt.group()) + delta) + ln[mt.end() :]
         return "".join(lines)
 
     def _cross(self, code: str, other: str, rng) -> str:
@@ -221,8 +220,16 @@ class TaskPromptClient(LocalHFClient):
     :class:`LocalHFClient`'s.
     """
 
-    def __init__(self, path: str, task: str, task_options: Mapping | str | None = None, split: str = "test",
-                 n: int | None = None, answers: int = 1, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        path: str,
+        task: str,
+        task_options: Mapping | str | None = None,
+        split: str = "test",
+        n: int | None = None,
+        answers: int = 1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(path, **kwargs)
         self.task_name = task
         self.task_options = json.loads(task_options) if isinstance(task_options, str) else dict(task_options or {})
@@ -290,7 +297,9 @@ class _ClientFactory:
         elif callable(c):
             obj = c(**self.options)
             if not hasattr(obj, "generate_with_context"):
-                raise ValueError(f"client factory {self.client!r} returned {type(obj).__name__}, which has no generate_with_context")
+                raise ValueError(
+                    f"client factory {self.client!r} returned {type(obj).__name__}, which has no generate_with_context"
+                )
         else:
             raise ValueError(f"client {self.client!r} is neither a client object nor a factory")
         if "model" not in vars(obj):  # OpenEvolve's LLMEnsemble logs vars(client)["model"]
@@ -311,7 +320,9 @@ def check_endpoint(model: EvolveModel, timeout: float = 5.0) -> None:
     except urllib.error.HTTPError as e:
         if e.code in (404, 405):  # a server without /models: reachable, cannot check the id
             return
-        raise EvolveError(f"model {model.name!r}: the endpoint {model.api_base} answered HTTP {e.code} to GET /models") from e
+        raise EvolveError(
+            f"model {model.name!r}: the endpoint {model.api_base} answered HTTP {e.code} to GET /models"
+        ) from e
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
         raise EvolveError(

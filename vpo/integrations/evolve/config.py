@@ -154,8 +154,9 @@ class EvolveSettings:
             raise ValueError(f"archive_parent_ratio must be in [0, 1], got {self.archive_parent_ratio!r}")
         if not isinstance(self.archive_inspirations, int) or self.archive_inspirations < 0:
             raise ValueError(f"archive_inspirations must be an integer >= 0, got {self.archive_inspirations!r}")
-        if self.eval_workers is not None and (not isinstance(self.eval_workers, int) or isinstance(self.eval_workers, bool)
-                                              or self.eval_workers < 1):
+        if self.eval_workers is not None and (
+            not isinstance(self.eval_workers, int) or isinstance(self.eval_workers, bool) or self.eval_workers < 1
+        ):
             raise ValueError(f"eval_workers must be None or an integer >= 1, got {self.eval_workers!r}")
         if not (self.eval_timeout > 0):
             raise ValueError(f"eval_timeout must be > 0 seconds, got {self.eval_timeout!r}")

@@ -41,7 +41,9 @@ def problem_from_dir(path: str | os.PathLike) -> EvolveProblem:
     init, ev = d / "initial_program.py", d / "evaluator.py"
     for f in (init, ev):
         if not f.is_file():
-            raise ValueError(f"problem folder {d}: missing {f.name} (OpenEvolve layout: initial_program.py + evaluator.py)")
+            raise ValueError(
+                f"problem folder {d}: missing {f.name} (OpenEvolve layout: initial_program.py + evaluator.py)"
+            )
     meta = {}
     if (d / "problem.yaml").is_file():
         meta = yaml.safe_load((d / "problem.yaml").read_text()) or {}
@@ -61,7 +63,10 @@ def problem_from_dir(path: str | os.PathLike) -> EvolveProblem:
 
 
 def problems_from_task(
-    task: str, task_options: Mapping | None = None, split: str = "test", n: int | None = None,
+    task: str,
+    task_options: Mapping | None = None,
+    split: str = "test",
+    n: int | None = None,
     seed: int | None = None,
 ) -> list[EvolveProblem]:
     """One problem per example of a vpo task (e.g. ``code``): the statement is the description, the

@@ -110,8 +110,10 @@ def run_comparison(
             check_endpoint(m)
     report: dict[str, Any] = {"settings": asdict(settings), "models": {}, "problems": [p.name for p in problems]}
     for m in models:
-        runs = {p.name: evolve_problem(p, m, settings, out / m.name / p.name, resume=resume, progress=progress)
-                for p in problems}
+        runs = {
+            p.name: evolve_problem(p, m, settings, out / m.name / p.name, resume=resume, progress=progress)
+            for p in problems
+        }
         report["models"][m.name] = _model_report(m, runs, settings.budget)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     plot_report(report, out / "evolve_progress.png")

@@ -94,8 +94,16 @@ class _EvolveRun:
     def __init__(self, problem: EvolveProblem, model: EvolveModel, settings: EvolveSettings, out: Path) -> None:
         self.problem, self.model, self.settings, self.out = problem, model, settings, out
         self.hist_path = out / "history.jsonl"
-        self.state: dict[str, Any] = {"call": 0, "budget_used": 0, "best_score": float("-inf"), "solved": False,
-                                      "solved_at": None, "llm_calls": 0, "llm_errors": 0, "candidates": 0}
+        self.state: dict[str, Any] = {
+            "call": 0,
+            "budget_used": 0,
+            "best_score": float("-inf"),
+            "solved": False,
+            "solved_at": None,
+            "llm_calls": 0,
+            "llm_errors": 0,
+            "candidates": 0,
+        }
         self.failures = 0  # failed LLM calls in a row
         self.last_checkpoint: Path | None = None
         self.worker: _WorkerPool | None = None
@@ -133,15 +141,22 @@ class _EvolveRun:
             self.weights = island_weights(s.num_islands, len(self.objectives), s.dirichlet_alpha, s.seed)
             pc, dc = self.cfg.prompt, self.cfg.database
             self.selector = VPOSelector(
-                self.weights, self._program_rewards, exploration_ratio=dc.exploration_ratio,
-                exploitation_ratio=dc.exploitation_ratio, elite_count=pc.num_top_programs,
-                archive_parent_ratio=s.archive_parent_ratio, archive_inspirations=s.archive_inspirations)
+                self.weights,
+                self._program_rewards,
+                exploration_ratio=dc.exploration_ratio,
+                exploitation_ratio=dc.exploitation_ratio,
+                elite_count=pc.num_top_programs,
+                archive_parent_ratio=s.archive_parent_ratio,
+                archive_inspirations=s.archive_inspirations,
+            )
             strategy = population_strategy(self.selector, dc.migration_rate)
         _seed_rngs(s.seed)
         self.db = ProgramDatabase(self.cfg.database, population_strategy=strategy)
         self.sampler = PromptSampler(self.cfg.prompt)
         self.ensemble = LLMEnsemble(self.cfg.llm.models)
-        self.evaluator = Evaluator(self.cfg.evaluator, str(self.out / "vpo_evaluator.py"), database=self.db, suffix=".py")
+        self.evaluator = Evaluator(
+            self.cfg.evaluator, str(self.out / "vpo_evaluator.py"), database=self.db, suffix=".py"
+        )
         self.instruction = answer_instruction(self.model.answers, "code", "program")
 
     def _infer_objectives(self) -> list[str]:
@@ -188,8 +203,13 @@ class _EvolveRun:
         return "vpo_eval_error" not in metrics and all(v >= SOLVED_AT for v in self._rewards(metrics))
 
     def _cand_row(self, cid: str, slot: int, metrics: Mapping, arts: Mapping | None) -> dict:
-        row = {"id": cid, "slot": slot, "score": float(metrics.get("combined_score", 0.0)),
-               "rewards": self._rewards(metrics), "solved": bool(self._solved(metrics))}
+        row = {
+            "id": cid,
+            "slot": slot,
+            "score": float(metrics.get("combined_score", 0.0)),
+            "rewards": self._rewards(metrics),
+            "solved": bool(self._solved(metrics)),
+        }
         if "vpo_eval_error" in metrics:
             row["error"] = (arts or {}).get("vpo_error", "evaluation failed")
         return row
@@ -226,9 +246,19 @@ class _EvolveRun:
         pid, code = self._program_id(0, 0), self.problem.initial_program
         metrics = asyncio.run(self.evaluator.evaluate_program(code, pid))
         arts = self.evaluator.get_pending_artifacts(pid)
-        p0 = Program(id=pid, code=code, language=self.settings.language, metrics=metrics, iteration_found=0,
-                     metadata={"vpo_call": 0, "vpo_slot": 0, "vpo_model": self.model.name,
-                               "vpo_rewards": self._rewards(metrics)})
+        p0 = Program(
+            id=pid,
+            code=code,
+            language=self.settings.language,
+            metrics=metrics,
+            iteration_found=0,
+            metadata={
+                "vpo_call": 0,
+                "vpo_slot": 0,
+                "vpo_model": self.model.name,
+                "vpo_rewards": self._rewards(metrics),
+            },
+        )
         self.db.add(p0)
         self._note_archive(p0)
         if arts:
@@ -237,14 +267,27 @@ class _EvolveRun:
         st["best_score"] = float(metrics.get("combined_score", 0.0))
         st["solved"] = self._solved(metrics)
         st["solved_at"] = 0 if st["solved"] else None
-        _append(self.hist_path, {"call": 0, "budget_used": 0, "initial": True, "best_score": st["best_score"],
-                                 "solved": st["solved"], "candidates": [self._cand_row(pid, 0, metrics, arts)],
-                                 **self._archive_fields()})
+        _append(
+            self.hist_path,
+            {
+                "call": 0,
+                "budget_used": 0,
+                "initial": True,
+                "best_score": st["best_score"],
+                "solved": st["solved"],
+                "candidates": [self._cand_row(pid, 0, metrics, arts)],
+                **self._archive_fields(),
+            },
+        )
 
     def _archive_fields(self) -> dict:
         """The Pareto archive's size, its member ids and its coverage (history row fields)."""
-        return {"archive_size": len(self.archive), "archive_ids": self.archive.ids(),
-                "component_best": list(self.archive.best), "coverage": coverage(self.archive.best)}
+        return {
+            "archive_size": len(self.archive),
+            "archive_ids": self.archive.ids(),
+            "component_best": list(self.archive.best),
+            "coverage": coverage(self.archive.best),
+        }
 
     # -- the calls -------------------------------------------------------------------------------
 
@@ -254,8 +297,14 @@ class _EvolveRun:
         from tqdm.auto import tqdm
 
         s = self.settings
-        self.bar = tqdm(total=s.budget, initial=self.state["budget_used"], desc=f"{self.model.name} | {self.problem.name}",
-                        unit=" cand" if s.budget_unit == "candidates" else " call", disable=not progress, leave=False)
+        self.bar = tqdm(
+            total=s.budget,
+            initial=self.state["budget_used"],
+            desc=f"{self.model.name} | {self.problem.name}",
+            unit=" cand" if s.budget_unit == "candidates" else " call",
+            disable=not progress,
+            leave=False,
+        )
         try:
             while not self._done():
                 self.step()
@@ -275,8 +324,13 @@ class _EvolveRun:
         call = self.state["call"] + 1
         island = (call - 1) % self.settings.num_islands
         parent, system, user, how = self._prompt(call, island)
-        row: dict[str, Any] = {"call": call, "island": island, "parent_id": parent.id, "parent_from": how,
-                               "candidates": []}
+        row: dict[str, Any] = {
+            "call": call,
+            "island": island,
+            "parent_id": parent.id,
+            "parent_from": how,
+            "candidates": [],
+        }
         completion = self._ask(system, user, row)
         if completion is None:
             return
@@ -298,25 +352,33 @@ class _EvolveRun:
         focus = ""
         if self.selector is not None:
             parent, inspirations, how = self.selector.sample(
-                db, island, self.archive, pc.num_diverse_programs, _program_from_dict)
+                db, island, self.archive, pc.num_diverse_programs, _program_from_dict
+            )
             island_programs = self.selector.ranked(self.selector.island_programs(db, island), island)
             w = ", ".join(f"{o}: {x:.2f}" for o, x in zip(self.objectives, self.weights[island]))
-            focus = (f"\n\n# Island focus\nThis island ranks programs by a weighted sum of the metrics ({w}); "
-                     "programs that trade one metric for another are welcome.")
+            focus = (
+                f"\n\n# Island focus\nThis island ranks programs by a weighted sum of the metrics ({w}); "
+                "programs that trade one metric for another are welcome."
+            )
         else:
             parent, inspirations = db.sample_from_island(island, num_inspirations=pc.num_diverse_programs)
             how = "openevolve"
             island_programs = sorted(
                 (db.programs[i] for i in db.islands[island] if i in db.programs),
-                key=lambda p: p.metrics.get("combined_score", 0.0), reverse=True,
+                key=lambda p: p.metrics.get("combined_score", 0.0),
+                reverse=True,
             )
         n_top = pc.num_top_programs
         prompt = self.sampler.build_prompt(
-            current_program=parent.code, parent_program=parent.code, program_metrics=parent.metrics,
+            current_program=parent.code,
+            parent_program=parent.code,
+            program_metrics=parent.metrics,
             previous_programs=[p.to_dict() for p in island_programs[:n_top]],
             top_programs=[p.to_dict() for p in island_programs[: n_top + pc.num_diverse_programs]],
-            inspirations=[p.to_dict() for p in inspirations], language=self.settings.language,
-            evolution_round=call, diff_based_evolution=False,
+            inspirations=[p.to_dict() for p in inspirations],
+            language=self.settings.language,
+            evolution_round=call,
+            diff_based_evolution=False,
             program_artifacts=db.get_artifacts(parent.id) or None,
             feature_dimensions=db.config.feature_dimensions,
         )
@@ -326,8 +388,9 @@ class _EvolveRun:
     def _ask(self, system: str, user: str, row: dict) -> str | None:
         """The model's completion, or None after recording a failed call."""
         try:
-            completion = asyncio.run(self.ensemble.generate_with_context(
-                system_message=system, messages=[{"role": "user", "content": user}]))
+            completion = asyncio.run(
+                self.ensemble.generate_with_context(system_message=system, messages=[{"role": "user", "content": user}])
+            )
             if not isinstance(completion, str):
                 raise TypeError(f"the model returned {type(completion).__name__}, not text")
         except Exception as e:  # noqa: BLE001 - endpoint/client failure: recorded, limited
@@ -346,8 +409,17 @@ class _EvolveRun:
             return
         st, s = self.state, self.settings
         path = self.save_checkpoint(st["call"])
-        _append(self.hist_path, {**row, "budget_used": st["budget_used"], "best_score": st["best_score"],
-                                 "solved": st["solved"], "aborted": True, "call": st["call"]})
+        _append(
+            self.hist_path,
+            {
+                **row,
+                "budget_used": st["budget_used"],
+                "best_score": st["best_score"],
+                "solved": st["solved"],
+                "aborted": True,
+                "call": st["call"],
+            },
+        )
         raise EvolveError(
             f"model {self.model.name!r} on {self.problem.name!r}: {self.failures} LLM calls failed in a row "
             f"(last: {type(err).__name__}: {err}). Stopped after call {st['call']} with "
@@ -409,17 +481,29 @@ class _EvolveRun:
             return "too_long"
         return None
 
-    def _add_candidate(self, code: str, cid: str, metrics: dict, slot: int, parent, call: int, island: int,
-                       row: dict) -> None:
+    def _add_candidate(
+        self, code: str, cid: str, metrics: dict, slot: int, parent, call: int, island: int, row: dict
+    ) -> None:
         from openevolve.database import Program
 
         arts = self.evaluator.get_pending_artifacts(cid)
         child = Program(
-            id=cid, code=code, language=self.settings.language, parent_id=parent.id,
-            generation=parent.generation + 1, metrics=metrics, iteration_found=call,
-            metadata={"changes": "Full rewrite", "parent_metrics": parent.metrics, "island": island,
-                      "vpo_call": call, "vpo_slot": slot, "vpo_model": self.model.name,
-                      "vpo_rewards": self._rewards(metrics)},
+            id=cid,
+            code=code,
+            language=self.settings.language,
+            parent_id=parent.id,
+            generation=parent.generation + 1,
+            metrics=metrics,
+            iteration_found=call,
+            metadata={
+                "changes": "Full rewrite",
+                "parent_metrics": parent.metrics,
+                "island": island,
+                "vpo_call": call,
+                "vpo_slot": slot,
+                "vpo_model": self.model.name,
+                "vpo_rewards": self._rewards(metrics),
+            },
         )
         self.db.add(child, iteration=call, target_island=island)
         self._note_archive(child)
@@ -444,8 +528,13 @@ class _EvolveRun:
         st = self.state
         st["budget_used"] += row["units"]
         self.bar.update(row["units"])
-        row.update(**counts, budget_used=st["budget_used"], best_score=st["best_score"], solved=st["solved"],
-                   **self._archive_fields())
+        row.update(
+            **counts,
+            budget_used=st["budget_used"],
+            best_score=st["best_score"],
+            solved=st["solved"],
+            **self._archive_fields(),
+        )
         _append(self.hist_path, row)
 
     # -- checkpoints and the end -----------------------------------------------------------------
@@ -458,13 +547,33 @@ class _EvolveRun:
         best = self.db.get_best_program()
         if best is not None:
             (path / "best_program.py").write_text(best.code)
-            (path / "best_program_info.json").write_text(json.dumps(
-                {"id": best.id, "generation": best.generation, "iteration": best.iteration_found,
-                 "current_iteration": call, "metrics": best.metrics, "language": best.language}, indent=2, default=str))
+            (path / "best_program_info.json").write_text(
+                json.dumps(
+                    {
+                        "id": best.id,
+                        "generation": best.generation,
+                        "iteration": best.iteration_found,
+                        "current_iteration": call,
+                        "metrics": best.metrics,
+                        "language": best.language,
+                    },
+                    indent=2,
+                    default=str,
+                )
+            )
         rs = random.getstate()
-        (path / "vpo_state.json").write_text(json.dumps({"state": self.state, "random_state": [rs[0], list(rs[1]), rs[2]],
-                                                          "model": self.model.name, "problem": self.problem.name,
-                                                          "archive": self.archive.state()}, default=str))
+        (path / "vpo_state.json").write_text(
+            json.dumps(
+                {
+                    "state": self.state,
+                    "random_state": [rs[0], list(rs[1]), rs[2]],
+                    "model": self.model.name,
+                    "problem": self.problem.name,
+                    "archive": self.archive.state(),
+                },
+                default=str,
+            )
+        )
         return path
 
     def finish(self) -> dict:
@@ -476,9 +585,19 @@ class _EvolveRun:
         best_dir.mkdir(exist_ok=True)
         if best is not None:
             (best_dir / "best_program.py").write_text(best.code)
-            (best_dir / "best_program_info.json").write_text(json.dumps(
-                {"id": best.id, "generation": best.generation, "iteration": best.iteration_found,
-                 "parent_id": best.parent_id, "metrics": best.metrics}, indent=2, default=str))
+            (best_dir / "best_program_info.json").write_text(
+                json.dumps(
+                    {
+                        "id": best.id,
+                        "generation": best.generation,
+                        "iteration": best.iteration_found,
+                        "parent_id": best.parent_id,
+                        "metrics": best.metrics,
+                    },
+                    indent=2,
+                    default=str,
+                )
+            )
         summary = self._summary()
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
@@ -487,22 +606,36 @@ class _EvolveRun:
         rows = _read_history(self.hist_path)
         s = self.settings
         return {
-            "model": self.model.name, "problem": self.problem.name, "answers_per_call": self.model.answers,
-            "objectives": self.objectives, "target_weights": self.worker.target, "budget": s.budget,
+            "model": self.model.name,
+            "problem": self.problem.name,
+            "answers_per_call": self.model.answers,
+            "objectives": self.objectives,
+            "target_weights": self.worker.target,
+            "budget": s.budget,
             "budget_unit": s.budget_unit,
             **self.state,
             "malformed_calls": sum(1 for r in rows if r.get("malformed")),
             "eval_errors": sum(1 for r in rows for c in r.get("candidates", []) if c.get("error")),
             "evaluator_restarts": self.worker.restarts,
-            "curve": [[r["budget_used"], r["best_score"], bool(r["solved"])]
-                      for r in rows if "budget_used" in r and not r.get("aborted")],
-            "curve_archive": [[r["budget_used"], r["coverage"], r["archive_size"]]
-                              for r in rows if "coverage" in r and not r.get("aborted")],
+            "curve": [
+                [r["budget_used"], r["best_score"], bool(r["solved"])]
+                for r in rows
+                if "budget_used" in r and not r.get("aborted")
+            ],
+            "curve_archive": [
+                [r["budget_used"], r["coverage"], r["archive_size"]]
+                for r in rows
+                if "coverage" in r and not r.get("aborted")
+            ],
             "eval_workers": self.n_workers,
-            "selection": {"mode": s.selection, "dirichlet_alpha": s.dirichlet_alpha, "seed": s.seed,
-                          "island_weights": self.weights,
-                          "archive_parent_ratio": s.archive_parent_ratio if s.selection == "vpo" else None,
-                          "archive_inspirations": s.archive_inspirations if s.selection == "vpo" else None},
+            "selection": {
+                "mode": s.selection,
+                "dirichlet_alpha": s.dirichlet_alpha,
+                "seed": s.seed,
+                "island_weights": self.weights,
+                "archive_parent_ratio": s.archive_parent_ratio if s.selection == "vpo" else None,
+                "archive_inspirations": s.archive_inspirations if s.selection == "vpo" else None,
+            },
             "pareto_archive": self.archive.state(with_programs=False)["members"],
             "component_best": list(self.archive.best),
             "coverage": coverage(self.archive.best),
@@ -619,7 +752,6 @@ def _latest_checkpoint(out: Path) -> Path | None:
     cks = sorted((out / "checkpoints").glob("checkpoint_*"), key=lambda p: int(p.name.split("_")[-1]))
     cks = [c for c in cks if (c / "vpo_state.json").is_file()]
     return cks[-1] if cks else None
-
 
 
 def _tmp_program(out: Path, code: str) -> str:

@@ -26,7 +26,9 @@ def island_weights(num_islands: int, dim: int, alpha: float, seed: int) -> list[
     import numpy as np
 
     if dim < 1 or num_islands < 1 or not alpha > 0:
-        raise ValueError(f"island_weights needs dim >= 1, num_islands >= 1 and alpha > 0 (got {dim}, {num_islands}, {alpha})")
+        raise ValueError(
+            f"island_weights needs dim >= 1, num_islands >= 1 and alpha > 0 (got {dim}, {num_islands}, {alpha})"
+        )
     rng = np.random.default_rng([int(seed) % 2**32, 0x1E5])
     w = rng.dirichlet([float(alpha)] * dim, size=num_islands)
     return [[float(x) for x in row] for row in w]
@@ -105,9 +107,17 @@ class VPOSelector:
     ``num_inspirations`` + ``archive_inspirations`` in all. Uses the ``random`` module (seeded by the run).
     """
 
-    def __init__(self, weights: Sequence[Sequence[float]], rewards_of, *, exploration_ratio: float = 0.2,
-                 exploitation_ratio: float = 0.7, elite_count: int = 3, archive_parent_ratio: float = 0.25,
-                 archive_inspirations: int = 2) -> None:
+    def __init__(
+        self,
+        weights: Sequence[Sequence[float]],
+        rewards_of,
+        *,
+        exploration_ratio: float = 0.2,
+        exploitation_ratio: float = 0.7,
+        elite_count: int = 3,
+        archive_parent_ratio: float = 0.25,
+        archive_inspirations: int = 2,
+    ) -> None:
         self.weights = [list(w) for w in weights]
         self.rewards_of = rewards_of  # Program -> reward vector
         self.exploration_ratio, self.exploitation_ratio = exploration_ratio, exploitation_ratio
@@ -128,7 +138,9 @@ class VPOSelector:
         progs = [db.programs[i] for i in db.islands[island] if i in db.programs]
         return sorted(progs, key=_creation_key)
 
-    def sample(self, db, island: int, archive: ParetoArchive, num_inspirations: int, to_program) -> tuple[Any, list, str]:
+    def sample(
+        self, db, island: int, archive: ParetoArchive, num_inspirations: int, to_program
+    ) -> tuple[Any, list, str]:
         """``(parent, inspirations, how the parent was chosen)``; ``to_program`` turns an archive
         member's stored dict back into a Program."""
         pool = self.island_programs(db, island) or sorted(db.programs.values(), key=_creation_key)
@@ -138,7 +150,9 @@ class VPOSelector:
             parent, how = self._from_archive(db, random.choice(archive.members), to_program), "archive"
         elif u < self.archive_parent_ratio + (1 - self.archive_parent_ratio) * self.exploration_ratio:
             parent, how = random.choice(pool), "exploration"
-        elif u < self.archive_parent_ratio + (1 - self.archive_parent_ratio) * (self.exploration_ratio + self.exploitation_ratio):
+        elif u < self.archive_parent_ratio + (1 - self.archive_parent_ratio) * (
+            self.exploration_ratio + self.exploitation_ratio
+        ):
             parent, how = random.choice(ranked[: self.elite_count]), "exploitation"
         else:
             fit = [max(self.score(p, island), 0.001) for p in pool]
@@ -177,8 +191,14 @@ def population_strategy(selector: VPOSelector, migration_rate: float):
     def migrate(snapshot) -> list:
         moves, n = [], len(snapshot.islands)
         for i, members in enumerate(snapshot.islands):
-            progs = sorted((snapshot.programs[p] for p in members if p in snapshot.programs
-                            and not snapshot.programs[p].metadata.get("migrant", False)), key=_creation_key)
+            progs = sorted(
+                (
+                    snapshot.programs[p]
+                    for p in members
+                    if p in snapshot.programs and not snapshot.programs[p].metadata.get("migrant", False)
+                ),
+                key=_creation_key,
+            )
             if not progs:
                 continue
             top = selector.ranked(progs, i)[: max(1, int(len(progs) * migration_rate))]

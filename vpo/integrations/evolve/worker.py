@@ -146,9 +146,13 @@ class _EvalWorker:
                 msg = self._read(self.timeout)
             except TimeoutError:
                 self.close()
-                return None, {}, (
-                    f"evaluation timed out after {self.timeout:g}s; the evaluator process was killed "
-                    "(raise eval_timeout if the evaluator is just slow)"
+                return (
+                    None,
+                    {},
+                    (
+                        f"evaluation timed out after {self.timeout:g}s; the evaluator process was killed "
+                        "(raise eval_timeout if the evaluator is just slow)"
+                    ),
                 )
             except (BrokenPipeError, OSError) as e:
                 return None, {}, self._lost("the evaluator process is gone", f"{type(e).__name__}: {e}")
@@ -243,8 +247,10 @@ def shim_evaluate(spec_path: str, program_path: str):
 
     worker = _WORKERS.get(str(spec_path))
     if worker is None:
-        return EvaluationResult(metrics={"combined_score": 0.0, "vpo_eval_error": 1.0},
-                                artifacts={"vpo_error": "no vpo evaluation worker for this problem (run through vpo evolve)"})
+        return EvaluationResult(
+            metrics={"combined_score": 0.0, "vpo_eval_error": 1.0},
+            artifacts={"vpo_error": "no vpo evaluation worker for this problem (run through vpo evolve)"},
+        )
     metrics, artifacts, error = worker.evaluate(program_path)
     r, missing = _reward_vector(metrics, worker.objectives)
     out = dict(zip(worker.objectives, r))
