@@ -27,7 +27,7 @@ from vpo.core import (
     unregister_set_objective,
 )
 from vpo.core.reference import vpo_advantages_reference
-from vpo.core.set_objectives import SET_OBJECTIVES, expected_best, sum_of_target, union_coverage
+from vpo.core.set_objectives import SET_OBJECTIVES, sum_of_target, union_coverage
 
 TIGHT = dict(rtol=0, atol=1e-12)
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "estimators.md"
@@ -73,7 +73,7 @@ def loop_multi_rlvr(r, v, G, target, eps=1e-6):
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("layout", ["contiguous", "ids"])
 def test_vpo_through_the_public_registration_matches_builtin_and_loop(registered, seed, layout):
-    registered("vpo_again", expected_best, uses_weightings=True, normalization="population")
+    registered("vpo_again", SET_OBJECTIVES["vpo"].fn, uses_weightings=True, normalization="population")
     r, v = _batch(seed)
     cfg = EstimatorConfig(num_weightings=32, compute_dtype="float64")
     if layout == "contiguous":

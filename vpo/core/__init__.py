@@ -17,9 +17,7 @@ from vpo.core.estimators import (
     AdvantageResult,
     EstimatorConfig,
     compute_advantages,
-    diagnostic_weights,
     get_estimator,
-    group_index_from,
     list_estimators,
     list_set_objectives,
     register_estimator,
@@ -27,7 +25,9 @@ from vpo.core.estimators import (
     row_weights,
     set_score,
     unregister_set_objective,
+    vpo_estimator,
 )
+from vpo.core.estimator_base import group_index_from
 from vpo.core.reference import vpo_advantages_reference
 from vpo.core.weights import SimplexSampler, check_simplex, dirichlet, fixed_weights, spacings_to_simplex
 
@@ -41,7 +41,6 @@ __all__ = [
     "compute_advantages",
     "dedup",
     "dedup_rows",
-    "diagnostic_weights",
     "dirichlet",
     "fixed_weights",
     "get_estimator",
@@ -59,4 +58,5 @@ __all__ = [
     "stack_rows",
     "unregister_set_objective",
     "vpo_advantages_reference",
+    "vpo_estimator",
 ]

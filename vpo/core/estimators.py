@@ -20,8 +20,6 @@ Simplification: one advantage per rollout (no per-token credit), as the paper an
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from vpo.core.estimator_base import (
@@ -43,19 +41,12 @@ from vpo.core.estimator_base import (
     register_estimator,
     row_weights,
 )
-from vpo.core.estimator_base import (  # noqa: F401 (importable from here, as before the split)
-    EstimatorFn,
-    _group_sum,
-    config_dict,
-    group_index_from,
-)
-from vpo.core.set_objectives import (  # registers the vpo, multi_rlvr and union_coverage estimators
+from vpo.core.set_objectives import (  # registers the multi_rlvr and union_coverage set objectives
     SET_OBJECTIVES,
     list_set_objectives,
     register_set_objective,
     unregister_set_objective,
 )
-from vpo.core.set_objectives import expected_best as _group_set_score  # noqa: F401 (docs/method.md §3's name)
 from vpo.core.weights import SimplexSampler, fixed_weights
 
 __all__ = [
@@ -68,6 +59,7 @@ __all__ = [
     "list_estimators",
     "compute_advantages",
     "set_score",
+    "vpo_estimator",
     "row_weights",
     "SET_OBJECTIVES",
     "register_set_objective",
@@ -77,8 +69,37 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# the set score
+# the set score: one kernel behind VPO, set_score and the diagnostics
 # ---------------------------------------------------------------------------------------------
+
+
+def _best_per_weighting(filled: torch.Tensor, weights: torch.Tensor, group_index=None) -> torch.Tensor:
+    """``[N, K]``: ``max_i w_k^T r_{n,i}`` for each rollout n and weighting k, in ``filled.dtype``.
+
+    ``filled [N, m, d]``: rewards whose invalid slots hold a valid answer of the same rollout
+    (:func:`_fill_invalid`), so padding never wins the max. ``weights``: ``[K, d]`` shared by every
+    rollout (one ``[N*m, d] x [d, K]`` matmul); ``[N, K, d]``, one set per rollout; or ``[P, K, d]``,
+    one set per group, with ``group_index [N]``. Per group, rollouts are laid out as
+    ``[P, G_max * m, d]`` so one batched matmul scores all the group's answers without copying the
+    weights per rollout: a view for contiguous equal groups, a scatter into a padded grid otherwise;
+    very uneven group sizes, where that padding would cost more than the rows, use a per-rollout gather."""
+    n, m, d = filled.shape
+    if weights.ndim == 2:
+        return (filled.reshape(n * m, d) @ weights.T).view(n, m, -1).amax(dim=1)
+    if group_index is None:
+        return torch.bmm(filled, weights.transpose(1, 2)).amax(dim=1)
+    p, k = weights.shape[0], weights.shape[1]
+    counts = torch.bincount(group_index, minlength=p)
+    gmax = int(counts.max().item())
+    if n == p * gmax and torch.equal(group_index, torch.arange(n, device=group_index.device) // gmax):
+        return torch.bmm(filled.view(p, gmax * m, d), weights.transpose(1, 2)).view(n, m, k).amax(dim=1)
+    if p * gmax <= 2 * n:
+        pos = _within_group_position(group_index, counts)
+        grid = torch.zeros(p, gmax, m, d, dtype=filled.dtype, device=filled.device)
+        grid[group_index, pos] = filled
+        s = torch.bmm(grid.view(p, gmax * m, d), weights.transpose(1, 2)).view(p, gmax, m, k)
+        return s.amax(dim=2)[group_index, pos]
+    return torch.bmm(filled, weights[group_index].transpose(1, 2)).amax(dim=1)
 
 
 def set_score(
@@ -86,12 +107,14 @@ def set_score(
     valid=None,
     weights=None,
     *,
+    group_index=None,
     invalid_score: float = 0.0,
 ) -> torch.Tensor:
-    """Monte Carlo set score ``(1/K) sum_k max_{valid i} w_k^T r_i`` of each rollout.
+    """Monte Carlo set score ``(1/K) sum_k max_{valid i} w_k^T r_i`` of each rollout, float64.
 
-    ``rewards [N, m, d]``, ``valid [N, m]`` (default all), ``weights [K, d]`` shared by all rows or
-    ``[N, K, d]`` per row. Returns ``[N]`` float64; rows without a valid answer get ``invalid_score``.
+    ``rewards [N, m, d]``, ``valid [N, m]`` (default all); ``weights``: ``[K, d]`` shared by all
+    rollouts, ``[N, K, d]`` per rollout, or ``[P, K, d]`` per group with ``group_index [N]`` (the
+    layout VPO draws). Rollouts without a valid answer get ``invalid_score``.
     """
     r = _as_f64(rewards, "rewards")
     if r.ndim != 3:
@@ -102,31 +125,48 @@ def set_score(
     if tuple(v.shape) != (n, m):
         raise ValueError(f"valid must have shape [N, m] = {(n, m)}; got {tuple(v.shape)}")
     w = _as_f64(weights, "weights").to(r.device)
-    if w.ndim not in (2, 3) or w.shape[-1] != d or (w.ndim == 3 and w.shape[0] != n):
+    gi = None if group_index is None else torch.as_tensor(group_index, dtype=torch.int64, device=r.device)
+    if gi is not None and (tuple(gi.shape) != (n,) or w.ndim != 3 or w.shape[-1] != d or int(gi.max()) >= w.shape[0]):
+        raise ValueError(
+            f"with group_index [N={n}], weights must have shape [P, K, d={d}] with P > max(group_index); "
+            f"got weights {tuple(w.shape)}, group_index {tuple(gi.shape)}"
+        )
+    if gi is None and (w.ndim not in (2, 3) or w.shape[-1] != d or (w.ndim == 3 and w.shape[0] != n)):
         raise ValueError(f"weights must have shape [K, d] or [N, K, d] with N={n}, d={d}; got {tuple(w.shape)}")
-    filled = _fill_invalid(r, v)  # padding (even NaN) never reaches a max
-    if w.ndim == 2:  # shared weights: one [N*m, d] x [d, K] matmul, no per-row copy
-        best = (filled.reshape(n * m, d) @ w.T).view(n, m, -1).amax(dim=1)
-    else:
-        best = torch.bmm(filled, w.transpose(1, 2)).amax(dim=1)  # [N, K]
+    best = _best_per_weighting(_fill_invalid(r, v), w, gi)
     return torch.where(v.any(dim=1), best.mean(-1), torch.full_like(best[:, 0], invalid_score))
 
 
-vpo_estimator = ESTIMATORS["vpo"].fn
-"""VPO (docs/method.md §3), the estimator of the ``vpo`` set objective: per group, K weightings
-shared by its rollouts; ``raw_n = mean_k max_{valid i} w_k^T r_{n,i}`` (:func:`_group_set_score`,
-``invalid_score`` without a valid answer); ``A = (raw - mean) / (std + eps)`` with the
-**population** std (divide by G), and A = 0 for the whole group when ``std < eps``."""
-multi_rlvr_estimator = ESTIMATORS["multi_rlvr"].fn
-"""Multi-RLVR, the estimator of the ``multi_rlvr`` set objective: ``s = sum over valid answers of
-w*^T r`` (``invalid_score`` without one); GRPO z-score with the Bessel std."""
+def vpo_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
+    """VPO (docs/method.md §3). Per group, K weightings ``w_k ~ Dir(alpha)`` shared by its rollouts;
+    each rollout's set score is ``raw_n = (1/K) sum_k max_{valid i} w_k^T r_{n,i}`` (``invalid_score``
+    without a valid answer); ``A = (raw - mean) / (std + eps)`` with the **population** std (divide
+    by G), and A = 0 for the whole group when ``std < eps``."""
+    w = sampler.sample(b.num_groups, b.d, dtype=cfg.torch_dtype).to(b.rewards.device)  # [P, K, d]
+    best = _best_per_weighting(b.filled(w.dtype), w, b.index)  # [N, K] (filled rewards: padding never wins)
+    raw = best.mean(dim=-1).to(torch.float64)
+    raw = torch.where(b.valid.any(1), raw, torch.full_like(raw, cfg.invalid_score))
+    adv, std = _zscore(raw, b, cfg.eps, bessel=False, zero_flat=True)
+    return raw, adv, std
 
 
-def diagnostic_weights(d: int, k: int = 64) -> torch.Tensor:
-    """Deprecated: :func:`vpo.core.weights.fixed_weights` ``(d, k)``, the one fixed weight set of
-    diagnostics and metrics (it replaced this function's Sobol point set)."""
-    warnings.warn("diagnostic_weights is deprecated; use vpo.core.fixed_weights", DeprecationWarning, stacklevel=2)
-    return fixed_weights(d, k)
+def _expected_best(rewards, valid, weights, group_index, target_weights=None) -> torch.Tensor:
+    """The set-objective form of VPO's set score, for ``vpo eval --set-objectives`` and the veRL
+    score function (``weights [P, K, d]`` per group)."""
+    filled = _fill_invalid(rewards, valid).to(weights.dtype)
+    return _best_per_weighting(filled, weights, group_index).mean(dim=-1).to(torch.float64)
+
+
+# registered as the estimator ``vpo`` and as a set objective (what vpo eval and the veRL score use)
+register_set_objective(
+    "vpo",
+    _expected_best,
+    normalization="population",
+    uses_weightings=True,
+    estimator=vpo_estimator,
+    paper="Bahlous-Boldi et al. 2026, Vector Policy Optimization (arXiv 2605.22817)",
+    summary="E_w~Dir(alpha)[max over the rollout's answers of w^T r], K draws shared by the group",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,10 +418,7 @@ def compute_advantages(
 def _diagnostics(b: _Batch, scores: torch.Tensor, std: torch.Tensor, cfg: EstimatorConfig) -> dict:
     dt = cfg.torch_dtype
     w = fixed_weights(b.d).to(device=b.rewards.device, dtype=dt)  # the set vpo eval's E_w metrics use
-    n, m, d = b.rewards.shape
-    # the weights are shared by every row: one [N*m, d] x [d, K] matmul
-    filled = b.filled(dt)
-    best = (filled.reshape(n * m, d) @ w.T).view(n, m, -1).amax(dim=1)  # [N, K]
+    best = _best_per_weighting(b.filled(dt), w)  # [N, K]: the weights are shared by every row
     best = best.masked_fill(~b.valid.any(1, keepdim=True), float("-inf"))
     if b.group_size is not None:
         pool = best.view(b.num_groups, b.group_size, -1).amax(dim=1)

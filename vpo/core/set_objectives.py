@@ -5,7 +5,8 @@ sets to one score per rollout, and the group z-score turns scores into advantage
 :func:`register_set_objective` registers such a function and the estimator of the same name, so it
 is usable wherever an estimator name is (``compute_advantages``, ``VPOConfig.estimator`` / ``vpo
 train`` YAML, the veRL plugin as ``vpo_<name>``) and is listed by ``vpo estimators``. The library's
-``vpo`` and ``multi_rlvr`` estimators are registered here this way; ``union_coverage`` is a third.
+``multi_rlvr`` and ``union_coverage`` are registered here this way; ``vpo`` is registered as a set
+objective by :mod:`vpo.core.estimators`, with its own estimator :func:`~vpo.core.estimators.vpo_estimator`.
 
 The function's contract: ``fn(rewards [N, m, d] float64 (invalid slots zeroed), valid [N, m] bool,
 weights [P, K, d] or None, group_index [N] int64, target_weights [d] float64) -> scores [N]``;
@@ -26,9 +27,7 @@ from vpo.core.estimator_base import (
     ESTIMATORS,
     EstimatorConfig,
     _Batch,
-    _fill_invalid,
     _flat_groups,
-    _within_group_position,
     _zscore,
     register_estimator,
 )
@@ -73,10 +72,7 @@ def _estimator_for(obj: SetObjective):
         w = None
         if obj.uses_weightings:
             w = sampler.sample(b.num_groups, b.d, dtype=cfg.torch_dtype).to(b.rewards.device)  # [P, K, d]
-        if obj.fn is expected_best:  # the diagnostics reuse the batch's filled rewards
-            raw = expected_best(b.rewards, b.valid, w, b.index, b.target, filled=b.filled(w.dtype))
-        else:
-            raw = obj.fn(b.rewards, b.valid, w, b.index, b.target)
+        raw = obj.fn(b.rewards, b.valid, w, b.index, b.target)
         if not isinstance(raw, torch.Tensor) or tuple(raw.shape) != (b.rewards.shape[0],):
             shape = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
             raise ValueError(
@@ -105,6 +101,7 @@ def register_set_objective(
     uses_weightings: bool = False,
     summary: str = "",
     paper: str = "user set objective",
+    estimator: Callable | None = None,
 ) -> SetObjectiveFn:
     """Register ``fn`` as the set objective ``name`` and as the estimator ``name``.
 
@@ -116,6 +113,11 @@ def register_set_objective(
         uses_weightings: draw each group's K Dirichlet weightings (``num_weightings``,
             ``weight_alpha``, ``weight_sampler``) and pass them as ``weights``; else ``weights=None``.
         summary / paper: shown by ``vpo estimators``.
+        estimator: the estimator to register under ``name``, ``fn(batch, config, sampler) ->
+            (scores, advantages, group_std)``, when the objective has a hand-written one
+            (:func:`vpo.core.estimators.vpo_estimator` for ``vpo``); default: draw the weightings
+            if used, score with ``fn``, give ``invalid_score`` to rollouts without a valid answer,
+            then the group ``normalization``.
 
     Returns ``fn`` (usable as a decorator through ``functools.partial``). Raises ``ValueError``
     for a taken or malformed name or an unknown normalization.
@@ -139,7 +141,7 @@ def register_set_objective(
         uses_sampler=obj.uses_weightings,
         paper=paper,
         summary=f"set objective: {obj.summary}; {normalization} group z-score",
-    )(_estimator_for(obj))
+    )(estimator or _estimator_for(obj))
     SET_OBJECTIVES[name] = obj
     return fn
 
@@ -156,33 +158,6 @@ def unregister_set_objective(name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def expected_best(rewards, valid, weights, group_index, target_weights=None, *, filled=None) -> torch.Tensor:
-    """VPO's set score ``(1/K) sum_k max_{valid i} w_k^T r_i`` with the group's K weightings,
-    computed in ``weights.dtype``. Rollouts are laid out as ``[P, G_max * m, d]`` so one batched
-    matmul per group scores all its answers (no per-rollout copy of the weights): a view for
-    contiguous equal groups, a scatter into a padded grid otherwise; very uneven group sizes, where
-    that padding would cost more than the rows themselves, use a per-rollout gather. ``filled``:
-    the rewards with invalid slots already filled (:func:`_fill_invalid`), in ``weights.dtype``."""
-    n, m, d = rewards.shape
-    p, k = weights.shape[0], weights.shape[1]
-    if filled is None:
-        filled = _fill_invalid(rewards, valid).to(weights.dtype)  # padding never wins a max
-    counts = torch.bincount(group_index, minlength=p)
-    gmax = int(counts.max().item())
-    if n == p * gmax and torch.equal(group_index, torch.arange(n, device=group_index.device) // gmax):
-        s = torch.bmm(filled.view(p, gmax * m, d), weights.transpose(1, 2))  # [P, G*m, K]
-        raw = s.view(n, m, k).amax(dim=1).mean(dim=-1)
-    elif p * gmax <= 2 * n:
-        pos = _within_group_position(group_index, counts)
-        grid = torch.zeros(p, gmax, m, d, dtype=filled.dtype, device=filled.device)
-        grid[group_index, pos] = filled
-        s = torch.bmm(grid.view(p, gmax * m, d), weights.transpose(1, 2)).view(p, gmax, m, k)
-        raw = s.amax(dim=2).mean(dim=-1)[group_index, pos]  # [N]
-    else:
-        raw = torch.bmm(filled, weights[group_index].transpose(1, 2)).amax(dim=1).mean(dim=-1)
-    return raw.to(torch.float64)
-
-
 def sum_of_target(rewards, valid, weights, group_index, target_weights) -> torch.Tensor:
     """Multi-RLVR's score: the sum over valid answers of ``w*^T r`` (invalid slots add 0)."""
     per = rewards @ target_weights  # [N, m]
@@ -197,14 +172,6 @@ def union_coverage(rewards, valid, weights, group_index, target_weights) -> torc
     return best.sum(-1)
 
 
-register_set_objective(
-    "vpo",
-    expected_best,
-    normalization="population",
-    uses_weightings=True,
-    paper="Bahlous-Boldi et al. 2026, Vector Policy Optimization (arXiv 2605.22817)",
-    summary="E_w~Dir(alpha)[max over the rollout's answers of w^T r], K draws shared by the group",
-)
 register_set_objective(
     "multi_rlvr",
     sum_of_target,
