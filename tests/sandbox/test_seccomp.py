@@ -360,3 +360,29 @@ def test_an_unknown_architecture_has_no_filter_and_says_so():
         OSError, match=r"no seccomp filter for the 'riscv64' architecture.*SandboxConfig\(seccomp=False\)"
     ):
         W._seccomp_program("riscv64")
+
+
+def test_the_assembler_resolves_labels_and_refuses_what_it_cannot_encode():
+    """Labels become relative forward offsets; a jump past 255 instructions, backwards, to an
+    undefined label, or a label defined twice raises (never a silently wrong filter)."""
+    prog = W._bpf_assemble(
+        [
+            W._bpf_load_syscall_nr(),
+            W._bpf_syscall(7, "deny"),
+            W._bpf_allow(),
+            W._bpf_label("deny"),
+            W._bpf_deny(errno.EPERM),
+        ]
+    )
+    assert prog == [(0x20, 0, 0, 0), (0x15, 1, 0, 7), (0x06, 0, 0, ALLOW), (0x06, 0, 0, EPERM)]
+    assert _run_bpf(prog, 7, 0) == EPERM and _run_bpf(prog, 8, 0) == ALLOW
+    far = [W._bpf_load_syscall_nr(), W._bpf_syscall(1, "end")] + [W._bpf_allow()] * 256 + [W._bpf_label("end")]
+    with pytest.raises(W.SeccompAssemblyError, match="out of range"):
+        W._bpf_assemble(far + [W._bpf_allow()])
+    assert len(W._bpf_assemble(far[:2] + [W._bpf_allow()] * 255 + far[-1:] + [W._bpf_allow()])) == 258
+    with pytest.raises(W.SeccompAssemblyError, match="out of range"):  # backwards
+        W._bpf_assemble([W._bpf_label("top"), W._bpf_load_syscall_nr(), W._bpf_jeq(1, "top"), W._bpf_allow()])
+    with pytest.raises(W.SeccompAssemblyError, match="undefined label 'nowhere'"):
+        W._bpf_assemble([W._bpf_load_syscall_nr(), W._bpf_jeq(1, "nowhere"), W._bpf_allow()])
+    with pytest.raises(W.SeccompAssemblyError, match="defined twice"):
+        W._bpf_assemble([W._bpf_label("a"), W._bpf_label("a"), W._bpf_allow()])

@@ -178,6 +178,120 @@ _SECCOMP_NR, _SECCOMP_ARCH, _SECCOMP_ARG0_LO = 0, 4, 16  # offsets in struct sec
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
+# The program is written with named pieces, as the kernel's samples/seccomp/bpf-helper.h names them
+# (LOAD_SYSCALL_NR, a jump to a LABEL, ALLOW, DENY...), and assembled by _bpf_assemble, which resolves
+# the labels into the relative jump offsets of classic BPF and refuses what it cannot encode.
+
+
+def _bpf_label(name: str) -> tuple:
+    """Marks the position the next instruction will have; jumps name it."""
+    return ("label", name)
+
+
+def _bpf_load(offset: int) -> tuple:
+    """Load the 32-bit word at ``offset`` in ``struct seccomp_data`` into the accumulator."""
+    return ("ld", offset)
+
+
+def _bpf_load_arch() -> tuple:
+    return _bpf_load(_SECCOMP_ARCH)
+
+
+def _bpf_load_syscall_nr() -> tuple:
+    return _bpf_load(_SECCOMP_NR)
+
+
+def _bpf_load_arg_lo(index: int) -> tuple:
+    """The low 32 bits of system call argument ``index`` (little-endian layout)."""
+    return _bpf_load(_SECCOMP_ARG0_LO + 8 * index)
+
+
+def _bpf_jump(op: int, k: int, then: str | None, otherwise: str | None = None) -> tuple:
+    """Compare the accumulator with ``k`` (``op``: JEQ, JGE or JSET) and go to label ``then`` if true,
+    label ``otherwise`` if false; ``None`` falls through to the next instruction."""
+    return ("jump", op, k, then, otherwise)
+
+
+def _bpf_jeq(k: int, then: str | None, otherwise: str | None = None) -> tuple:
+    return _bpf_jump(_BPF_JEQ_K, k, then, otherwise)
+
+
+def _bpf_jge(k: int, then: str | None, otherwise: str | None = None) -> tuple:
+    return _bpf_jump(_BPF_JGE_K, k, then, otherwise)
+
+
+def _bpf_jset(k: int, then: str | None, otherwise: str | None = None) -> tuple:
+    return _bpf_jump(_BPF_JSET_K, k, then, otherwise)
+
+
+def _bpf_syscall(nr: int, then: str) -> tuple:
+    """bpf-helper.h's SYSCALL: with the syscall number loaded, go to ``then`` if it is ``nr``."""
+    return _bpf_jeq(nr, then)
+
+
+def _bpf_ret(action: int) -> tuple:
+    return ("ret", action)
+
+
+def _bpf_allow() -> tuple:
+    return _bpf_ret(_SECCOMP_RET_ALLOW)
+
+
+def _bpf_deny(err: int) -> tuple:
+    """Refuse the call: it returns -1 with ``errno`` set to ``err``."""
+    return _bpf_ret(_SECCOMP_RET_ERRNO | err)
+
+
+def _bpf_kill() -> tuple:
+    return _bpf_ret(_SECCOMP_RET_KILL_PROCESS)
+
+
+class SeccompAssemblyError(ValueError):
+    """The filter program cannot be encoded (a jump past 255 instructions, a missing or repeated
+    label, an unknown piece): the worker then runs no program."""
+
+
+def _bpf_assemble(pieces: list[tuple]) -> list[tuple[int, int, int, int]]:
+    """Pieces -> classic-BPF ``(code, jt, jf, k)`` instructions, labels resolved to jump offsets."""
+    labels: dict[str, int] = {}
+    n = 0
+    for piece in pieces:
+        if piece[0] == "label":
+            if piece[1] in labels:
+                raise SeccompAssemblyError(f"seccomp program: label {piece[1]!r} defined twice")
+            labels[piece[1]] = n
+        else:
+            n += 1
+    prog: list[tuple[int, int, int, int]] = []
+
+    def offset(target: str | None, at: int) -> int:
+        if target is None:
+            return 0
+        if target not in labels:
+            raise SeccompAssemblyError(f"seccomp program: jump to undefined label {target!r}")
+        off = labels[target] - at - 1
+        if not 0 <= off <= 255:  # classic BPF jumps only forward, by at most 255 instructions
+            raise SeccompAssemblyError(
+                f"seccomp program: jump from instruction {at} to {target!r} ({off:+d}) is out of range"
+            )
+        return off
+
+    for piece in pieces:
+        kind, at = piece[0], len(prog)
+        if kind == "label":
+            continue
+        if kind == "ld":
+            prog.append((_BPF_LD_W_ABS, 0, 0, piece[1]))
+        elif kind == "ret":
+            prog.append((_BPF_RET_K, 0, 0, piece[1]))
+        elif kind == "jump":
+            _, op, k, then, otherwise = piece
+            prog.append((op, offset(then, at), offset(otherwise, at), k))
+        else:
+            raise SeccompAssemblyError(f"seccomp program: unknown piece {piece!r}")
+    return prog
+
+
 def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` (``os.uname().machine``) as ``(code, jt, jf, k)`` instructions:
     foreign architecture (and x32) -> kill; the deny-list -> EPERM; ``clone`` with namespace flags ->
@@ -191,56 +305,39 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         )
     col = 0 if machine == "x86_64" else 1
     clone, clone3, persona = (v[col] for v in _SECCOMP_ARG_CHECKED.values())
-    asm: list[tuple] = [
-        ("L", _SECCOMP_ARCH),
-        ("J", _BPF_JEQ_K, _AUDIT_ARCH[machine], 1, 0),
-        ("R", _SECCOMP_RET_KILL_PROCESS),
-        ("L", _SECCOMP_NR),
+    denied = sorted({v[col] for v in _SECCOMP_DENY.values()} - {None})
+    pieces = [
+        _bpf_load_arch(),
+        _bpf_jeq(_AUDIT_ARCH[machine], "native"),
+        _bpf_kill(),
+        _bpf_label("native"),
+        _bpf_load_syscall_nr(),
     ]
     if machine == "x86_64":  # x32 calls carry the x86_64 audit arch: tell them apart by number
-        asm += [("J", _BPF_JGE_K, _X32_SYSCALL_BIT, "kill", 0)]
-    asm += [("J", _BPF_JEQ_K, nr, "eperm", 0) for nr in sorted({v[col] for v in _SECCOMP_DENY.values()} - {None})]
-    asm += [
-        ("J", _BPF_JEQ_K, clone, "clone", 0),
-        ("J", _BPF_JEQ_K, clone3, "enosys", 0),
-        ("J", _BPF_JEQ_K, persona, "persona", 0),
-        ("R", _SECCOMP_RET_ALLOW),
-        "clone:",
-        ("L", _SECCOMP_ARG0_LO),
-        ("J", _BPF_JSET_K, _CLONE_NEW_FLAGS, "eperm", "allow"),
-        "persona:",
-        ("L", _SECCOMP_ARG0_LO),
-        ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[0], "allow", 0),
-        ("J", _BPF_JEQ_K, _PERSONA_ALLOWED[1], "allow", "eperm"),
-        "eperm:",
-        ("R", _SECCOMP_RET_ERRNO | errno.EPERM),
-        "enosys:",
-        ("R", _SECCOMP_RET_ERRNO | errno.ENOSYS),
-        "allow:",
-        ("R", _SECCOMP_RET_ALLOW),
-        "kill:",
-        ("R", _SECCOMP_RET_KILL_PROCESS),
+        pieces.append(_bpf_jge(_X32_SYSCALL_BIT, "kill"))
+    pieces += [_bpf_syscall(nr, "eperm") for nr in denied]
+    pieces += [
+        _bpf_syscall(clone, "clone"),
+        _bpf_syscall(clone3, "enosys"),
+        _bpf_syscall(persona, "personality"),
+        _bpf_allow(),
+        _bpf_label("clone"),  # plain fork and threads pass, any CLONE_NEW* flag does not
+        _bpf_load_arg_lo(0),
+        _bpf_jset(_CLONE_NEW_FLAGS, "eperm", "allow"),
+        _bpf_label("personality"),
+        _bpf_load_arg_lo(0),
+        _bpf_jeq(_PERSONA_ALLOWED[0], "allow"),
+        _bpf_jeq(_PERSONA_ALLOWED[1], "allow", "eperm"),
+        _bpf_label("eperm"),
+        _bpf_deny(errno.EPERM),
+        _bpf_label("enosys"),
+        _bpf_deny(errno.ENOSYS),
+        _bpf_label("allow"),
+        _bpf_allow(),
+        _bpf_label("kill"),
+        _bpf_kill(),
     ]
-    labels, n = {}, 0
-    for ins in asm:
-        if isinstance(ins, str):
-            labels[ins[:-1]] = n
-        else:
-            n += 1
-    prog, i = [], 0
-    for ins in asm:
-        if isinstance(ins, str):
-            continue
-        if ins[0] == "L":
-            prog.append((_BPF_LD_W_ABS, 0, 0, ins[1]))
-        elif ins[0] == "R":
-            prog.append((_BPF_RET_K, 0, 0, ins[1]))
-        else:
-            jt, jf = (labels[x] - i - 1 if isinstance(x, str) else x for x in ins[3:5])
-            assert 0 <= jt <= 255 and 0 <= jf <= 255, "seccomp program: jump out of range"
-            prog.append((ins[1], jt, jf, ins[2]))
-        i += 1
-    return prog
+    return _bpf_assemble(pieces)
 
 
 def _seccomp_prepare(libc) -> tuple:
