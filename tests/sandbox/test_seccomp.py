@@ -2,7 +2,7 @@
 of a sibling, keyctl, bpf, io_uring, perf_event_open, personality tricks, mounts) get EPERM (clone3:
 ENOSYS) with the filter and get further without it (so a no-op filter fails here); ordinary programs
 (threads, subprocesses, fork) still run; the BPF program itself is decoded and executed by a small
-classic-BPF interpreter below (arch check, x32, every deny-list entry, the argument checks); its
+classic-BPF interpreter below (arch check, x32, every deny-list entry, the argument checks, numbers past the last reviewed one); its
 syscall numbers are checked against the kernel headers; and a worker whose filter the kernel refuses
 runs no test (every test ``sandbox_error``, with an error that names the setting).
 """
@@ -58,7 +58,7 @@ HELPER = (
     "    return r\n"
 )
 END = "print(json.dumps(res))\n"
-CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, SIGCHLD = 0x10000000, 0x00020000, 0x08000000, 17
 READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE = 0x0400000, 0x0040000
 
 ATTACKS = {
@@ -211,6 +211,8 @@ def _run_bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args=(0,
             acc = struct.unpack_from("<I", data, k)[0]
         elif code == 0x06:  # BPF_RET | BPF_K
             return k
+        elif code == 0x54:  # BPF_ALU | BPF_AND | BPF_K
+            acc &= k
         elif code in (0x15, 0x35, 0x45):  # JEQ, JGE, JSET (immediate)
             hit = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += jt if hit else jf
@@ -243,12 +245,17 @@ def test_bpf_program_decisions(machine):
     prog = W._seccomp_program(machine)
     arch, col = W._AUDIT_ARCH[machine], 0 if machine == "x86_64" else 1
     denied = {v[col] for v in W._SECCOMP_DENY.values()} - {None}
-    clone, clone3, persona = (v[col] for v in W._SECCOMP_ARG_CHECKED.values())
-    for nr in denied:
-        assert _run_bpf(prog, nr, arch) == EPERM, nr
-    for nr in set(range(0, 600)) - denied - {clone, clone3, persona}:
-        assert _run_bpf(prog, nr, arch) == ALLOW, nr
-    assert _run_bpf(prog, clone3, arch) == ENOSYS
+    nr = {name: v[col] for name, v in W._SECCOMP_ARG_CHECKED.items()}
+    last = W._SECCOMP_LAST_REVIEWED
+    for n in denied:
+        assert _run_bpf(prog, n, arch) == EPERM, n
+    for n in set(range(0, last + 1)) - denied - set(nr.values()):
+        assert _run_bpf(prog, n, arch) == ALLOW, n
+    # every number past the last reviewed one is refused as unknown (open_tree_attr is 467)
+    for n in [*range(last + 1, 700), 1000, 0x3FFFFFFF, 0x7FFFFFFF if machine == "aarch64" else 0x3FFFFFFE]:
+        assert _run_bpf(prog, n, arch) == ENOSYS, n
+    clone, persona = nr["clone"], nr["personality"]
+    assert _run_bpf(prog, nr["clone3"], arch) == ENOSYS
     assert _run_bpf(prog, clone, arch, (SIGCHLD, 0, 0, 0, 0, 0)) == ALLOW  # fork
     assert _run_bpf(prog, clone, arch, (0x3D0F00, 0, 0, 0, 0, 0)) == ALLOW  # pthread_create's flags
     for flag in (CLONE_NEWUSER, CLONE_NEWNS, 0x20000000, 0x40000000, 0x08000000, 0x04000000, 0x02000000):
@@ -257,6 +264,20 @@ def test_bpf_program_decisions(machine):
     assert _run_bpf(prog, persona, arch, (0xFFFFFFFF, 0, 0, 0, 0, 0)) == ALLOW
     for p in (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, 0x0008, 1):
         assert _run_bpf(prog, persona, arch, (p, 0, 0, 0, 0, 0)) == EPERM, hex(p)
+    # unshare: exactly CLONE_NEWIPC (the worker's per-test IPC namespace), nothing else
+    assert _run_bpf(prog, nr["unshare"], arch, (CLONE_NEWIPC, 0, 0, 0, 0, 0)) == ALLOW
+    for flags in (0, CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC | CLONE_NEWUSER, CLONE_NEWIPC | CLONE_NEWNS, 0x40000000):
+        assert _run_bpf(prog, nr["unshare"], arch, (flags, 0, 0, 0, 0, 0)) == EPERM, hex(flags)
+    # socket: AF_INET and AF_INET6 only, whatever the type
+    for family in range(0, 64):
+        want = ALLOW if family in (2, 10) else EPERM
+        for typ in (1, 2, 3, 1 | 0x80000 | 0x800):
+            assert _run_bpf(prog, nr["socket"], arch, (family, typ, 0, 0, 0, 0)) == want, (family, typ)
+    # socketpair: AF_UNIX stream or seqpacket (with or without NONBLOCK/CLOEXEC) only
+    for typ in (1, 5, 1 | 0x80000, 5 | 0x800 | 0x80000):
+        assert _run_bpf(prog, nr["socketpair"], arch, (1, typ, 0, 0, 0, 0)) == ALLOW, hex(typ)
+    for family, typ in ((1, 2), (1, 2 | 0x80000), (1, 3), (1, 4), (2, 1), (10, 1), (40, 1), (16, 3)):
+        assert _run_bpf(prog, nr["socketpair"], arch, (family, typ, 0, 0, 0, 0)) == EPERM, (family, typ)
 
 
 def _header_numbers(path: str, pattern: str) -> dict[str, int]:

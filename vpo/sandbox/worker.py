@@ -103,7 +103,6 @@ _X32_SYSCALL_BIT = 0x40000000
 _SECCOMP_DENY: dict[str, tuple[int | None, int | None]] = {
     # name: (x86_64 number, aarch64 number); None where the call does not exist. Answered EPERM.
     # namespaces and mounts: a program must not build a new view of the system
-    "unshare": (272, 97),
     "setns": (308, 268),
     "mount": (165, 40),
     "umount2": (166, 39),
@@ -166,14 +165,38 @@ _SECCOMP_DENY: dict[str, tuple[int | None, int | None]] = {
     "sethostname": (170, 161),
     "setdomainname": (171, 162),
 }
-_SECCOMP_ARG_CHECKED = {"clone": (56, 220), "clone3": (435, 435), "personality": (135, 92)}
+_SECCOMP_ARG_CHECKED = {
+    "clone": (56, 220),
+    "clone3": (435, 435),
+    "personality": (135, 92),
+    "unshare": (272, 97),
+    "socket": (41, 198),
+    "socketpair": (53, 199),
+}
+_SECCOMP_LAST_REVIEWED = 466
+"""The highest system call number whose call was reviewed for this filter (``removexattrat``, Linux
+6.13; the same on both architectures, whose tables share numbers from 424 on). Every higher number
+answers ENOSYS, as on a kernel without the call (``open_tree_attr``, 467, is a mount call; the next
+kernel's calls will be refused until someone reviews them and raises this number)."""
+_CLONE_NEWIPC = 0x08000000
+"""``unshare`` with exactly this flag is allowed: the worker gives every test a fresh IPC namespace
+(so SysV and POSIX IPC never cross tests) before the test drops its privileges. A program cannot
+use it: the kernel wants CAP_SYS_ADMIN, which a test process no longer has. Any other ``unshare``
+gets EPERM."""
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+_SOCK_TYPE_MASK, _SOCK_STREAM, _SOCK_SEQPACKET = 0xF, 1, 5
+"""``socket`` is allowed for AF_INET / AF_INET6 only (TCP and UDP inside the empty network
+namespace); AF_UNIX (which reaches host services listening on a path: read-only mounts do not stop
+``connect``), AF_VSOCK, AF_NETLINK, AF_PACKET and every other family get EPERM. ``socketpair`` is
+allowed for AF_UNIX stream and seqpacket pairs (asyncio, multiprocessing); a datagram pair could be
+re-connected or ``sendto`` any path, so it gets EPERM too."""
 _CLONE_NEW_FLAGS = 0x7E020000
 """CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET: ``clone`` with any of them
 gets EPERM. ``clone3`` passes its flags in memory a filter cannot read, so it gets ENOSYS and libc
 falls back to ``clone``."""
 _PERSONA_ALLOWED = (0, 0xFFFFFFFF)  # PER_LINUX, and the "query only" value
 _SECCOMP_RET_KILL_PROCESS, _SECCOMP_RET_ERRNO, _SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
-_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_JSET_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_JSET_K, _BPF_RET_K, _BPF_AND_K = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
 _SECCOMP_NR, _SECCOMP_ARCH, _SECCOMP_ARG0_LO = 0, 4, 16  # offsets in struct seccomp_data (little-endian)
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
@@ -227,6 +250,11 @@ def _bpf_jset(k: int, then: str | None, otherwise: str | None = None) -> tuple:
 def _bpf_syscall(nr: int, then: str) -> tuple:
     """bpf-helper.h's SYSCALL: with the syscall number loaded, go to ``then`` if it is ``nr``."""
     return _bpf_jeq(nr, then)
+
+
+def _bpf_and(mask: int) -> tuple:
+    """Accumulator &= ``mask``."""
+    return ("and", mask)
 
 
 def _bpf_ret(action: int) -> tuple:
@@ -284,6 +312,8 @@ def _bpf_assemble(pieces: list[tuple]) -> list[tuple[int, int, int, int]]:
             prog.append((_BPF_LD_W_ABS, 0, 0, piece[1]))
         elif kind == "ret":
             prog.append((_BPF_RET_K, 0, 0, piece[1]))
+        elif kind == "and":
+            prog.append((_BPF_AND_K, 0, 0, piece[1]))
         elif kind == "jump":
             _, op, k, then, otherwise = piece
             prog.append((op, offset(then, at), offset(otherwise, at), k))
@@ -294,8 +324,11 @@ def _bpf_assemble(pieces: list[tuple]) -> list[tuple[int, int, int, int]]:
 
 def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` (``os.uname().machine``) as ``(code, jt, jf, k)`` instructions:
-    foreign architecture (and x32) -> kill; the deny-list -> EPERM; ``clone`` with namespace flags ->
-    EPERM; ``clone3`` -> ENOSYS; ``personality`` other than 0 / 0xffffffff -> EPERM; all else allowed."""
+    foreign architecture (and x32) -> kill; numbers past :data:`_SECCOMP_LAST_REVIEWED` -> ENOSYS;
+    the deny-list -> EPERM; ``clone`` with namespace flags -> EPERM; ``clone3`` -> ENOSYS;
+    ``personality`` other than 0 / 0xffffffff -> EPERM; ``unshare`` other than CLONE_NEWIPC -> EPERM;
+    ``socket`` other than AF_INET / AF_INET6 -> EPERM; ``socketpair`` other than an AF_UNIX stream or
+    seqpacket pair -> EPERM; all else allowed."""
     if machine not in _AUDIT_ARCH:
         raise OSError(
             errno.ENOSYS,
@@ -304,7 +337,7 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
             "SandboxConfig(seccomp=False) says so (docs/sandbox.md)",
         )
     col = 0 if machine == "x86_64" else 1
-    clone, clone3, persona = (v[col] for v in _SECCOMP_ARG_CHECKED.values())
+    nr = {name: v[col] for name, v in _SECCOMP_ARG_CHECKED.items()}
     denied = sorted({v[col] for v in _SECCOMP_DENY.values()} - {None})
     pieces = [
         _bpf_load_arch(),
@@ -315,11 +348,15 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     ]
     if machine == "x86_64":  # x32 calls carry the x86_64 audit arch: tell them apart by number
         pieces.append(_bpf_jge(_X32_SYSCALL_BIT, "kill"))
-    pieces += [_bpf_syscall(nr, "eperm") for nr in denied]
+    pieces.append(_bpf_jge(_SECCOMP_LAST_REVIEWED + 1, "enosys"))  # not reviewed yet: as if absent
+    pieces += [_bpf_syscall(n, "eperm") for n in denied]
     pieces += [
-        _bpf_syscall(clone, "clone"),
-        _bpf_syscall(clone3, "enosys"),
-        _bpf_syscall(persona, "personality"),
+        _bpf_syscall(nr["clone"], "clone"),
+        _bpf_syscall(nr["clone3"], "enosys"),
+        _bpf_syscall(nr["personality"], "personality"),
+        _bpf_syscall(nr["unshare"], "unshare"),
+        _bpf_syscall(nr["socket"], "socket"),
+        _bpf_syscall(nr["socketpair"], "socketpair"),
         _bpf_allow(),
         _bpf_label("clone"),  # plain fork and threads pass, any CLONE_NEW* flag does not
         _bpf_load_arg_lo(0),
@@ -328,6 +365,20 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         _bpf_load_arg_lo(0),
         _bpf_jeq(_PERSONA_ALLOWED[0], "allow"),
         _bpf_jeq(_PERSONA_ALLOWED[1], "allow", "eperm"),
+        _bpf_label("unshare"),
+        _bpf_load_arg_lo(0),
+        _bpf_jeq(_CLONE_NEWIPC, "allow", "eperm"),
+        _bpf_label("socket"),  # the domain: IP only (the network namespace is empty)
+        _bpf_load_arg_lo(0),
+        _bpf_jeq(_AF_INET, "allow"),
+        _bpf_jeq(_AF_INET6, "allow", "eperm"),
+        _bpf_label("socketpair"),  # an unnamed, connected AF_UNIX stream or seqpacket pair only
+        _bpf_load_arg_lo(0),
+        _bpf_jeq(_AF_UNIX, None, "eperm"),
+        _bpf_load_arg_lo(1),
+        _bpf_and(_SOCK_TYPE_MASK),  # without SOCK_NONBLOCK / SOCK_CLOEXEC
+        _bpf_jeq(_SOCK_STREAM, "allow"),
+        _bpf_jeq(_SOCK_SEQPACKET, "allow", "eperm"),
         _bpf_label("eperm"),
         _bpf_deny(errno.EPERM),
         _bpf_label("enosys"),
