@@ -278,9 +278,12 @@ def test_statuses_name_the_limit_that_stopped_each_attack(suite):
     ):
         assert _status_beyond_load(suite, name) == "runtime_error", (name, st[name])
     assert st["kill_parent"] == "ok" and suite["attacks"]["kill_parent"].result.outcomes[0].stdout == ""
-    # the time limit held: nothing ran much past its 1 s budget
+    # the time limits held: nothing used much more than its 1 s of CPU, nor ran past the wall clock
+    cfg = suite["config"]
     for name, ev in suite["attacks"].items():
-        assert ev.result.outcomes[0].time_s < 3.0, name
+        o = ev.result.outcomes[0]
+        assert o.time_s < cfg.wall_limit_s + 0.5, (name, o.time_s)
+        assert o.cpu_s is not None and o.cpu_s < cfg.cpu_limit_s + 0.5, (name, o.cpu_s)
 
 
 @needs_ns

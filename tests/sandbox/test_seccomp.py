@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import struct
+import time
 
 import pytest
 
@@ -312,13 +313,17 @@ def test_syscall_numbers_match_the_kernel_headers():
 # -- failing closed --------------------------------------------------------------------------------
 
 
-def _worker_with_program(tmp_path, program_for) -> list[bytes]:
+def _worker_with_program(tmp_path, program_for) -> list[tuple]:
     """Run the real worker main loop in a forked child, with ``_seccomp_program`` replaced there by
-    ``program_for``, on a one-test job without namespaces; its result lines."""
+    ``program_for``, on a one-test job without namespaces; its result records."""
+    from vpo.sandbox.host import _inputs, _memfd
+
+    tests, blob = _inputs([TestInput()])
     job = {
         "program": f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\n",
         "prelude": "",
-        "tests": [{"stdin": ""}],
+        "tests": tests,
+        "inputs_fd": _memfd(blob),
         "scratch": str(tmp_path),
         "namespaces": False,
         "uid": None,
@@ -329,7 +334,8 @@ def _worker_with_program(tmp_path, program_for) -> list[bytes]:
         "stop_after_timeouts": None,
         "limits": {
             "timeout_s": 5.0,
-            "cpu_s": 5,
+            "cpu_time_s": 5.0,
+            "cpu_s": 6,
             "memory_bytes": 1 << 30,
             "file_bytes": 1 << 20,
             "nproc": 4096,
@@ -353,12 +359,14 @@ def _worker_with_program(tmp_path, program_for) -> list[bytes]:
     os.close(rw)
     os.write(jw, json.dumps(job).encode())
     os.close(jw)
-    data = b""
-    while chunk := os.read(rr, 65536):
-        data += chunk
+    from vpo.sandbox.host import _read_records
+
+    records, problem = _read_records(rr, time.monotonic() + 60, 1 << 24)
     os.close(rr)
+    os.close(job["inputs_fd"])
     os.waitpid(pid, 0)
-    return data.splitlines()
+    assert problem is None, problem
+    return records
 
 
 def test_a_filter_the_kernel_refuses_fails_the_sandbox_closed(tmp_path):

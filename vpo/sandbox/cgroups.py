@@ -21,62 +21,116 @@ if TYPE_CHECKING:
 
 
 class _Cgroups:
-    """Per-sandbox cgroups: created before the launch, joined by the worker, killed and removed after."""
+    """Per-sandbox cgroups: created before the launch, joined by the worker, killed and removed after.
+
+    One directory per hierarchy (v1 pids, memory, cpu; the v2 one): limits on processes, memory and
+    CPU (``cpu_cores``: ``cpu.max`` or ``cpu.cfs_quota_us``; a cgroup of its own also makes the sandbox
+    one entity for the scheduler, however many processes it runs), the CPU time the worker judges a
+    test's limit on (v2 ``cpu.stat``), and ``cgroup.kill`` + ``cgroup.events`` for the final cleanup."""
 
     def __init__(self, cfg: SandboxConfig, tag: str, extra_bytes: int) -> None:
         self.dirs: list[str] = []
+        self.unified: str | None = None
+        self.cpu_cap: float | None = None
         if not cfg.use_cgroups:
             return
+        by_dir: dict[str, list[str]] = {}
         for ctl, base in _cgroup_dirs().items():
-            d = os.path.join(base, tag)
+            by_dir.setdefault(os.path.join(base, tag), []).append(ctl)
+        for d, ctls in by_dir.items():
             try:
                 os.mkdir(d)
             except OSError:
                 continue
             self.dirs.append(d)
-            try:
-                if ctl == "pids":
-                    _write(os.path.join(d, "pids.max"), str(cfg.max_processes + 4))
-                else:
-                    limit = cfg.memory_mb * 2**20 + extra_bytes + 128 * 2**20
-                    if os.path.exists(os.path.join(d, "memory.limit_in_bytes")):  # v1
-                        _write(os.path.join(d, "memory.limit_in_bytes"), str(limit))
-                        sw = os.path.join(d, "memory.memsw.limit_in_bytes")
-                        if os.path.exists(sw):
-                            _write(sw, str(limit))
-                    else:  # v2
-                        _write(os.path.join(d, "memory.max"), str(limit))
-                        if os.path.exists(os.path.join(d, "memory.swap.max")):
-                            _write(os.path.join(d, "memory.swap.max"), "0")
-            except OSError:
-                pass
+            if "unified" in ctls:
+                self.unified = d
+            for ctl in ctls:
+                try:
+                    self._limit(ctl, d, cfg, extra_bytes)
+                except OSError:
+                    pass
+
+    def _limit(self, ctl: str, d: str, cfg: SandboxConfig, extra_bytes: int) -> None:
+        if ctl == "pids":
+            _write(os.path.join(d, "pids.max"), str(cfg.max_processes + 4))
+        elif ctl == "memory":
+            limit = cfg.memory_mb * 2**20 + extra_bytes + 128 * 2**20
+            if os.path.exists(os.path.join(d, "memory.limit_in_bytes")):  # v1
+                _write(os.path.join(d, "memory.limit_in_bytes"), str(limit))
+                sw = os.path.join(d, "memory.memsw.limit_in_bytes")
+                if os.path.exists(sw):
+                    _write(sw, str(limit))
+            else:  # v2
+                _write(os.path.join(d, "memory.max"), str(limit))
+                if os.path.exists(os.path.join(d, "memory.swap.max")):
+                    _write(os.path.join(d, "memory.swap.max"), "0")
+        elif ctl == "cpu" and cfg.cpu_cores is not None:
+            period = 100_000
+            quota = max(1000, int(cfg.cpu_cores * period))
+            if os.path.exists(os.path.join(d, "cpu.cfs_quota_us")):  # v1
+                _write(os.path.join(d, "cpu.cfs_period_us"), str(period))
+                _write(os.path.join(d, "cpu.cfs_quota_us"), str(quota))
+            else:  # v2
+                _write(os.path.join(d, "cpu.max"), f"{quota} {period}")
+            self.cpu_cap = quota / period
 
     @property
     def procs_files(self) -> list[str]:
         return [os.path.join(d, "cgroup.procs") for d in self.dirs]
 
-    def kill_and_remove(self) -> list[int]:
-        """SIGKILL whatever is still in the cgroups (pidfd-checked, no pid-reuse race), remove them.
-        Returns the pids that had to be killed (should be empty: the namespace already killed all)."""
+    @property
+    def cpu_stat(self) -> str | None:
+        """The v2 ``cpu.stat`` whose ``usage_usec`` counts every process of the sandbox (or None)."""
+        if self.unified is None or not os.path.exists(os.path.join(self.unified, "cpu.stat")):
+            return None
+        return os.path.join(self.unified, "cpu.stat")
+
+    def kill_and_remove(self, deadline_s: float = 10.0) -> list[int]:
+        """SIGKILL whatever is still in the cgroups and remove them, waiting until they are really
+        empty (v2: ``cgroup.kill``, then ``populated 0`` in ``cgroup.events``; v1: pidfd-checked kills,
+        no pid-reuse race, until ``cgroup.procs`` is empty), up to ``deadline_s`` seconds in all.
+        Returns the pids that had to be killed (should be none: the namespace already took them)."""
         killed: list[int] = []
+        deadline = time.monotonic() + deadline_s
+        if self.unified is not None and _read_pids(os.path.join(self.unified, "cgroup.procs")):
+            try:
+                _write(os.path.join(self.unified, "cgroup.kill"), "1")
+            except OSError:
+                pass
+        pause = 0.001
         for d in self.dirs:
-            for _ in range(200):
+            while time.monotonic() < deadline:
                 pids = _read_pids(os.path.join(d, "cgroup.procs"))
-                if not pids:
+                if not pids and (d != self.unified or _unpopulated(d)):
                     break
                 for pid in pids:
                     _kill_if_in_cgroup(pid, d)
                     killed.append(pid)
-                time.sleep(0.005)
-            for _ in range(200):
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        for d in self.dirs:
+            pause = 0.001
+            while True:
                 try:
                     os.rmdir(d)
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.005)
+                    if time.monotonic() > deadline:
+                        break  # left for the sweep of a later Sandbox (it carries our pid)
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
         return killed
+
+
+def _unpopulated(d: str) -> bool:
+    try:
+        with open(os.path.join(d, "cgroup.events")) as f:
+            return "populated 0" in f.read()
+    except OSError:
+        return True
 
 
 def _write(path: str, text: str) -> None:
@@ -98,7 +152,7 @@ def _kill_if_in_cgroup(pid: int, cgdir: str) -> None:
     except OSError:
         return
     try:
-        rel = cgdir.split("/sys/fs/cgroup/", 1)[1].split("/", 1)[-1]
+        rel = os.path.basename(cgdir.rstrip("/"))
         with open(f"/proc/{pid}/cgroup") as f:
             mine = any(line.rstrip("\n").endswith("/" + rel) for line in f)
         if mine:  # the pidfd pins the process we checked: no pid-reuse race

@@ -45,9 +45,20 @@ class SandboxConfig:
     code setup (6 s per test)."""
 
     timeout_s: float = 6.0
-    """Wall-clock limit of one test, enforced by the worker (the paper: 6 s)."""
+    """The time limit of one test (the paper: 6 s), judged on the CPU time its processes use together
+    (``cpu_time_s``), so that a loaded machine or a CPU-hungry neighbour does not fail an honest
+    program; the wall clock (``wall_timeout_s``) is a backstop, for programs that sleep or block."""
     cpu_time_s: float | None = None
-    """``RLIMIT_CPU`` of each test process, whole seconds rounded up; default = ``timeout_s``."""
+    """CPU-time limit of one test, every process of it together (the worker reads the sandbox's cgroup
+    or, without one, ``/proc``). Each process also gets ``RLIMIT_CPU`` = this rounded up + 1 s, a
+    backstop. Default ``timeout_s``."""
+    wall_timeout_s: float | None = None
+    """Wall-clock limit of one test; default ``2 * cpu_time_s + 1``: a program that gets half a CPU
+    still finishes, one that sleeps ends there."""
+    cpu_cores: float | None = 1.0
+    """CPU cap of the whole sandbox, in cores (cgroup ``cpu.max`` / ``cpu.cfs_quota_us``, root only),
+    and each sandbox is its own group for the scheduler: 15 spinners in one sandbox get one share,
+    not 15. ``None``: no cap (the group share stays)."""
     memory_mb: int = 1024
     """``RLIMIT_AS`` of each test process (address space, MiB)."""
     max_processes: int = 16
@@ -69,7 +80,7 @@ class SandboxConfig:
     startup_slack_s: float = 10.0
     """Added to the sum of per-test timeouts to make the sandbox's hard outer timeout."""
     hard_timeout_s: float | None = None
-    """The hard outer timeout of one sandbox; default = ``startup_slack_s + tests * (timeout_s + 0.5)``."""
+    """The hard outer timeout of one sandbox; default = ``startup_slack_s + tests * (wall limit + 0.5)``."""
     stop_after_timeouts: int | None = None
     """After this many timed-out tests, skip the program's remaining tests (status ``not_run``):
     faster on programs that loop forever, but no longer exact per test. ``None``: run every test."""
@@ -83,8 +94,12 @@ class SandboxConfig:
     """Where the host-side scratch directories are created (default: the system temp dir)."""
     seccomp: bool = True
     """Install the worker's seccomp filter in every test process (namespaces, mounts, ptrace, keyctl,
-    bpf, io_uring, perf_event_open... answer EPERM). If the kernel refuses it, tests fail with
-    ``sandbox_error`` (fail closed); ``False`` runs programs without it (docs/sandbox.md)."""
+    bpf, io_uring, perf_event_open, unix/vsock/netlink sockets... answer EPERM). If the kernel refuses
+    it, tests fail with ``sandbox_error`` (fail closed); ``False`` runs programs without it, which also
+    lets them reach host services on path unix sockets (a warning says so; docs/sandbox.md)."""
+    cleanup_s: float = 10.0
+    """How long the worker waits, after killing them, for a test's processes to be gone before the
+    next test; past it the sandbox stops (its remaining tests: ``sandbox_error``)."""
 
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0):
@@ -117,8 +132,20 @@ class SandboxConfig:
             raise ValueError(
                 f"SandboxConfig.stop_after_timeouts must be None or an integer >= 1, got {self.stop_after_timeouts!r}"
             )
-        if self.cpu_time_s is not None and not (self.cpu_time_s > 0):
-            raise ValueError(f"SandboxConfig.cpu_time_s must be None or > 0, got {self.cpu_time_s!r}")
+        for name in ("cpu_time_s", "wall_timeout_s", "cpu_cores"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0)):
+                raise ValueError(f"SandboxConfig.{name} must be None or a number > 0, got {v!r}")
+
+    @property
+    def cpu_limit_s(self) -> float:
+        """The CPU-time limit of one test in effect (``cpu_time_s`` or ``timeout_s``)."""
+        return float(self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s)
+
+    @property
+    def wall_limit_s(self) -> float:
+        """The wall-clock limit of one test in effect (``wall_timeout_s`` or ``2 * cpu_limit_s + 1``)."""
+        return float(self.wall_timeout_s if self.wall_timeout_s is not None else 2 * self.cpu_limit_s + 1)
 
 
 @dataclass(frozen=True)
@@ -152,6 +179,10 @@ class TestOutcome:
     time_s: float = 0.0
     exit_code: int | None = None
     signal: int | None = None
+    cpu_s: float | None = None
+    """CPU seconds the test's processes used (what its time limit is judged on)."""
+    limit: str | None = None
+    """For a ``timeout``: which limit ended it, ``"cpu"`` or ``"wall"`` (``None``: RLIMIT_CPU)."""
 
     @property
     def ok(self) -> bool:
@@ -233,6 +264,16 @@ class Sandbox:
                 RuntimeWarning,
                 stacklevel=2,
             )
+        if not config.seccomp:
+            import warnings
+
+            warnings.warn(
+                "vpo sandbox: SandboxConfig(seccomp=False): programs can connect to host services listening on "
+                "path unix sockets (D-Bus, journald, /dev/log...) and use every other socket family and system "
+                "call the filter refuses (docs/sandbox.md)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         _sweep_stale(config.scratch_root, self.root and config.use_cgroups)
         self._unshare = None
         if self.isolation == "namespaces":
@@ -255,12 +296,13 @@ class Sandbox:
             return self._all_failed(tests, "sandbox_error", t0, f"program larger than {cfg.max_program_bytes} bytes")
         if not tests:
             return ProgramResult([], 0.0, self.isolation)
-        job_tests = [t.to_job() for t in tests]
-        biggest_io = max(len(t.get("stdin", "")) + len(t.get("args_json", "")) for t in job_tests)
+        job_tests, blob = _inputs(tests)
+        biggest_io = max(t["stdin"][1] + (t["args"][1] if "args" in t else 0) for t in job_tests)
         tmpfs_bytes = cfg.scratch_mb * 2**20 + 2 * biggest_io + 3 * cfg.max_output_bytes + 4096
         scratch = tempfile.mkdtemp(prefix=f"vpo-sbx-{os.getpid()}-", dir=cfg.scratch_root)
         os.chmod(scratch, 0o711)
         rfd, wfd = os.pipe()
+        inputs_fd = _memfd(blob)
         proc = None
         cg = None
         uid = None
@@ -279,7 +321,7 @@ class Sandbox:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=err_file,
-                pass_fds=(wfd,),
+                pass_fds=(wfd, inputs_fd),
                 cwd=scratch,
                 env=_scrubbed_env(os.path.join(scratch, "work")),
                 start_new_session=True,
@@ -288,7 +330,8 @@ class Sandbox:
             os.close(wfd)
             wfd = -1
             uid = SANDBOX_UID_BASE + proc.pid if self.root else None
-            cpu = cfg.cpu_time_s if cfg.cpu_time_s is not None else cfg.timeout_s
+            cpu, wall = cfg.cpu_limit_s, cfg.wall_limit_s
+            capped = cg is not None and cg.cpu_cap is not None
             job = {
                 "program": program,
                 "prelude": cfg.prelude,
@@ -297,13 +340,18 @@ class Sandbox:
                 "namespaces": self.isolation == "namespaces",
                 "uid": uid,
                 "cgroup_procs": cg.procs_files if cg else [],
+                "cpu_stat": cg.cpu_stat if cg else None,
+                "inputs_fd": inputs_fd,
+                "cleanup_s": float(cfg.cleanup_s),
                 "tmpfs_bytes": tmpfs_bytes,
                 "tmpfs_inodes": cfg.scratch_inodes,
                 "stop_after_timeouts": cfg.stop_after_timeouts,
                 "seccomp": bool(cfg.seccomp),
                 "limits": {
-                    "timeout_s": float(cfg.timeout_s),
-                    "cpu_s": max(1, int(-(-cpu // 1))),
+                    "timeout_s": wall,
+                    "cpu_time_s": cpu,
+                    "cpu_parallel": -(-cg.cpu_cap // 1) if capped else _cpu_count(),
+                    "cpu_s": int(-(-cpu // 1)) + 1,  # RLIMIT_CPU per process: a backstop behind cpu_time_s
                     "memory_bytes": cfg.memory_mb * 2**20,
                     "file_bytes": cfg.max_output_bytes,
                     "nproc": cfg.max_processes,
@@ -316,8 +364,8 @@ class Sandbox:
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-            hard = cfg.hard_timeout_s or cfg.startup_slack_s + len(tests) * (cfg.timeout_s + 0.5)
-            lines, problem = _read_lines(
+            hard = cfg.hard_timeout_s or cfg.startup_slack_s + len(tests) * (wall + 0.5)
+            lines, problem = _read_records(
                 rfd, t0 + hard, max_bytes=len(tests) * (3 * cfg.max_output_bytes + 65536) + 65536
             )
             if problem:
@@ -336,6 +384,7 @@ class Sandbox:
             if wfd >= 0:
                 os.close(wfd)
             os.close(rfd)
+            os.close(inputs_fd)
             if proc is not None and proc.poll() is None:
                 _kill_session(proc)
                 proc.wait()
@@ -349,13 +398,9 @@ class Sandbox:
         outcomes: list[TestOutcome | None] = [None] * len(tests)
         setup: dict = {}
         error = None
-        for line in lines:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                error = "sandbox protocol error: unreadable result line"
-                continue
+        for msg, payload in lines:
             if not isinstance(msg, dict):
+                error = "sandbox protocol error: unreadable result line"
                 continue
             if "fatal" in msg:
                 error = str(msg["fatal"])
@@ -363,14 +408,17 @@ class Sandbox:
                 setup = msg.get("setup", {})
             elif "i" in msg and isinstance(msg["i"], int) and 0 <= msg["i"] < len(tests):
                 st = msg.get("status")
+                out, err, value = payload if payload is not None else (None, None, None)
                 outcomes[msg["i"]] = TestOutcome(
                     status=st if st in STATUSES else "sandbox_error",
-                    stdout=str(msg.get("stdout", "")),
-                    value_json=msg.get("value_json"),
-                    stderr=str(msg.get("stderr", "")),
+                    stdout=out.decode("utf-8", "replace") if out is not None else str(msg.get("stdout", "")),
+                    value_json=value.decode("utf-8", "replace") if value else None,
+                    stderr=err.decode("utf-8", "replace") if err is not None else str(msg.get("stderr", "")),
                     time_s=float(msg.get("time_s", 0.0)),
                     exit_code=msg.get("exit_code"),
                     signal=msg.get("signal"),
+                    cpu_s=msg.get("cpu_s"),
+                    limit=msg.get("limit"),
                 )
         if problem and error is None:
             error = problem
@@ -428,30 +476,93 @@ class Sandbox:
         return out  # type: ignore[return-value]
 
 
-def _read_lines(fd: int, deadline: float, max_bytes: int) -> tuple[list[bytes], str | None]:
-    """Read newline-terminated records from ``fd`` until the ``done`` record, EOF or the deadline.
-    Returns the records and ``None``, or what went wrong (then the caller kills the sandbox)."""
+_PAYLOAD = ("stdout_bytes", "stderr_bytes", "value_bytes")
+
+
+def _read_records(fd: int, deadline: float, max_bytes: int) -> tuple[list[tuple], str | None]:
+    """Read the worker's records from ``fd`` until the ``done`` record, EOF or the deadline: one JSON
+    object per line, and after a test's record the raw bytes of its stdout, stderr tail and returned
+    value (lengths in the record: the worker sends them file-to-pipe, never through its memory).
+    Returns ``[(object, (stdout, stderr, value) or None)]`` and ``None``, or what went wrong (then the
+    caller kills the sandbox)."""
     buf = bytearray()
-    lines: list[bytes] = []
+    records: list[tuple] = []
     total = 0
+    pending = None  # (record, lengths) waiting for its payload
     while True:
-        remaining = deadline - time.monotonic()
-        r = select.select([fd], [], [], remaining)[0] if remaining > 0 else []
-        if not r:
-            return lines, "hard timeout: the sandbox was killed"
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return lines, None
-        total += len(chunk)
-        if total > max_bytes:  # a worker never sends this much: treat as broken
-            return lines, f"sandbox protocol error: more than {max_bytes} bytes of results"
-        buf += chunk
-        while True:
+        while True:  # take what is complete in the buffer
+            if pending is not None:
+                need = sum(pending[1])
+                if len(buf) < need:
+                    break
+                parts, at = [], 0
+                for n in pending[1]:
+                    parts.append(bytes(buf[at : at + n]))
+                    at += n
+                del buf[:need]
+                records.append((pending[0], tuple(parts)))
+                pending = None
+                continue
             nl = buf.find(b"\n")
             if nl < 0:
                 break
             line = bytes(buf[:nl])
             del buf[: nl + 1]
-            lines.append(line)
-            if line.startswith(b'{"done"'):
-                return lines, None
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                msg = None
+            if isinstance(msg, dict) and "i" in msg and any(k in msg for k in _PAYLOAD):
+                lengths = [msg.get(k, 0) for k in _PAYLOAD]
+                if not all(isinstance(n, int) and 0 <= n <= max_bytes for n in lengths):
+                    return records, "sandbox protocol error: bad payload lengths"
+                pending = (msg, lengths)
+                continue
+            records.append((msg, None))
+            if isinstance(msg, dict) and msg.get("done"):
+                return records, None
+        remaining = deadline - time.monotonic()
+        r = select.select([fd], [], [], remaining)[0] if remaining > 0 else []
+        if not r:
+            return records, "hard timeout: the sandbox was killed"
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return records, None
+        total += len(chunk)
+        if total > max_bytes:  # a worker never sends this much: treat as broken
+            return records, f"sandbox protocol error: more than {max_bytes} bytes of results"
+        buf += chunk
+
+
+def _inputs(tests: Sequence[TestInput]) -> tuple[list[dict], bytes]:
+    """The job's per-test records and one blob of every test's input: the records carry only
+    ``[offset, length]`` spans into it (and the function name of a call test)."""
+    records, parts, at = [], [], 0
+
+    def span(data: bytes) -> list[int]:
+        nonlocal at
+        parts.append(data)
+        at += len(data)
+        return [at - len(data), len(data)]
+
+    for t in tests:
+        rec = {"stdin": span(t.stdin.encode("utf-8"))}
+        if t.call is not None:
+            rec["call"] = t.call
+            rec["args"] = span(json.dumps(list(t.args)).encode("utf-8"))
+        records.append(rec)
+    return records, b"".join(parts)
+
+
+def _memfd(data: bytes) -> int:
+    """An anonymous in-memory file holding ``data`` (inherited by the worker, by no test process)."""
+    try:
+        fd = os.memfd_create("vpo-sandbox-inputs", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # no memfd: an unlinked temporary file
+        import tempfile
+
+        fd = os.dup(tempfile.TemporaryFile().fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return fd

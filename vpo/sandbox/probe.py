@@ -48,7 +48,10 @@ def _probe_namespaces() -> tuple[bool, str]:
 
 
 def _cgroup_dirs() -> dict[str, str]:
-    """Writable cgroup parents for the pids and memory controllers (v1 or v2), or {} (cached)."""
+    """Writable cgroup parents (cached), ``{}`` where none is: ``pids``, ``memory`` and ``cpu`` (v1
+    hierarchies or the v2 one, wherever the controller is), and ``unified``, the v2 hierarchy itself
+    (with or without controllers), whose cgroups have ``cgroup.kill``, ``cgroup.events`` and
+    ``cpu.stat``. On a pure v2 machine several keys name the same directory."""
     if "cg" in _PROBE_CACHE:
         return _PROBE_CACHE["cg"]
     found: dict[str, str] = {}
@@ -58,21 +61,28 @@ def _cgroup_dirs() -> dict[str, str]:
     except OSError:
         lines = []
     for hid, controllers, path in lines:
+        if hid == "0" and controllers == "":  # the v2 hierarchy: /sys/fs/cgroup, or .../unified (hybrid)
+            for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                if os.path.exists(os.path.join(mount, "cgroup.controllers")):
+                    base = f"{mount}{path.rstrip('/')}"
+                    if not _try_mkdir_cgroup(base):
+                        break
+                    found["unified"] = base
+                    try:
+                        with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                            enabled = f.read().split()
+                    except OSError:
+                        enabled = []
+                    for ctl in ("pids", "memory", "cpu"):
+                        if ctl in enabled:
+                            found.setdefault(ctl, base)
+                    break
+            continue
         for ctl in controllers.split(","):
-            if ctl in ("pids", "memory"):
+            if ctl in ("pids", "memory", "cpu"):
                 base = f"/sys/fs/cgroup/{ctl}{path.rstrip('/')}"
                 if _try_mkdir_cgroup(base):
-                    found[ctl] = base
-        if hid == "0" and controllers == "" and not found:  # cgroup v2 only
-            base = f"/sys/fs/cgroup{path.rstrip('/')}"
-            try:
-                with open(os.path.join(base, "cgroup.subtree_control")) as f:
-                    enabled = f.read().split()
-            except OSError:
-                enabled = []
-            for ctl in ("pids", "memory"):
-                if ctl in enabled and _try_mkdir_cgroup(base):
-                    found[ctl] = base
+                    found[ctl] = base  # a v1 controller wins over the same controller in v2
     _PROBE_CACHE["cg"] = found
     return found
 

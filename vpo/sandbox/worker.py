@@ -591,6 +591,54 @@ def _setup(job: dict) -> dict:
     return rep
 
 
+_WORKER_CAPS = {
+    0: "CAP_CHOWN",  # hand the working directory to the sandbox uid after each wipe
+    1: "CAP_DAC_OVERRIDE",  # remove what a program left in its 0700 directories
+    3: "CAP_FOWNER",  # ... and chmod-ed away from us
+    5: "CAP_KILL",  # kill the sandbox uid's processes
+    6: "CAP_SETGID",  # the test child's setgroups / setresgid
+    7: "CAP_SETUID",  # the test child's setresuid
+    8: "CAP_SETPCAP",  # the test child empties its capability bounding set
+    21: "CAP_SYS_ADMIN",  # the test child's own IPC namespace (unshare CLONE_NEWIPC)
+}
+"""What the worker still needs once its setup is done; every other capability (CAP_NET_ADMIN,
+CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_MKNOD, CAP_NET_RAW, CAP_SYS_RESOURCE, CAP_BPF,
+CAP_SYS_BOOT...) leaves its bounding, permitted, effective, inheritable and ambient sets for good.
+Mounts, namespaces other than IPC, ptrace and the rest stay refused by the seccomp filter, which the
+worker installs on itself right after."""
+
+
+def _drop_worker_privileges(libc) -> str | bool:
+    """After the setup, before the filter: keep only :data:`_WORKER_CAPS`. Returns the kept set
+    (hex), or False when the worker has no capabilities to drop (non-root without namespaces)."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    hdr, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    if libc.capget(ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget failed")
+    have = data[0].permitted | data[1].permitted << 32
+    if not have:
+        return False
+    keep = sum(1 << bit for bit in _WORKER_CAPS) & have
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):
+        if not keep >> cap & 1:
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
+    lo, hi = keep & 0xFFFFFFFF, keep >> 32
+    data[0].effective = data[0].permitted = lo
+    data[1].effective = data[1].permitted = hi
+    data[0].inheritable = data[1].inheritable = 0
+    if libc.capset(ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+    return f"{keep:#x}"
+
+
 def _drop_privileges(job: dict, libc) -> None:
     """In the per-test child, before any program code: no new privileges, no capabilities, limits."""
     import resource
@@ -641,19 +689,28 @@ def _drop_privileges(job: dict, libc) -> None:
             raise OSError("capset failed")
 
 
-def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int, int]) -> None:  # noqa: C901 (one ordered post-fork sequence ending in os._exit)
+def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> None:  # noqa: C901 (one ordered post-fork sequence ending in os._exit)
     """The per-test child: never returns. One piece on purpose: it runs between fork and _exit, and
-    its order (session, fds, chdir, privilege drop, streams, program, flush) is the sandbox's."""
+    its order (session, fds, IPC namespace, chdir, privilege drop, streams, program, flush) is the
+    sandbox's. ``fds``: stdin, stdout, stderr, the result file, and (call tests) the arguments file."""
     try:
         os.setsid()
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds[:4]):
             os.dup2(fd, target)
+        args_json = _read_all(fds[4]).decode("utf-8") if len(fds) > 4 else None
         os.closerange(4, 1 << 16)
         try:
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")  # we, not the worker, are what the OOM killer should take
         except OSError:
             pass
+        # a fresh IPC namespace: SysV shared memory, semaphores, message queues and POSIX message
+        # queues of earlier tests are not visible, and this test's vanish with its last process
+        if libc.unshare(_CLONE_NEWIPC) != 0 and (job["namespaces"] or job.get("uid") is not None):
+            import ctypes
+
+            e = ctypes.get_errno()
+            raise OSError(e, f"unshare(CLONE_NEWIPC): {os.strerror(e)}")
         work = os.path.join(job["scratch"], "work")
         os.chdir(work)  # before dropping privileges: the path's parents may be closed to the sandbox uid
         os.environ["HOME"] = os.environ["TMPDIR"] = work
@@ -693,7 +750,7 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, int, int,
             if fn is None:
                 status = _EXIT_NO_FUNCTION
             else:
-                value = fn(*json.loads(test["args_json"]))
+                value = fn(*json.loads(args_json))
                 try:
                     text = json.dumps(value, allow_nan=True)
                 except (TypeError, ValueError, RecursionError):
@@ -765,31 +822,46 @@ def _resolve(g: dict, name: str):
     return fn if callable(fn) else None
 
 
-def _reap_all(in_pid_ns: bool) -> None:
-    """Kill and reap everything a test left behind (in a PID namespace: every process but us)."""
-    for _ in range(100):
-        if in_pid_ns and os.getpid() == 1:  # kill(-1) from a namespace's PID 1 reaches only the namespace
+class _CleanupError(OSError):
+    """A test's processes outlived the cleanup deadline: the worker runs no further test."""
+
+
+def _reap_all(job: dict) -> None:
+    """Kill and reap everything a test left behind, and return only once it is all gone: the worker
+    (PID 1 of the namespace, or a child subreaper without one) has no child left, so no process of
+    the test exists any more and none counts against the next test's ``RLIMIT_NPROC`` or pids cgroup.
+    Raises :class:`_CleanupError` past ``job["cleanup_s"]`` seconds (a real deadline, not a count of
+    rounds: a dying process that holds much memory, on a loaded machine, can take a while)."""
+    in_pid_ns = job["namespaces"] and os.getpid() == 1
+    deadline = time.monotonic() + float(job.get("cleanup_s", 10.0))
+    pause = 0.0005
+    while True:
+        if in_pid_ns:  # kill(-1) from a namespace's PID 1 reaches only the namespace
             try:
                 os.kill(-1, signal.SIGKILL)
             except OSError:
                 pass
         else:
+            _kill_sandbox_uid(job)
             for pid in _children_of(os.getpid()):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-        reaped_any = False
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                return  # no child at all: every process of the test is gone
             if pid == 0:
                 break
-            reaped_any = True
-        if not reaped_any:
-            time.sleep(0.001)
+        if time.monotonic() > deadline:
+            raise _CleanupError(
+                f"a test's processes were still alive {job.get('cleanup_s', 10.0)} s after being killed; "
+                "no further test runs in this sandbox"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
 
 
 def _children_of(ppid: int) -> list[int]:
@@ -807,27 +879,103 @@ def _children_of(ppid: int) -> list[int]:
     return out
 
 
-def _wait_test(pid: int, t0: float, timeout_s: float) -> tuple[bool, int]:
-    """Wait for the test child until ``t0 + timeout_s``, SIGKILL it past that, and reap it:
-    ``(timed_out, wait status)``."""
-    timed_out = False
+def _cpu_clock(job: dict):
+    """A function giving the CPU seconds used so far by the sandbox's processes: the per-sandbox
+    cgroup's ``cpu.stat`` where the host made one (every process of the test, wherever it moved),
+    else the worker's reaped children plus, in a PID namespace, every live process but the worker
+    (read from ``/proc/PID/stat`` into one buffer that is zeroed after use: no program-chosen name
+    stays in the worker's memory)."""
+    path = job.get("cpu_stat")
+    if path:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            buf = bytearray(4096)
+
+            def cgroup_clock() -> float:
+                n = os.preadv(fd, [buf], 0)
+                i = buf.find(b"usage_usec ", 0, n)
+                return int(buf[i + 11 : buf.index(b"\n", i)]) / 1e6
+
+            try:
+                cgroup_clock()
+                return cgroup_clock
+            except (OSError, ValueError):
+                os.close(fd)
+    import resource
+
+    tick = os.sysconf("SC_CLK_TCK")
+    buf = bytearray(1024)
+    me = os.getpid()
+    scan = job["namespaces"] and me == 1
+
+    def proc_clock() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total = ru.ru_utime + ru.ru_stime
+        if not scan:
+            return total
+        ticks = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                n = os.readv(fd, [buf])
+                f = bytes(buf[buf.rindex(b")", 0, n) + 2 : n]).split()
+                ticks += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
+            except (OSError, ValueError, IndexError):
+                pass
+            finally:
+                os.close(fd)
+                buf[:] = bytes(len(buf))
+        return total + ticks / tick
+
+    return proc_clock
+
+
+def _wait_test(pid: int, t0: float, lim: dict, clock) -> tuple[str | None, int, float]:
+    """Wait for the test child until its CPU time (every process of the sandbox, from ``clock``)
+    reaches ``lim["cpu_time_s"]`` or the wall clock ``t0 + lim["timeout_s"]``; SIGKILL it past either,
+    and reap it. Returns ``(None | "cpu" | "wall", wait status, CPU seconds used)``. The CPU time is
+    read only when the child has run long enough to possibly have used it all (at most
+    ``lim["cpu_parallel"]`` CPUs at once): a short test is never polled."""
+    why = None
+    cpu0 = clock()
+    cpu_limit, par = float(lim["cpu_time_s"]), max(1.0, float(lim.get("cpu_parallel", 1)))
+    deadline = t0 + float(lim["timeout_s"])
     try:
         pidfd = os.pidfd_open(pid)
     except (OSError, AttributeError):
         pidfd = None
-    deadline = t0 + timeout_s
-    if pidfd is not None:
-        ready, _, _ = select.select([pidfd], [], [], timeout_s)
-        os.close(pidfd)
-        if not ready:
-            timed_out = True
-    else:  # no pidfd (very old kernel): poll
-        while os.waitpid(pid, os.WNOHANG)[0] == 0:
-            if time.monotonic() > deadline:
-                timed_out = True
+    used = 0.0
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            why = "wall"
+            break
+        step = min(deadline - now, max(0.005, (cpu_limit - used) / par))
+        if pidfd is not None:
+            if select.select([pidfd], [], [], step)[0]:
                 break
-            time.sleep(0.002)
-    if timed_out:
+        else:  # no pidfd (very old kernel): poll
+            end, gone = time.monotonic() + step, False
+            while not gone and time.monotonic() < end:
+                gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+                time.sleep(0 if gone else 0.002)
+            if gone:
+                break
+        used = clock() - cpu0
+        if used >= cpu_limit:
+            why = "cpu"
+            break
+    if pidfd is not None:
+        os.close(pidfd)
+    if why is not None:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -836,7 +984,7 @@ def _wait_test(pid: int, t0: float, timeout_s: float) -> tuple[bool, int]:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         status = 0
-    return timed_out, status
+    return why, status, clock() - cpu0
 
 
 def _exit_status(status: int, timed_out: bool) -> dict:
@@ -865,50 +1013,91 @@ def _exit_status(status: int, timed_out: bool) -> dict:
     }
 
 
-def _run_test(i: int, job: dict, test: dict, code, prelude, libc, uid_kill) -> dict:
+def _copy_input(src: int, dst_path: str, span) -> int:
+    """Copy bytes ``span = [offset, length]`` of the job's input file (the host's memfd) into a new
+    file, inside the kernel (``sendfile``): a test's input never passes through the worker's memory,
+    so no later test, forked from the worker, finds it there. Returns an fd open for reading."""
+    off, length = (int(x) for x in span)
+    out = os.open(dst_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while length > 0:
+            n = os.sendfile(out, src, off, length)
+            if n <= 0:
+                raise OSError(errno.EIO, "the job's input file ended early")
+            off, length = off + n, length - n
+    finally:
+        os.close(out)
+    return os.open(dst_path, os.O_RDONLY)
+
+
+def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clock) -> tuple[dict, list]:
+    """Run test ``i``; returns its result record and the ``(path, offset, length)`` of the output
+    bytes that follow it on the result pipe (stdout, the stderr tail, the returned value's JSON)."""
     lim = job["limits"]
     io_dir = os.path.join(job["scratch"], "io")
-    paths = [os.path.join(io_dir, n) for n in ("in", "out", "err", "ret")]
-    with open(paths[0], "wb") as f:
-        f.write(test.get("stdin", "").encode("utf-8"))
-    fds = (
-        os.open(paths[0], os.O_RDONLY),
+    paths = [os.path.join(io_dir, n) for n in ("in", "out", "err", "ret", "args")]
+    fds = [
+        _copy_input(job["inputs_fd"], paths[0], test["stdin"]),
         os.open(paths[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
         os.open(paths[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
         os.open(paths[3], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-    )
+    ]
+    if test.get("call") is not None:
+        fds.append(_copy_input(job["inputs_fd"], paths[4], test["args"]))
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(job, test, code, prelude, libc, fds)
+        _child(job, test, code, prelude, libc, tuple(fds))
     for fd in fds:
         os.close(fd)
-    timed_out, status = _wait_test(pid, t0, lim["timeout_s"])
+    why, status, cpu = _wait_test(pid, t0, lim, clock)
     elapsed = time.monotonic() - t0
-    uid_kill()
-    _reap_all(job["namespaces"])
+    _reap_all(job)
+    _wipe(job)
     cap = lim["output_bytes"]
-    out = _read_cap(paths[1], cap)
-    err = _read_cap(paths[2], 4000, tail=True)
-    ret = _read_cap(paths[3], cap)
-    res = {
-        "i": i,
-        "time_s": round(elapsed, 6),
-        "stderr": err.decode("utf-8", "replace"),
-        **_exit_status(status, timed_out),
-    }
-    if res["status"] == "ok" and os.path.getsize(paths[1]) >= cap:
+    sizes = [_size(p) for p in paths[1:4]]
+    res = {"i": i, "time_s": round(elapsed, 6), "cpu_s": round(cpu, 4), **_exit_status(status, why is not None)}
+    if why is not None:
+        res["limit"] = why
+    if res["status"] == "ok" and sizes[0] >= cap:
         res["status"] = "output_limit"
     if res["status"] == "killed" and _memcg_oom(job):
         res["status"] = "memory_limit"
-    res["stdout"] = out.decode("utf-8", "replace")
-    if test.get("call") is not None:
-        if res["status"] == "ok" and not ret:
-            res["status"] = "no_return"
-        res["value_json"] = ret.decode("utf-8", "replace") if ret else None
-    # wipe the program's working directory so the next test starts clean
-    _wipe(os.path.join(job["scratch"], "work"), job.get("uid"))
-    return res
+    payload = [
+        (paths[1], 0, min(sizes[0], cap)),
+        (paths[2], max(0, sizes[1] - 4000), min(sizes[1], 4000)),
+        (paths[3], 0, min(sizes[2], cap) if test.get("call") is not None else 0),
+    ]
+    if test.get("call") is not None and res["status"] == "ok" and sizes[2] == 0:
+        res["status"] = "no_return"
+    res["stdout_bytes"], res["stderr_bytes"], res["value_bytes"] = (n for _, _, n in payload)
+    return res, payload
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _emit_test(fd: int, res: dict, payload: list) -> None:
+    """The result record, then its output bytes sent file-to-pipe by the kernel (``sendfile``): what
+    a test printed (often derived from its input) never enters the worker's memory either."""
+    _emit(fd, res)
+    for path, off, length in payload:
+        if length <= 0:
+            continue
+        src = os.open(path, os.O_RDONLY)
+        try:
+            while length > 0:
+                n = os.sendfile(fd, src, off, length)
+                if n <= 0:  # the file shrank (it cannot: no test process is left): pad, keep framing
+                    _write_all(fd, b"\0" * length)
+                    break
+                off, length = off + n, length - n
+        finally:
+            os.close(src)
 
 
 def _memcg_oom(job: dict) -> bool:
@@ -923,47 +1112,45 @@ def _memcg_oom(job: dict) -> bool:
     return False
 
 
-def _read_cap(path: str, cap: int, tail: bool = False) -> bytes:
+def _wipe(job: dict) -> None:
+    """Empty the program's working directory so the next test starts clean. The names in it were
+    chosen by the program (they may spell its input), so a forked helper lists and removes them, not
+    the worker; an empty tmpfs directory (size 40) needs no helper."""
+    path, uid = os.path.join(job["scratch"], "work"), job.get("uid")
     try:
-        with open(path, "rb") as f:
-            if tail:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(max(0, size - cap))
-            return f.read(cap)
+        if job["namespaces"] and os.stat(path).st_size <= 40:
+            return
     except OSError:
-        return b""
+        pass
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import shutil
 
-
-def _wipe(path: str, uid) -> None:
-    import shutil
-
-    try:
-        if os.listdir(path):
             shutil.rmtree(path, ignore_errors=True)
             os.makedirs(path, mode=0o700, exist_ok=True)
             if uid is not None:
                 os.chown(path, uid, uid)
-    except OSError:
-        pass
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _kill_sandbox_uid(job: dict) -> None:
-    """Outside a PID namespace, as root: kill every process of the sandbox uid (setsid-proof)."""
+    """Outside a PID namespace, as root: kill every process of the sandbox uid (setsid-proof), once;
+    :func:`_reap_all` repeats it until nothing is left."""
     uid = job.get("uid")
-    if job["namespaces"] or uid is None:
+    if job["namespaces"] or uid is None or not _procs_of_uid(uid):
         return
-    for _ in range(20):
-        if not _procs_of_uid(uid):
-            return
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)  # as this uid: reaches only its processes
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)  # as this uid: reaches only its processes
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _worker_main(result_fd: int) -> None:
@@ -976,6 +1163,11 @@ def _worker_main(result_fd: int) -> None:
         _emit(result_fd, {"fatal": f"sandbox setup failed: {type(e).__name__}: {e}"})
         return
     libc = _libc()
+    try:
+        setup["worker_capabilities"] = _drop_worker_privileges(libc)
+    except BaseException as e:  # noqa: BLE001 - fail closed
+        _emit(result_fd, {"fatal": f"sandbox setup failed: dropping the worker's privileges: {e}"})
+        return
     try:
         setup["seccomp"] = _seccomp_worker(job, libc)
     except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
@@ -991,10 +1183,6 @@ def _worker_main(result_fd: int) -> None:
                 __import__(name)
             except ImportError:
                 pass
-
-    def uid_kill() -> None:
-        _kill_sandbox_uid(job)
-
     try:
         prelude = compile(job["prelude"], "<prelude>", "exec") if job.get("prelude") else None
         code = compile(job["program"], "solution.py", "exec")
@@ -1009,6 +1197,7 @@ def _worker_main(result_fd: int) -> None:
             exec(prelude, {"__name__": "__prelude__"})
         except BaseException:  # noqa: BLE001 - each test re-runs it and reports the failure
             pass
+    clock = _cpu_clock(job)
     timeouts, stop_after = 0, job.get("stop_after_timeouts")
     for i, test in enumerate(job["tests"]):
         if stop_after is not None and timeouts >= stop_after:
@@ -1023,9 +1212,13 @@ def _worker_main(result_fd: int) -> None:
                 },
             )
             continue
-        res = _run_test(i, job, test, code, prelude, libc, uid_kill)
+        try:
+            res, payload = _run_test(i, job, test, code, prelude, libc, clock)
+        except _CleanupError as e:
+            _emit(result_fd, {"fatal": f"sandbox cleanup failed: {e}"})
+            return
         timeouts += res["status"] == "timeout"
-        _emit(result_fd, res)
+        _emit_test(result_fd, res, payload)
     _emit(result_fd, {"done": True})
 
 
