@@ -31,7 +31,7 @@ def _rho(rewards, valid, prompt_index) -> float:
 
 
 def main(argv=None) -> int:
-    from vpo.demo.analysis import maze_fronts, run_stats
+    from vpo.demo.analysis import run_stats
     from vpo.demo.config import DemoConfig
     from vpo.demo.stages import make_task
     from vpo.search.pools import load_pool
@@ -39,8 +39,8 @@ def main(argv=None) -> int:
     root = Path((argv or sys.argv[1:] or ["runs/probe_collinear"])[0])
     cfg = DemoConfig(split="validation")
     task = make_task(cfg)
-    examples = task.load(cfg.split, n=cfg.eval_mazes)
-    fronts = maze_fronts(examples)
+    examples = task.load(cfg.split, n=cfg.eval_problems)
+    fronts = cfg.domain_spec.fronts(examples)
     prefs = {"w*": np.full(task.d, 1.0 / task.d)}
     rows = []
     for name in ("warmstart_m1", "warmstart_m3", "grpo_s0", "vpo_s0"):

@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     lines = [
         f"# {len(dirs)} demo runs pooled: {n} RL trajectories per method",
         "",
-        f"Runs: {', '.join(f'`{d}`' for d in dirs)} (same settings; {cfg.eval_mazes} {cfg.split} mazes). "
+        f"Runs: {', '.join(f'`{d}`' for d in dirs)} (same settings; {cfg.eval_problems} {cfg.split} mazes). "
         f"Produced by `python scripts/demo_pool_runs.py {' '.join(map(str, dirs))} --out {out}`. "
         "Intervals: 95 % two-level bootstrap over trajectories, then mazes. The trajectories share the "
         "warm start and seed indices, so they are not independent seeds: read this as a robustness check.",

@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(cfg.seeds)
     opts = cfg.task_options()
-    problems = problems_from_task("prog", opts, split=cfg.split, n=cfg.eval_mazes)
+    problems = problems_from_task("prog", opts, split=cfg.split, n=cfg.eval_problems)
     count, n_pools = pools_solving(demo, len(problems))
     order = sorted(range(len(problems)), key=lambda i: (count[i], i))[: args.problems]
     hard = [problems[i] for i in order]
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
                     "task": "prog",
                     "task_options": opts,
                     "split": cfg.split,
-                    "n": cfg.eval_mazes,
+                    "n": cfg.eval_problems,
                     "answers": m,
                     "temperature": args.temperature,
                     "seed": 1000 + seed,

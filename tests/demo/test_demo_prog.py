@@ -30,7 +30,12 @@ MAZE_PAIRS_DIGEST = "a7472bf1b7c374f6"
 """Digests of the maze demo's jobs (names, settings hashes, argv, dependencies, costs, outputs), its
 `vpo train` YAMLs and its warm-start pairs (5 training mazes, 2 routes each), computed with the code
 as it was before the domain setting existed (commit 8fa4af9): the default `vpo demo` must keep
-producing identical jobs, configs and resume hashes."""
+producing identical jobs, configs and resume hashes. `vpo eval`'s answers-per-rollout flag was
+renamed from `--m` to `--num-answers` after they were pinned: the digest reads it under its old name
+(:data:`EVAL_FLAG_RENAMES`)."""
+
+EVAL_FLAG_RENAMES = {"--num-answers": "--m"}
+"""`vpo eval` flags renamed since the digests were pinned, and the names the digests hold."""
 
 
 def _jobs_digest(cfg: DemoConfig, out: Path) -> str:
@@ -40,7 +45,7 @@ def _jobs_digest(cfg: DemoConfig, out: Path) -> str:
         [
             j.name,
             settings_hash(j.settings),
-            [rel(a) for a in j.argv[1:]],
+            [EVAL_FLAG_RENAMES.get(a, rel(a)) for a in j.argv[1:]],
             list(j.after),
             j.cost,
             rel(j.done_marker),
@@ -64,7 +69,7 @@ def test_maze_jobs_and_configs_are_unchanged_by_the_domain_switch(tmp_path):
 
 
 def test_maze_warm_start_pairs_are_unchanged():
-    cfg = DemoConfig(warm_routes_per_maze=2)
+    cfg = DemoConfig(warm_answers_per_problem=2)
     task = make_task(cfg)
     pairs = warm_pairs(cfg, task, task.load("train", n=5))
     assert hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:16] == MAZE_PAIRS_DIGEST
@@ -237,7 +242,8 @@ def test_run_stats_on_a_hand_built_prog_pool():
     """Problem 0: the reference, the same reference with spaces (one distinct program), a line
     passing its own piece, and a program passing nothing; problem 1: two different single lines and
     two unparsable texts. Pass@k, answers passing >= 1 test and distinct programs are known."""
-    from vpo.demo.analysis import prog_fronts, run_stats
+    from vpo.demo.analysis import run_stats
+    from vpo.demo.domains import DOMAINS
 
     task = make_task(DemoConfig(domain="prog"))
     e0, e1 = task.load("validation", n=2)
@@ -246,7 +252,7 @@ def test_run_stats_on_a_hand_built_prog_pool():
     a1, b1 = _pieces(e1)
     rolls = [[[ref], [" ".join(ref)], [a0], ["-999999"]], [[a1], [b1], ["x+"], ["???"]]]
     task, exs, pool, rep = _prog_pool(rolls)
-    fronts = prog_fronts(exs)
+    fronts = DOMAINS["prog"].fronts(exs)
     assert [f.tolist() for f in fronts] == [[[1.0] * 8]] * 2
     st = run_stats(rep, pool, exs, fronts, {"w*": np.full(8, 1 / 8)}, [1, 2, 4], 5, domain="prog")
     assert st["completion_rate"].tolist() == [0.75, 0.5]  # answers passing at least one test
@@ -264,7 +270,8 @@ def test_run_stats_on_a_hand_built_prog_pool():
 
 
 def test_aggregate_keeps_pass_at_k_for_prog_only():
-    from vpo.demo.analysis import aggregate_runs, prog_fronts, run_stats
+    from vpo.demo.analysis import aggregate_runs, run_stats
+    from vpo.demo.domains import DOMAINS
 
     cfg = DemoConfig(domain="prog", seeds=(0,), methods=("vpo",), ks=(1, 2, 4), eval_budget=4, bootstrap=100)
     task = make_task(cfg)
@@ -276,7 +283,9 @@ def test_aggregate_keeps_pass_at_k_for_prog_only():
     ):
         _, exs, pool, rep = _prog_pool(rolls)
         runs[key] = [
-            run_stats(rep, pool, exs, prog_fronts(exs), {"w*": np.full(8, 1 / 8)}, [1, 2, 4], 3, domain="prog")
+            run_stats(
+                rep, pool, exs, DOMAINS["prog"].fronts(exs), {"w*": np.full(8, 1 / 8)}, [1, 2, 4], 3, domain="prog"
+            )
         ]
     agg = aggregate_runs(cfg, runs, {"warmstart_m1": "Warm", "vpo": "VPO"}, {"warmstart_m1": 1, "vpo": 1}, ["w*"])
     assert agg["methods"]["vpo"]["pass_at_k"][4]["mean"] == pytest.approx(1.0)
@@ -296,11 +305,11 @@ TINY = dict(
     split="validation",
     warm_steps=4,
     warm_threads=1,
-    train_mazes=40,
+    train_problems=40,
     rl_steps=2,
     prompts_per_step=2,
     num_generations=4,
-    eval_mazes=6,
+    eval_problems=6,
     eval_budget=6,
     ks=(1, 3, 6),
     bootstrap=50,
@@ -382,7 +391,7 @@ def test_prog_demo_end_to_end_and_resume(tmp_path, capsys):
     run_demo(cfg)
     text = capsys.readouterr().out
     assert "already done with the same settings, skipped" in text and "] start " not in text
-    run_demo(replace(cfg, prog_cases="mixed", rl_steps=1, eval_mazes=4, eval_budget=3, ks=(1, 3)))
+    run_demo(replace(cfg, prog_cases="mixed", rl_steps=1, eval_problems=4, eval_budget=3, ks=(1, 3)))
     text = capsys.readouterr().out
     assert "warm start: settings changed" in text and "cases" in text
 

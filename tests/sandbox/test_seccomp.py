@@ -196,7 +196,13 @@ def test_capabilities_report_the_filter():
     caps = sandbox_capabilities()
     assert caps["seccomp_available"] is True, caps  # x86_64 / aarch64 Linux: must be there, else fail loudly
     assert caps["seccomp"] is True  # the probe program ran under it (Seccomp: 2), as the default config says
+    assert caps["unix_sockets_blocked"] is True  # its socket(AF_UNIX) was refused
     assert SandboxConfig().seccomp is True
+
+
+def test_turning_the_filter_off_warns_about_path_sockets():
+    with pytest.warns(RuntimeWarning, match="path unix sockets"):
+        Sandbox(SandboxConfig(seccomp=False))
 
 
 # -- the BPF program itself ----------------------------------------------------------------------

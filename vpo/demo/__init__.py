@@ -1,7 +1,8 @@
 """``vpo demo``: the CPU proof. See :mod:`vpo.demo.cli` for what it runs and docs/demo.md for results.
 
-Modules: ``config`` (settings, methods), ``stages`` (warm start, train/eval jobs), ``jobs`` (the
-subprocess runner with settings-checked resume), ``analysis`` (per-maze statistics, intervals),
+Modules: ``config`` (settings, methods), ``domains`` (one object per domain: what differs between
+the maze and the programs), ``stages`` (warm start, train/eval jobs), ``jobs`` (the
+subprocess runner with settings-checked resume), ``analysis`` (per-problem statistics, intervals),
 ``report`` (markdown and plots), ``runner`` (the whole pipeline), ``cli`` (the command).
 """
 

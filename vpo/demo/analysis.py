@@ -1,13 +1,15 @@
-"""From the demo's evaluation pools to its numbers: per-maze statistics per run, then per method with
+"""From the demo's evaluation pools to its numbers: per-problem statistics per run, then per method with
 intervals that include seed-to-seed variance.
 
-For every run (a method trained with one seed, or the warm start) and every evaluated maze (or, with
-``domain='prog'``, program problem: its front is the all-pass vector, so Pareto coverage is pass@k,
-"completed" means passing at least one test and distinct routes are distinct programs):
-best@k under w*, under each of the task's named deployment preferences and E_w[best@k] over fixed
-Dir(1) weightings; completion rate; reward-space diversity over all answers (the paper's definition)
-and over completed answers only; Pareto coverage at each k (fraction of the maze's exact Pareto-front
-trade-offs the first k answers hit); distinct finishing routes; union coverage Σ_j max_i r_ij.
+For every run (a method trained with one seed, or the warm start) and every evaluated problem (a maze,
+or a program problem): best@k under w*, under each of the task's named deployment preferences and
+E_w[best@k] over fixed Dir(1) weightings; completion rate; reward-space diversity over all answers
+(the paper's definition) and over completed answers only; Pareto coverage at each k (fraction of the
+problem's exact Pareto-front trade-offs the first k answers hit); distinct completed answers; union
+coverage Σ_j max_i r_ij; and what the domain adds (:meth:`vpo.demo.domains.Domain.extra_stats`:
+pass@k for programs). What the exact front is and when two answers are the same is the domain's
+(:mod:`vpo.demo.domains`): for programs the front is the all-pass vector, so Pareto coverage is
+pass@k, "completed" means passing at least one test and distinct answers are distinct programs.
 
 Intervals (:func:`two_level_interval`): a two-level bootstrap that resamples the seeds, then the
 mazes (one maze resample shared by every seed of a replicate, since all seeds are evaluated on the
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from vpo.demo.config import DemoConfig
+from vpo.demo.domains import DEFAULT_DOMAIN, domain_named
 from vpo.demo.stages import eval_entries, make_task
 
 SCALARS = (
@@ -40,8 +43,7 @@ SCALARS = (
     "collinearity",
 )
 CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
-PROG_CURVES = ("pass_at_k",)
-"""Curves only the prog domain reports (the maze's pass@k is 0 by design)."""
+"""Curves every domain reports; a domain adds its own (:attr:`vpo.demo.domains.Domain.extra_curves`)."""
 
 
 class DemoDataError(ValueError):
@@ -53,37 +55,13 @@ class DemoDataError(ValueError):
 # ---------------------------------------------------------------------------------------------
 
 
-def maze_fronts(examples: list[dict]) -> list[np.ndarray]:
-    """Each maze's exact Pareto-front reward vectors ``[F, 4]`` (:func:`vpo.tasks.maze.pareto_routes`)."""
-    from vpo.tasks.maze import Maze, pareto_routes
-
-    return [np.stack([r.reward for r in pareto_routes(Maze.from_example(ex))]) for ex in examples]
-
-
-def prog_fronts(examples: list[dict]) -> list[np.ndarray]:
-    """Each program problem's Pareto front ``[1, d]``: the all-pass vector, which the reference program
-    reaches and which dominates every other reward vector."""
-    return [np.ones((1, len(ex["inputs"]))) for ex in examples]
-
-
 def answer_keys(domain: str, examples: list[dict], pool, done: np.ndarray) -> np.ndarray:
-    """``[P, R, m]`` what makes two completed answers the same (None for the others): a maze route's
-    executed moves (two texts that walk the same route count once), a program's canonical AST text."""
+    """``[P, R, m]`` what makes two completed answers the same (None for the others), as the domain
+    says (:meth:`vpo.demo.domains.Domain.answer_key`: a maze route's executed moves, a program's
+    canonical AST text)."""
     P, R, m = done.shape
     keys = np.empty((P, R, m), dtype=object)
-    if domain == "prog":
-        from vpo.tasks.prog import canonical_program
-
-        key_of = lambda p, text: canonical_program(text)  # noqa: E731
-    else:
-        from vpo.tasks.maze import Maze, parse_route, run_route
-
-        mazes = [Maze.from_example(ex) for ex in examples]
-
-        def key_of(p, text):
-            mv = parse_route(text)
-            return run_route(mazes[p], mv).moves if mv is not None else None
-
+    key_of = domain_named(domain).answer_key(examples)
     pos = np.zeros(P, dtype=np.int64)
     for i, p in enumerate(pool.prompt_index):
         r = pos[p]
@@ -108,10 +86,11 @@ def run_stats(
     prefs: dict[str, np.ndarray],
     ks: list[int],
     eval_seeds: int,
-    domain: str = "maze",
+    domain: str = DEFAULT_DOMAIN,
 ) -> dict:
-    """Per-maze arrays of one evaluated run: scalars ``[P]`` and curves ``[P, len(ks)]``; for the prog
-    domain also ``pass_at_k`` (some answer of the matched-budget sub-pool passes every test)."""
+    """Per-problem arrays of one evaluated run: scalars ``[P]`` and curves ``[P, len(ks)]``, plus the
+    curves the domain (a :data:`~vpo.demo.domains.DOMAINS` name) adds, e.g. the prog domain's
+    ``pass_at_k`` (some answer of the matched-budget sub-pool passes every test)."""
     from vpo.search.metrics import group_by_prompt, matched_best_at_k, scalarize
     from vpo.search.poolstats import (
         completed_diversity,
@@ -155,9 +134,7 @@ def run_stats(
         s = np.where(g.present[..., None], scalarize(g.rewards, g.valid, w), -np.inf)
         draws = [matched_best_at_k(s, g.present, ks, rng=seed) for seed in seeds]
         out[f"pref_{name}"] = np.mean(draws, axis=0)
-    if domain == "prog":  # the same draws as best@k: pass@k <= best@k at every k
-        passes = np.where(g.present[..., None], (g.valid & (g.rewards >= 1.0).all(-1)).astype(float), -np.inf)
-        out["pass_at_k"] = np.mean([matched_best_at_k(passes, g.present, ks, rng=seed) for seed in seeds], axis=0)
+    out.update(domain_named(domain).extra_stats(g, ks, seeds))
     return out
 
 
@@ -265,7 +242,7 @@ def aggregate_runs(
     if len({s for ss in shapes.values() for s in ss}) != 1:
         raise DemoDataError(f"evaluations differ in shape (mazes x ks): {shapes}")
     first = next(iter(runs.values()))[0]
-    curves = list(CURVES) + [c for c in PROG_CURVES if c in first] + [f"pref_{p}" for p in prefs]
+    curves = list(CURVES) + [c for c in cfg.domain_spec.extra_curves if c in first] + [f"pref_{p}" for p in prefs]
     rows: dict[str, dict] = {}
     for key, rs in runs.items():
         row = {"label": labels[key], "m": ms[key], "num_seeds": len(rs)}
@@ -298,8 +275,8 @@ def _load_run(out: Path, name: str):
 def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str, str], dict[str, int], dict]:
     """Per-run statistics of every evaluation of a finished demo directory."""
     task = make_task(cfg)
-    examples = task.load(cfg.split, n=cfg.eval_mazes)
-    fronts = prog_fronts(examples) if cfg.domain == "prog" else maze_fronts(examples)
+    examples = task.load(cfg.split, n=cfg.eval_problems)
+    fronts = cfg.domain_spec.fronts(examples)
     prefs = {
         "w*": np.full(task.d, 1.0 / task.d),
         **{k: np.asarray(v, dtype=float) for k, v in task.preferences.items()},

@@ -17,8 +17,9 @@ scratch (no hub), then
 case (by default step-function targets such as ``x<9?5:9``), reporting pass@1, pass@k and best@k
 (docs/demo.md, "Second domain: programs"; about 9 minutes here).
 
-Settings are chosen with ``--set split=validation``; the test split is for the report. Jobs run as
-subprocesses, ``--jobs`` at a time. Each stage records the settings that produced it: rerunning
+``--set NAME=VALUE`` overrides any setting (``eval_problems``, ``train_problems``, ``rl_steps``, or a
+domain's own, such as ``maze_size`` or ``prog_tests``). Settings are chosen with ``--set
+split=validation``; the test split is for the report. Jobs run as subprocesses, ``--jobs`` at a time. Each stage records the settings that produced it: rerunning
 resumes where it stopped, and a changed setting reruns the stages that depend on it.
 """
 
@@ -83,24 +84,26 @@ def _main(args) -> int:
 
 def add_parser(sub) -> None:
     from vpo.demo.config import ALL_METHODS, DEFAULT_METHODS
+    from vpo.demo.domains import DOMAINS
 
     p = sub.add_parser(
         "demo",
-        help="train a tiny model with VPO, GRPO and baselines on mazes and report test-time search (CPU, minutes)",
+        help="train a tiny model with VPO, GRPO and baselines on mazes or programs and report test-time search "
+        "(CPU, minutes)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default=None, help="output directory (default runs/demo)")
     p.add_argument(
         "--domain",
-        choices=("maze", "prog"),
+        choices=tuple(DOMAINS),
         default=None,
-        help="the task: maze (default) or prog (tiny-language programs, one reward component per test case)",
+        help="the task: " + "; ".join(d.summary for d in DOMAINS.values()),
     )
     p.add_argument(
         "--quick",
         action="store_true",
-        help="the CI setting: 1 seed, grpo and vpo only, 24 mazes, 12 answers each (a few minutes on 2 cores)",
+        help="the CI setting: 1 seed, grpo and vpo only, 24 problems, 12 answers each (a few minutes on 2 cores)",
     )
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="RL seeds (default 0 1 2)")
     p.add_argument(
@@ -124,6 +127,6 @@ def add_parser(sub) -> None:
         "--set",
         action="append",
         metavar="FIELD=VALUE",
-        help="override any DemoConfig field, e.g. --set rl_steps=120 or --set split=validation",
+        help="override any DemoConfig field, e.g. --set rl_steps=120, --set eval_problems=40 or --set split=validation",
     )
     p.set_defaults(func=_main)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from vpo.demo.analysis import aggregate_runs, collect
-from vpo.demo.config import DemoConfig
+from vpo.demo.config import DemoConfig, current_names
 from vpo.demo.jobs import run_jobs, status
 from vpo.demo.report import write_report
 from vpo.demo.stages import build_jobs, warm_start
@@ -56,7 +56,8 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     elapsed = time.time() - t0
     old = json.loads((out / "demo.json").read_text()) if (out / "demo.json").exists() else {}
     # a resumed demo counts the work of earlier invocations with the same settings
-    prev = old.get("wall_seconds", 0.0) if old.get("config") == agg["config"] else 0.0
+    same = current_names(old.get("config", {})) == agg["config"]  # a demo.json from before a rename reads as today's
+    prev = old.get("wall_seconds", 0.0) if same else 0.0
     agg["timing"] = {"warm_start_s": t_warm, "jobs_s": job_seconds, "report_s": time.time() - t_report}
     agg["last_invocation_seconds"] = elapsed
     agg["wall_seconds"] = prev + elapsed  # summed over invocations: a resumed demo counts all its work

@@ -1,10 +1,9 @@
 """The demo's stages: the warm start (in process), then one ``vpo train`` and one ``vpo eval`` job per
 method and seed (run by :func:`vpo.demo.jobs.run_jobs`), built from one :class:`~vpo.demo.config.DemoConfig`.
 
-Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its answers come
-from :func:`vpo.tasks.maze.random_route` (valid, with random detours whose breadth the config sets)
-or, with ``domain='prog'``, from :func:`vpo.tasks.prog.random_program` (valid programs built from
-the shown pairs, mostly passing one piece).
+Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its answers are
+random valid ones that the config's domain draws (:meth:`vpo.demo.domains.Domain.warm_answer_sampler`:
+routes with random detours, or programs built from the shown pairs).
 """
 
 from __future__ import annotations
@@ -23,39 +22,20 @@ from vpo.demo.jobs import Job, clear_stage, mark_done, stage_state, status
 
 
 def make_task(cfg: DemoConfig):
-    if cfg.domain == "prog":
-        from vpo.tasks.prog import ProgTask
-
-        return ProgTask(**cfg.task_options())
-    from vpo.tasks.maze import MazeTask
-
-    return MazeTask(**cfg.task_options())
-
-
-def warm_answer_sampler(cfg: DemoConfig, rng: np.random.Generator):
-    """``sample(example) -> answer text``: the warm start's random answers for the config's domain."""
-    if cfg.domain == "prog":
-        from vpo.tasks.prog import random_program
-
-        return lambda ex: random_program(ex, rng, slopes=tuple(cfg.prog_slope)).program
-    from vpo.tasks.maze import Maze, random_route
-
-    def route(ex):
-        return random_route(Maze.from_example(ex), rng, waypoints=cfg.warm_waypoints, wander=cfg.warm_wander).moves
-
-    return route
+    """The vpo task the config's domain runs, with the config's options."""
+    return cfg.domain_spec.make_task(cfg)
 
 
 def warm_pairs(cfg: DemoConfig, task, train: list[dict]) -> list[tuple[str, str]]:
-    """The warm start's (prompt, completion) pairs: per training problem and ``warm_routes_per_maze``,
+    """The warm start's (prompt, completion) pairs: per training problem and ``warm_answers_per_problem``,
     one random answer in the single-answer format and three in the 3-answer format."""
     from vpo.train.warmstart import format_answers
 
     # one generator, drawn in the same order as before the prog domain existed: the maze's pairs are unchanged
-    sample = warm_answer_sampler(cfg, np.random.default_rng(12345))
+    sample = cfg.domain_spec.warm_answer_sampler(cfg, np.random.default_rng(12345))
     pairs = []
     for ex in train:
-        for _ in range(cfg.warm_routes_per_maze):
+        for _ in range(cfg.warm_answers_per_problem):
             pairs.append((task.build_prompt(ex, 1), format_answers([sample(ex)], 1)))
             pairs.append((task.build_prompt(ex, 3), format_answers([sample(ex) for _ in range(3)], 3)))
     return pairs
@@ -76,7 +56,7 @@ def warm_start(cfg: DemoConfig, out: Path) -> Path:
         status(f"warm start: settings changed, training it again ({'; '.join(changes[:4])})")
     clear_stage(marker)
     task = make_task(cfg)
-    pairs = warm_pairs(cfg, task, task.load("train", n=cfg.train_mazes))
+    pairs = warm_pairs(cfg, task, task.load("train", n=cfg.train_problems))
     init = build_tiny_model(out / "init", hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=4)
     status(f"warm start: {len(pairs)} (prompt, {task.answer_noun}s) pairs, {cfg.warm_steps} steps")
     import torch
@@ -94,21 +74,21 @@ def warm_start(cfg: DemoConfig, out: Path) -> Path:
 
 def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: Path) -> dict:
     """The ``vpo train`` YAML of one method and seed."""
-    _, estimator, m, mult = method_spec(method)
+    _, estimator, num_answers, mult = method_spec(method)
     G = cfg.num_generations * mult
     return {
         "model_name_or_path": str(init),
-        "task": cfg.domain,
+        "task": cfg.domain_spec.task,
         "task_options": json.dumps(cfg.task_options()),
-        "train_size": cfg.train_mazes,
+        "train_size": cfg.train_problems,
         "estimator": estimator,
-        "num_answers": m,
+        "num_answers": num_answers,
         "num_weightings": cfg.num_weightings,
         "weight_sampler": cfg.weight_sampler,
         "weight_alpha": cfg.weight_alpha,
         "num_generations": G,
         "per_device_train_batch_size": cfg.prompts_per_step * G,
-        "max_completion_length": cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi,
+        "max_completion_length": cfg.max_tokens_single if num_answers == 1 else cfg.max_tokens_multi,
         "max_steps": cfg.rl_steps,
         "learning_rate": cfg.rl_lr,
         "lr_scheduler_type": "constant",
@@ -121,7 +101,7 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
         # a preallocated KV cache: the default one grows by concatenation at every decoding step
         # (benchmarks/generation.py)
         "cache_implementation": "static",
-        # each maze's prompt runs through the policy and the reference model once per step, not once
+        # each problem's prompt runs through the policy and the reference model once per step, not once
         # per rollout: the same log-probabilities to float rounding, about half the loss-side work
         # (benchmarks/shared_prefix.py, docs/demo.md)
         "shared_prompt_forward": True,
@@ -137,14 +117,14 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
     }
 
 
-def eval_argv(cfg: DemoConfig, model: Path, m: int, out_dir: Path, name: str, seed: int) -> list[str]:
+def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, name: str, seed: int) -> list[str]:
     opts = ["--task-options", json.dumps(cfg.task_options())]
-    max_new = cfg.max_tokens_single if m == 1 else cfg.max_tokens_multi
+    max_new = cfg.max_tokens_single if num_answers == 1 else cfg.max_tokens_multi
     return [
         sys.executable, "-m", "vpo.cli", "eval",
-        "--model", str(model), "--task", cfg.domain, *opts,
-        "--split", cfg.split, "--num-prompts", str(cfg.eval_mazes),
-        "--m", str(m), "--rollouts", str(math.ceil(cfg.eval_budget / m)),
+        "--model", str(model), "--task", cfg.domain_spec.task, *opts,
+        "--split", cfg.split, "--num-prompts", str(cfg.eval_problems),
+        "--m", str(num_answers), "--rollouts", str(math.ceil(cfg.eval_budget / num_answers)),
         "--temperature", str(cfg.eval_temperature), "--max-new-tokens", str(max_new),
         "--seed", str(seed), "--batch-rows", "512", "--threads", "1",
         "--ks", ",".join(map(str, cfg.ks)), "--eval-seeds", str(cfg.eval_seeds), "--no-plots",
@@ -216,12 +196,12 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
                     train_job.settings,
                 )
             )
-    for name, model, m, after, seed, upstream in evals:
+    for name, model, num_answers, after, seed, upstream in evals:
         ev = out / "eval" / name
         jobs.append(
             Job(
                 f"eval {name}",
-                eval_argv(cfg, model, m, ev, name, seed),
+                eval_argv(cfg, model, num_answers, ev, name, seed),
                 out / "logs" / f"eval_{name}.log",
                 ev / "report.json",
                 settings={"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed},

@@ -8,6 +8,7 @@ apply here; docs/sandbox.md shows the report for the development machine.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from vpo.sandbox.host import Sandbox, SandboxConfig, TestInput
@@ -22,7 +23,12 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
     ``tmpfs_scratch``, ``unique_uid`` (root: per-sandbox unprivileged uid), ``user_namespace``
     (non-root), ``cgroup_pids``, ``cgroup_memory``, ``rlimits`` (always: AS, CPU, FSIZE, NPROC,
     NOFILE, CORE), ``no_new_privs`` (always), ``seccomp_available`` (the worker built the filter and the
-    kernel accepted it), ``seccomp`` (the probe program ran under it: ``Seccomp: 2``).
+    kernel accepted it), ``seccomp`` (the probe program ran under it: ``Seccomp: 2``),
+    ``unix_sockets_blocked`` (the probe program's ``socket(AF_UNIX)`` was refused: host services on
+    path unix sockets are out of reach; **False with** ``seccomp=False``), ``cgroup_cpu`` (per-sandbox
+    CPU cap), ``cgroup_kill`` (v2 ``cgroup.kill`` for the final cleanup), ``cpu_time_source`` (where
+    the worker reads a test's CPU time: ``cgroup`` or ``proc``), ``worker_capabilities`` (the
+    capability set the worker kept, hex, or False when it had none).
     """
     if "caps" in _PROBE_CACHE and not refresh:
         return dict(_PROBE_CACHE["caps"])
@@ -37,6 +43,7 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
         "try:\n    open('/etc/.vpo-probe', 'w'); ok.append('etc')\nexcept OSError: pass\n"
         "ok.append('pid1=%d' % len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
         "ok.append('seccomp=' + open('/proc/self/status').read().split('Seccomp:')[1].split()[0])\n"
+        "try:\n    socket.socket(socket.AF_UNIX).close(); ok.append('unix')\nexcept OSError: pass\n"
         "print(' '.join(ok))\n"
     )
     import warnings
@@ -65,7 +72,28 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
         "no_new_privs": True,
         "seccomp_available": bool(res.setup.get("seccomp")) and res.outcomes[0].ok,
         "seccomp": "seccomp=2" in out,
+        "unix_sockets_blocked": "unix" not in out and res.outcomes[0].ok,
+        "cgroup_cpu": "cpu" in cg,
+        "cgroup_kill": "unified" in cg and _has_cgroup_kill(cg["unified"]),
+        "cpu_time_source": "cgroup" if "unified" in cg else "proc",
+        "worker_capabilities": res.setup.get("worker_capabilities"),
         "probe_status": res.outcomes[0].status if res.outcomes else "none",
     }
     _PROBE_CACHE["caps"] = caps
     return dict(caps)
+
+
+def _has_cgroup_kill(base: str) -> bool:
+    """Whether a child cgroup of ``base`` has ``cgroup.kill`` (Linux >= 5.14; root cgroups never do)."""
+    probe = os.path.join(base, f"vpo-probe-kill-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        return os.path.exists(os.path.join(probe, "cgroup.kill"))
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
