@@ -203,7 +203,7 @@ def bench_generation(repeats: int, prompts: int, max_new_tokens: int) -> dict:
             for _ in range(repeats):  # the two alternate so machine noise hits both alike
                 for label, rows in (("batched", 64), ("unbatched", rollouts)):
                     cfg = PoolConfig(
-                        m=m,
+                        num_answers=m,
                         n_rollouts=rollouts,
                         max_new_tokens=max_new_tokens,
                         max_batch_rows=rows,

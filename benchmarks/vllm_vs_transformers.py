@@ -74,7 +74,7 @@ def main(argv=None) -> None:
         tot = {"vllm": [0.0, 0], "transformers": [0.0, 0]}
         for m, rollouts, max_new in shapes:
             cfg = PoolConfig(
-                m=m,
+                num_answers=m,
                 n_rollouts=rollouts,
                 temperature=demo.eval_temperature,
                 max_new_tokens=max_new,

@@ -90,7 +90,7 @@ def probe_openevolve_prompt(problem, ckpt: Path, m: int, calls: int, out: Path, 
             return super()._generate(messages)
 
     client = Measuring(str(ckpt), max_new_tokens=max_tokens, seed=0)
-    model = EvolveModel(name="openevolve_prompt", answers=m, client=client)
+    model = EvolveModel(name="openevolve_prompt", num_answers=m, client=client)
     settings = EvolveSettings(budget=calls, budget_unit="calls", seed=0, num_islands=2)
     rep = run_comparison([problem], [model], settings, out, progress=False)
     run = next(iter(rep["models"]["openevolve_prompt"]["runs"].values()))
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
         models.append(
             EvolveModel(
                 name=f"{method}_s{seed}",
-                answers=m,
+                num_answers=m,
                 client="vpo.integrations.evolve:TaskPromptClient",
                 client_options={
                     "path": str(path),

@@ -2,17 +2,14 @@
 
 * the trainer's logged pool set score and ``vpo eval``'s E_w metrics score pools with the same
   fixed weightings (:func:`vpo.core.fixed_weights`);
-* every deprecated name outside vpo.core (``EvalConfig``, ``vpo eval`` flags, ``vpo train`` YAML
-  keys) maps to the new one with a warning naming it, and both names with different values is a
-  ``UserError``; the shipped configs use the new names only.
+* one name per setting outside vpo.core too (``EvalConfig``, ``vpo eval`` flags, ``vpo train`` YAML
+  keys): the pre-0.1 names are refused, and the shipped configs use the names in docs/estimators.md.
 
-(vpo.core's own aliases are tested in tests/core/test_weights.py, the veRL score function's in
-tests/integrations/test_verl.py.)
+(vpo.core's names are tested in tests/core/test_weights.py.)
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import numpy as np
@@ -54,22 +51,10 @@ def test_eval_and_training_diagnostics_use_the_same_weights(d):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "old, new, value, clash", [("alpha", "weight_alpha", 0.5, (0.5, 2.0)), ("weights_seed", "weight_seed", 7, (7, 8))]
-)
-def test_eval_config_deprecated_names(old, new, value, clash):
-    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated; use '{new}'"):
-        cfg = EvalConfig(**{old: value})
-    assert getattr(cfg, new) == value
-    with pytest.raises(UserError, match=f"{new}=.*{old}="):
-        EvalConfig(**{old: clash[0], new: clash[1]})
-    # the old keyword reaches the weights evaluate() uses
-    r, valid, prompt = _pools(0)
-    with pytest.warns(DeprecationWarning):
-        old_way = evaluate(r.numpy(), valid.numpy(), prompt, bootstrap=0, ks=(1,), **{old: value})
-    new_way = evaluate(r.numpy(), valid.numpy(), prompt, bootstrap=0, ks=(1,), **{new: value})
-    assert old_way["metrics"]["ew_best_pool"] == new_way["metrics"]["ew_best_pool"]
-    assert old_way["config"][new] == value and old not in old_way["config"]
+@pytest.mark.parametrize("old", ["alpha", "weights_seed"])
+def test_eval_config_has_one_name_per_setting(old):
+    with pytest.raises(TypeError, match=old):
+        EvalConfig(**{old: 1})
 
 
 def _run_cli(argv, capsys):
@@ -80,7 +65,7 @@ def _run_cli(argv, capsys):
     return code, out, err
 
 
-def test_eval_flag_alpha_is_a_deprecated_name_of_weight_alpha(tmp_path, capsys):
+def test_eval_flag_weight_alpha_reaches_the_report_and_alpha_is_refused(tmp_path, capsys):
     from vpo.search.pools import Pool
     from vpo.search.report import load_report
 
@@ -89,27 +74,11 @@ def test_eval_flag_alpha_is_a_deprecated_name_of_weight_alpha(tmp_path, capsys):
     common = ["eval", "--pool", str(tmp_path / "pool"), "--ks", "1,2", "--bootstrap", "0", "--no-plots"]
     code, _, err = _run_cli([*common, "--weight-alpha", "0.5", "--out", str(tmp_path / "new")], capsys)
     assert code == 0, err
-    with pytest.warns(FutureWarning, match="'--alpha' is deprecated; use '--weight-alpha'"):
-        code, _, err = _run_cli([*common, "--alpha", "0.5", "--out", str(tmp_path / "old")], capsys)
-    assert code == 0, err
-    new, old = (next(iter(load_report(tmp_path / x).values())) for x in ("new", "old"))
-    assert new["config"]["weight_alpha"] == old["config"]["weight_alpha"] == 0.5
-    assert new["metrics"]["ew_best_at_k"] == old["metrics"]["ew_best_at_k"]
-    assert "Dir(0.5)" in (tmp_path / "old" / "report.md").read_text()
-    code, _, err = _run_cli([*common, "--alpha", "0.5", "--weight-alpha", "2", "--out", str(tmp_path / "both")], capsys)
-    assert code == 2 and "--weight-alpha=2.0" in err and "--alpha=0.5" in err and "Traceback" not in err
-
-
-def test_reports_written_before_the_rename_still_render(tmp_path):
-    """A report.json from before the rename holds ``alpha``/``weights_seed`` in its config."""
-    from vpo.search.report import markdown_report
-
-    r, valid, prompt = _pools(1)
-    res = evaluate(r.numpy(), valid.numpy(), prompt, bootstrap=0, ks=(1, 2))
-    cfg = res["config"]
-    cfg["alpha"], cfg["weights_seed"] = cfg.pop("weight_alpha"), cfg.pop("weight_seed")
-    res = json.loads(json.dumps(res))
-    assert "fixed Dir(1) weightings" in markdown_report({"old": res})
+    new = next(iter(load_report(tmp_path / "new").values()))
+    assert new["config"]["weight_alpha"] == 0.5
+    assert "Dir(0.5)" in (tmp_path / "new" / "report.md").read_text()
+    code, _, err = _run_cli([*common, "--alpha", "0.5", "--out", str(tmp_path / "old")], capsys)
+    assert code == 2 and "unrecognized arguments: --alpha" in err and "Traceback" not in err
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,19 +101,17 @@ def test_shipped_configs_use_the_new_names():
         assert _deprecations(caught) == [], name
 
 
-def test_yaml_invalid_answer_score_still_works_with_a_future_warning(tmp_path):
+def test_yaml_invalid_answer_score_is_refused_and_invalid_score_works(tmp_path):
     pytest.importorskip("trl")
     from vpo.train.cli import parse_train_args
 
     cfg = tmp_path / "old.yaml"
     cfg.write_text("task: maze\ninvalid_answer_score: -1.0\nuse_cpu: true\nreport_to: none\n")
-    argv = ["--config", str(cfg), "--output_dir", str(tmp_path / "o")]
-    with pytest.warns(FutureWarning, match="'invalid_answer_score' is deprecated; use 'invalid_score'"):
-        args = parse_train_args(argv)[0]
-    assert args.invalid_score == -1.0 and args.estimator_config().invalid_score == -1.0
-    with pytest.raises(UserError, match="invalid_score=-2.0 and its deprecated name invalid_answer_score=-1.0"):
-        parse_train_args([*argv, "--invalid_score", "-2"])
+    with pytest.raises((UserError, ValueError, SystemExit), match="invalid_answer_score") as e:
+        parse_train_args(["--config", str(cfg), "--output_dir", str(tmp_path / "o")])
+    assert not isinstance(e.value, SystemExit) or e.value.code == 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         args = parse_train_args(["--output_dir", str(tmp_path / "o"), "--use_cpu", "true", "--invalid_score", "-1"])
-    assert args[0].invalid_score == -1.0 and _deprecations(caught) == []
+    assert args[0].invalid_score == -1.0 and args[0].estimator_config().invalid_score == -1.0
+    assert _deprecations(caught) == []

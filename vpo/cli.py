@@ -35,7 +35,7 @@ _RAW_ARGV_COMMANDS = ("train",)
 
 
 class _ArgumentError(UserError):
-    """A value argparse rejected (``--m three``); raised instead of printing the whole usage."""
+    """A value argparse rejected (``--num-answers three``); raised instead of printing the whole usage."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -125,7 +125,7 @@ def evaluate(models: dict[str, tuple[Path, int]], out: Path, s: dict, seed: int)
     results = {}
     for name, (path, m) in models.items():
         cfg = PoolConfig(
-            m=m,
+            num_answers=m,
             n_rollouts=math.ceil(s["eval_budget"] / m),
             temperature=1.0,
             max_new_tokens=6 * m,

@@ -455,9 +455,9 @@ def test_verl_score_function_per_row_weights_and_set_objectives():
 
     def score(index, group, **kw):
         info = {"vpo_group": group} if index is None else {"index": index, "vpo_group": group}
-        return compute_score(src, "<answer_1>9 0 4</answer_1>", gt, info, method="vpo_random_weight", m=1, **kw)[
-            "score"
-        ]
+        return compute_score(
+            src, "<answer_1>9 0 4</answer_1>", gt, info, method="vpo_random_weight", num_answers=1, **kw
+        )["score"]
 
     r = np.array([1.0, 0.0, 4 / 9])
     per_row = dict(weight_schedule="per_row", weight_seed=2)
@@ -473,6 +473,6 @@ def test_verl_score_function_per_row_weights_and_set_objectives():
         gt,
         {"vpo_group": "g"},
         method="vpo_union_coverage",
-        m=2,
+        num_answers=2,
     )
     assert union["score"] == pytest.approx(1 + 1 + 4 / 9, abs=1e-12)  # best x, best y, best z

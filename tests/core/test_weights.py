@@ -26,7 +26,6 @@ from vpo.core import (
     spacings_to_simplex,
 )
 from vpo.core.weights import SamplerSpec
-from vpo.errors import UserError
 
 # one torch thread: set for the whole suite in tests/conftest.py
 
@@ -273,26 +272,21 @@ def test_any_shape_gives_finite_simplex_rows(groups, k, d, kind, alpha, seed):
 
 
 @pytest.mark.parametrize(
-    "make, old, new, value, clash",
+    "make, old",
     [
-        (SimplexSampler, "alpha", "weight_alpha", 0.5, (0.5, 2.0)),
-        (SimplexSampler, "kind", "weight_sampler", "sobol", ("iid", "sobol")),
-        (SamplerSpec, "alpha", "weight_alpha", 0.5, (0.5, 2.0)),
-        (SamplerSpec, "kind", "weight_sampler", "sobol", ("iid", "sobol")),
-        (EstimatorConfig, "alpha", "weight_alpha", 0.5, (0.5, 2.0)),
-        (EstimatorConfig, "sampler", "weight_sampler", "sobol", ("iid", "sobol")),
-        (EstimatorConfig, "strict", "strict_rewards", True, (False, True)),
+        (SimplexSampler, "alpha"),
+        (SimplexSampler, "kind"),
+        (SamplerSpec, "alpha"),
+        (SamplerSpec, "kind"),
+        (EstimatorConfig, "alpha"),
+        (EstimatorConfig, "sampler"),
+        (EstimatorConfig, "strict"),
     ],
 )
-def test_deprecated_names_map_to_the_new_field_and_warn(make, old, new, value, clash):
-    """``clash``: (old value, new value) that disagree, the new one not its default."""
-    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated; use '{new}'"):
-        obj = make(**{old: value})
-    assert getattr(obj, new) == value
-    with pytest.warns(DeprecationWarning):  # both names, same value: fine
-        assert getattr(make(**{old: value, new: value}), new) == value
-    with pytest.raises(UserError, match=f"{new}=.*{old}="):
-        make(**{old: clash[0], new: clash[1]})
+def test_weighting_settings_have_one_name(make, old):
+    """The pre-0.1 names of the weighting settings are not accepted (CHANGELOG.md lists the renames)."""
+    with pytest.raises(TypeError, match=old):
+        make(**{old: 1.0})
 
 
 @pytest.mark.filterwarnings("error::DeprecationWarning")
@@ -302,17 +296,15 @@ def test_new_names_do_not_warn():
     EstimatorConfig(num_weightings=3, weight_alpha=1.0, weight_sampler="sobol", strict_rewards=True, invalid_score=-1.0)
 
 
-def test_sampler_state_saved_under_the_old_keys_still_resumes():
+def test_sampler_state_resumes_and_refuses_another_configuration():
     s = SimplexSampler(num_weightings=6, weight_alpha=0.7, seed=3)
     s.sample(2, 4)
     state = s.state_dict()
-    old = {k: v for k, v in state.items() if k not in ("weight_alpha", "weight_sampler")}
-    old.update(alpha=0.7, kind="iid")  # what a checkpoint written before the rename holds
     resumed = SimplexSampler(num_weightings=6, weight_alpha=0.7, seed=0)
-    resumed.load_state_dict(old)
+    resumed.load_state_dict(state)
     assert torch.equal(resumed.sample(2, 4), s.sample(2, 4))
     with pytest.raises(ValueError, match="weight_alpha"):
-        SimplexSampler(num_weightings=6, weight_alpha=1.0).load_state_dict(old)
+        SimplexSampler(num_weightings=6, weight_alpha=1.0).load_state_dict(state)
 
 
 def test_fixed_weights_are_the_eval_draw_and_stable():
@@ -353,11 +345,3 @@ def test_training_diagnostics_score_pools_with_the_fixed_weights():
     s = torch.where(valid.unsqueeze(-1), r @ w.T, torch.tensor(float("-inf"), dtype=torch.float64))  # [N, m, K]
     pool = s.view(3, 4 * 3, 64).amax(1).mean(-1)
     assert res.diagnostics["pool_set_score"] == pytest.approx(float(pool.mean()), abs=1e-12)
-
-
-def test_sampler_old_attribute_names_warn():
-    s = SimplexSampler(weight_alpha=0.5, seed=1)
-    with pytest.warns(DeprecationWarning, match="weight_alpha"):
-        assert s.alpha == 0.5
-    with pytest.warns(DeprecationWarning, match="weight_sampler"):
-        assert s.kind == "iid"

@@ -107,7 +107,7 @@ def test_m_programs_per_call_enter_openevolve_database_and_budget(square, tmp_pa
     """Two models side by side at a matched answer budget of 6: the 3-answer model makes 2 calls,
     each adding up to 3 programs with one parent; the 1-answer model makes 6 calls."""
     vpo_llm, grpo_llm = ScriptedLLM([THREE]), ScriptedLLM([ONE])
-    models = [EvolveModel("vpo", answers=3, client=vpo_llm), EvolveModel("grpo", answers=1, client=grpo_llm)]
+    models = [EvolveModel("vpo", num_answers=3, client=vpo_llm), EvolveModel("grpo", num_answers=1, client=grpo_llm)]
     out = tmp_path / "out"
     report = run_comparison(
         [problem_from_dir(square)], models, EvolveSettings(budget=6, **SETTINGS), out, progress=False
@@ -151,7 +151,7 @@ def test_budget_truncates_the_last_call_and_malformed_output_costs_one_unit(squa
     prob = problem_from_dir(square)
     s = evolve_problem(
         prob,
-        EvolveModel("v", answers=3, client=ScriptedLLM([THREE])),
+        EvolveModel("v", num_answers=3, client=ScriptedLLM([THREE])),
         EvolveSettings(budget=4, **SETTINGS),
         tmp_path / "a",
         progress=False,
@@ -162,7 +162,7 @@ def test_budget_truncates_the_last_call_and_malformed_output_costs_one_unit(squa
     bad = ScriptedLLM(["I would square it, but here is no code.", _prog("x") + "\n" + _prog("x")])
     s = evolve_problem(
         prob,
-        EvolveModel("b", answers=3, client=bad),
+        EvolveModel("b", num_answers=3, client=bad),
         EvolveSettings(budget=4, **SETTINGS),
         tmp_path / "b",
         progress=False,
@@ -174,7 +174,7 @@ def test_budget_truncates_the_last_call_and_malformed_output_costs_one_unit(squa
     # the calls unit counts LLM calls, whatever they yield
     s = evolve_problem(
         prob,
-        EvolveModel("c", answers=3, client=ScriptedLLM([THREE])),
+        EvolveModel("c", num_answers=3, client=ScriptedLLM([THREE])),
         EvolveSettings(budget=2, budget_unit="calls", **SETTINGS),
         tmp_path / "c",
         progress=False,
@@ -187,7 +187,7 @@ def test_evaluator_that_raises_or_hangs_scores_zero_and_the_run_goes_on(square, 
     t0 = time.monotonic()
     s = evolve_problem(
         problem_from_dir(square),
-        EvolveModel("v", answers=3, client=ScriptedLLM([text])),
+        EvolveModel("v", num_answers=3, client=ScriptedLLM([text])),
         EvolveSettings(budget=3, eval_timeout=1.5, checkpoint_interval=5),
         tmp_path / "r",
         progress=False,
@@ -277,7 +277,7 @@ class ScriptedChatServer:
 def test_endpoint_path_outage_keeps_checkpoint_and_resume_finishes(square, tmp_path):
     server = ScriptedChatServer([THREE])
     try:
-        model = EvolveModel("vpo", answers=3, api_base=server.url, model="scripted-vpo", retries=0, timeout=20)
+        model = EvolveModel("vpo", num_answers=3, api_base=server.url, model="scripted-vpo", retries=0, timeout=20)
         settings = EvolveSettings(budget=9, max_llm_failures=2, **SETTINGS)
         prob = problem_from_dir(square)
         # one good call, then the endpoint fails: the run stops with a checkpoint and says how to go on
@@ -329,16 +329,16 @@ def test_cli_runs_models_side_by_side_and_reports_user_errors(square, tmp_path, 
             str(out),
             "--no-progress",
             "--model",
-            f"name=vpo,answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
+            f"name=vpo,num_answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
             "--model",
-            f"name=vpo-1,m=1,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
+            f"name=vpo-1,num_answers=1,client=vpo.integrations.evolve:ScriptedLLM,script={script}",
         ]
     )
     text = capsys.readouterr().out
     assert rc == 0 and "report:" in text
     report = json.loads((out / "report.json").read_text())
     assert report["models"]["vpo"]["problems_solved"] == 1 and report["models"]["vpo-1"]["llm_calls"] == 3
-    assert main(["evolve", "--problem", str(square), "--model", "answers=3"]) == 2
+    assert main(["evolve", "--problem", str(square), "--model", "num_answers=3"]) == 2
     assert "name= is required" in capsys.readouterr().err
     assert main(["evolve", "--problem", str(tmp_path), "--model", "name=a,client=x:y"]) == 2
     assert "missing initial_program.py" in capsys.readouterr().err
@@ -384,7 +384,7 @@ def test_task_problems_score_through_a_vpo_task(tmp_path, monkeypatch):
     assert [p.name for p in probs] == ["toy_square-a"] and probs[0].objectives == ["t1", "t2", "t3"]
     s = evolve_problem(
         probs[0],
-        EvolveModel("v", answers=3, client=ScriptedLLM([THREE])),
+        EvolveModel("v", num_answers=3, client=ScriptedLLM([THREE])),
         EvolveSettings(budget=3, **SETTINGS),
         tmp_path / "t",
         progress=False,
@@ -401,7 +401,7 @@ def test_in_process_tiny_model_drives_a_run(square, tmp_path, tiny_model_dir):
     client = LocalHFClient(tiny_model_dir, max_new_tokens=24, seed=0)
     s = evolve_problem(
         problem_from_dir(square),
-        EvolveModel("tiny", answers=3, client=client),
+        EvolveModel("tiny", num_answers=3, client=client),
         EvolveSettings(budget=2, budget_unit="calls", **SETTINGS),
         tmp_path / "tiny",
         progress=False,
@@ -416,7 +416,7 @@ def test_bad_configuration_is_rejected_with_reasons(square):
     with pytest.raises(ValueError, match="exactly one of api_base"):
         EvolveModel("x")
     with pytest.raises(ValueError, match="answers"):
-        EvolveModel("x", answers=0, client=ScriptedLLM([ONE]))
+        EvolveModel("x", num_answers=0, client=ScriptedLLM([ONE]))
     with pytest.raises(ValueError, match="budget_unit"):
         EvolveSettings(budget_unit="tokens")
     with pytest.raises(ValueError, match="exactly one of evaluator"):
@@ -435,7 +435,7 @@ def test_code_task_problem_per_test_rewards(tmp_path):
     )
     s = evolve_problem(
         probs[0],
-        EvolveModel("v", answers=2, client=ScriptedLLM([text])),
+        EvolveModel("v", num_answers=2, client=ScriptedLLM([text])),
         EvolveSettings(budget=2, **SETTINGS),
         tmp_path / "code",
         progress=False,

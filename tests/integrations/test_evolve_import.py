@@ -49,7 +49,7 @@ def test_import_makes_a_user_registered_task_usable(tmp_path, monkeypatch, capsy
     mod.write_text(TASK_FILE)
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["Ideas.\n" + "\n---\n".join([_prog("x"), _prog("x * x"), _prog("2 * x")])]))
-    model = f"name=v,answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}"
+    model = f"name=v,num_answers=3,client=vpo.integrations.evolve:ScriptedLLM,script={script}"
     args = [
         "evolve",
         "--task",

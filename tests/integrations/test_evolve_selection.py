@@ -243,7 +243,7 @@ def test_parallel_evaluation_matches_sequential_and_overlaps(tmp_path, monkeypat
     for workers in (1, 3):
         log = tmp_path / f"eval_{workers}.log"
         monkeypatch.setenv("VPO_TEST_EVAL_LOG", str(log))
-        model = EvolveModel("s", answers=3, client=ScriptedLLM([completion]))
+        model = EvolveModel("s", num_answers=3, client=ScriptedLLM([completion]))
         settings = EvolveSettings(budget=3, eval_workers=workers, eval_timeout=20.0, seed=0)
         s = evolve_problem(problem_from_dir(d), model, settings, tmp_path / f"run{workers}", progress=False)
         assert s["eval_workers"] == workers
@@ -297,7 +297,7 @@ def test_cli_selection_vpo_end_to_end_writes_the_new_report_fields(tmp_path, cap
             "2",
             "--seed",
             "3",
-            "--alpha",
+            "--weight-alpha",
             "0.5",
             "--budget",
             "12",
@@ -305,7 +305,7 @@ def test_cli_selection_vpo_end_to_end_writes_the_new_report_fields(tmp_path, cap
             "--out",
             str(out),
             "--model",
-            "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=3",
+            "name=mut,num_answers=3,client=vpo.integrations.evolve:MutationLLM,seed=3",
         ]
     )
     assert rc == 0
@@ -315,7 +315,7 @@ def test_cli_selection_vpo_end_to_end_writes_the_new_report_fields(tmp_path, cap
     r = report["models"]["mut"]
     run = r["runs"]["tradeoff"]
     sel = run["selection"]
-    assert sel["mode"] == "vpo" and sel["seed"] == 3 and sel["dirichlet_alpha"] == 0.5
+    assert sel["mode"] == "vpo" and sel["seed"] == 3 and sel["weight_alpha"] == 0.5
     assert sel["island_weights"] == island_weights(2, 6, 0.5, 3)
     hist = _history(out / "mut" / "tradeoff")
     assert {h["parent_from"] for h in hist[1:]} <= {"archive", "exploration", "exploitation", "weighted"}
@@ -358,7 +358,7 @@ def test_vpo_run_is_reproducible_from_its_seed_across_processes(tmp_path):
             "--out",
             str(out),
             "--model",
-            "name=mut,answers=3,client=vpo.integrations.evolve:MutationLLM,seed=5,crossover=0.5",
+            "name=mut,num_answers=3,client=vpo.integrations.evolve:MutationLLM,seed=5,crossover=0.5",
         ]
         r = subprocess.run(
             cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": hs}
@@ -386,7 +386,7 @@ def test_the_archive_survives_resume(tmp_path):
     for budget in (6, 12):
         s = evolve_problem(
             prob,
-            EvolveModel("m", answers=3, client=MutationLLM(seed=2)),
+            EvolveModel("m", num_answers=3, client=MutationLLM(seed=2)),
             EvolveSettings(budget=budget, num_islands=2, seed=2, checkpoint_interval=1),
             out,
             resume=budget == 12,
@@ -407,7 +407,7 @@ def test_island_focus_in_the_prompt_and_default_selection_still_reports_the_arch
         llm = MutationLLM(seed=1)
         s = evolve_problem(
             prob,
-            EvolveModel("m", answers=2, client=llm),
+            EvolveModel("m", num_answers=2, client=llm),
             EvolveSettings(budget=4, num_islands=2, selection=sel, seed=1),
             tmp_path / sel,
             progress=False,

@@ -20,7 +20,7 @@ OPTS = {"compact": True, "slope": [0, 1]}
 
 
 def _client(path, **kw):
-    return TaskPromptClient(path, task="prog", task_options=OPTS, split="validation", n=12, answers=3, **kw)
+    return TaskPromptClient(path, task="prog", task_options=OPTS, split="validation", n=12, num_answers=3, **kw)
 
 
 def _evolve_prompt(problem) -> tuple[str, list[dict]]:

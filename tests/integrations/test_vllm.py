@@ -55,7 +55,7 @@ def _tf(model_dir, **kw) -> TransformersGenerator:
 
 
 def _pool(gen, **kw):
-    cfg = PoolConfig(m=M, **kw)
+    cfg = PoolConfig(num_answers=M, **kw)
     gen.cfg = PoolConfig(**{**cfg.__dict__, "num_threads": 1})
     return generate_pool(task=make_task(), generator=gen, config=cfg, progress=False)
 
@@ -168,7 +168,7 @@ def engine(taught):
     _vllm()
     from vpo.search.backends import VLLMGenerator
 
-    return VLLMGenerator(str(taught), PoolConfig(m=M), enforce_eager=True)
+    return VLLMGenerator(str(taught), PoolConfig(num_answers=M), enforce_eager=True)
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def base_engine(taught):
     _vllm()
     from vpo.search.backends import VLLMGenerator
 
-    return VLLMGenerator(str(taught.parent / "base"), PoolConfig(m=M), enforce_eager=True)
+    return VLLMGenerator(str(taught.parent / "base"), PoolConfig(num_answers=M), enforce_eager=True)
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +234,7 @@ def test_engine_sampling_settings_reach_vllm(engine, base_engine, taught, greedy
 @pytest.mark.vllm
 def test_engine_pool_does_not_depend_on_batching(base_engine):
     base = base_engine
-    base.cfg = PoolConfig(m=M, temperature=1.0, max_new_tokens=10)
+    base.cfg = PoolConfig(num_answers=M, temperature=1.0, max_new_tokens=10)
     task = make_task()
     prompts = [base.format(task.build_prompt(ex, M)) for ex in task.load()[:4]]
     together = base.generate(prompts, 3, seed=11)
@@ -255,7 +255,7 @@ def test_engine_seeded_pool_larger_than_one_prefill_batch(base_engine):
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_served_model_through_the_endpoint(server, api, taught, greedy_reference):
     tok = _tf(taught).tokenizer if api == "completions" else None
-    gen = OpenAIGenerator(server, PoolConfig(m=M, api=api, endpoint=server), tokenizer=tok)
+    gen = OpenAIGenerator(server, PoolConfig(num_answers=M, api=api, endpoint=server), tokenizer=tok)
     assert gen.model == "taught"  # the first model /models lists
     pool = _pool(gen, temperature=0.0, n_rollouts=2, max_new_tokens=60, endpoint=server, api=api)
     assert pool.completions == [c for c in greedy_reference.completions for _ in range(2)]
@@ -285,7 +285,7 @@ def _vpo_eval(out: Path, *args: str) -> dict:
         "eval",
         "--task",
         TASK_SPEC,
-        "--m",
+        "--num-answers",
         str(M),
         "--rollouts",
         "2",

@@ -29,7 +29,8 @@ from vpo.search import (
     load_report,
     write_report,
 )
-from vpo.search.generate import format_prompt, normalize_base_url
+from vpo.search.backends import normalize_base_url
+from vpo.search.generate import format_prompt
 
 SMALL = dict(max_new_tokens=24, num_threads=1)
 
@@ -48,12 +49,12 @@ def _gen(tiny_gen, **kw):
 # --------------------------------------------------------------------------- transformers pools
 def test_generate_pool_shapes_disk_and_rescoring(tiny_gen, char_task, tmp_path):
     exs = char_task.load()[:4]
-    cfg = PoolConfig(m=2, n_rollouts=3, seed=3, **SMALL)
+    cfg = PoolConfig(num_answers=2, n_rollouts=3, seed=3, **SMALL)
     pool = generate_pool(
         task=char_task,
         examples=exs,
         config=cfg,
-        generator=_gen(tiny_gen, m=2, n_rollouts=3, seed=3),
+        generator=_gen(tiny_gen, num_answers=2, n_rollouts=3, seed=3),
         out_dir=tmp_path / "pool",
         progress=False,
     )
@@ -106,7 +107,7 @@ def test_left_padded_batches_generate_what_single_prompts_do(tiny_gen, char_task
 
 def test_interrupted_generation_keeps_finished_prompts_and_resumes(tiny_gen, char_task, tmp_path):
     exs = char_task.load()[:5]
-    cfg = PoolConfig(m=1, n_rollouts=2, **SMALL)
+    cfg = PoolConfig(num_answers=1, n_rollouts=2, **SMALL)
     seen: list[str] = []
 
     def stop_after_two(pid, done, total):
@@ -163,7 +164,7 @@ def test_interrupted_generation_keeps_finished_prompts_and_resumes(tiny_gen, cha
         generate_pool(
             task=char_task,
             examples=exs,
-            config=PoolConfig(m=2, n_rollouts=2, **SMALL),
+            config=PoolConfig(num_answers=2, n_rollouts=2, **SMALL),
             generator=tiny_gen,
             out_dir=tmp_path / "p",
             progress=False,
@@ -304,7 +305,7 @@ def test_endpoint_chat_and_completions_against_a_served_tiny_model(tiny_model_di
             task=char_task,
             examples=exs,
             endpoint=srv.url,
-            m=2,
+            num_answers=2,
             n_rollouts=3,
             temperature=0.7,
             top_p=0.9,
@@ -426,7 +427,7 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
             "maze",
             "--num-prompts",
             "3",
-            "--m",
+            "--num-answers",
             "3",
             "--rollouts",
             "2",

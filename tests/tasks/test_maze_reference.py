@@ -437,7 +437,7 @@ def test_pool_generation_and_evaluation_use_the_reference_rules():
             f"{words(a)}\n---\n{words(b)}",
         ]
     )
-    pool = generate_pool(task=task, examples=[hand, pinned], generator=gen, m=2, n_rollouts=1, progress=False)
+    pool = generate_pool(task=task, examples=[hand, pinned], generator=gen, num_answers=2, n_rollouts=1, progress=False)
     assert isinstance(pool, Pool) and "<route_2>" in gen.prompts[0] and "B (bonus)" in gen.prompts[1]
     np.testing.assert_allclose(pool.rewards[0], [[1, 2 / 3, 3 / 8, 1], [1, 0, 3 / 8, 3 / 8]])
     np.testing.assert_allclose(pool.rewards[1], [[1, 0, 9 / 16, 1], [1, 16 / 25, 0, 1]])
@@ -474,7 +474,7 @@ def test_vpo_eval_cli_takes_the_variant(tiny_model_dir, tmp_path, capsys):
             '{"variant": "reference"}',
             "--num-prompts",
             "2",
-            "--m",
+            "--num-answers",
             "2",
             "--rollouts",
             "2",

@@ -162,9 +162,9 @@ def test_user_task_from_train_and_eval_both_ways(user_task_file, tiny_model_dir,
         ]
     )
     assert rc == 0, capsys.readouterr().err
-    assert "m = 3 answers per rollout, as the checkpoint was trained" in capsys.readouterr().err
+    assert "num_answers = 3 answers per rollout, as the checkpoint was trained" in capsys.readouterr().err
     assert json.loads(Path("ev1/pool/meta.json").read_text())["m"] == 3
-    # and by file reference, with --task-options (the one spelling); --m still overrides
+    # and by file reference, with --task-options (the one spelling); --num-answers still overrides
     rc = main(
         [
             "eval",
@@ -174,7 +174,7 @@ def test_user_task_from_train_and_eval_both_ways(user_task_file, tiny_model_dir,
             f"{user_task_file}:make",
             "--task-options",
             '{"n": 2}',
-            "--m",
+            "--num-answers",
             "2",
             "--rollouts",
             "2",
@@ -281,8 +281,8 @@ def test_each_mistake_is_one_line_and_exit_2(case, tmp_path, monkeypatch, tiny_m
 
 
 def test_eval_mistakes_are_one_line(tmp_path, capsys):
-    assert main(["eval", "--model", "m", "--task", "maze", "--m", "three", "--out", str(tmp_path)]) == 2
-    _one_error_line(capsys, "vpo eval: error:", "--m", "'three'")
+    assert main(["eval", "--model", "m", "--task", "maze", "--num-answers", "three", "--out", str(tmp_path)]) == 2
+    _one_error_line(capsys, "vpo eval: error:", "--num-answers", "'three'")
     assert main(["eval", "--model", "m", "--task", "nope:make", "--out", str(tmp_path)]) == 2
     _one_error_line(capsys, "module 'nope' not found")
 
@@ -326,7 +326,7 @@ def test_eval_says_interrupted_once(tmp_path, monkeypatch, tiny_model_dir, capsy
     assert capsys.readouterr().err.count("vpo eval: interrupted") == 1
 
 
-def test_deprecated_task_option_spelling_warns(tmp_path, monkeypatch):
+def test_task_options_json_reaches_generation(tmp_path, monkeypatch):
     import vpo.search.cli as scli
 
     seen = {}
@@ -336,8 +336,7 @@ def test_deprecated_task_option_spelling_warns(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(scli, "_generate", fake_generate)
-    with pytest.warns(FutureWarning, match="--task-options JSON"):
-        main(["eval", "--model", "m", "--task", "maze", "--task-option", "size=7", "--out", str(tmp_path)])
+    main(["eval", "--model", "m", "--task", "maze", "--task-options", '{"size": 7}', "--out", str(tmp_path)])
     assert seen["options"] == {"size": 7}
 
 

@@ -285,17 +285,6 @@ def test_weighting_settings_reach_the_estimator_config(tmp_path):
     assert got == (16, 0.5, "iid", -1.0, True, "float64", 3)
 
 
-def test_invalid_answer_score_is_a_deprecated_name_of_invalid_score(tmp_path):
-    from vpo.errors import UserError
-
-    with pytest.warns(FutureWarning, match="'invalid_answer_score' is deprecated; use 'invalid_score'"):
-        args = make_args(tmp_path, invalid_answer_score=-1.0)
-    assert args.invalid_score == -1.0 and args.invalid_answer_score is None
-    assert args.estimator_config().invalid_score == -1.0
-    with pytest.raises(UserError, match="invalid_score=-2.0.*invalid_answer_score=-1.0"):
-        make_args(tmp_path, invalid_answer_score=-1.0, invalid_score=-2.0)
-
-
 def test_logged_diversity_is_the_eval_metric_per_group():
     """vpo/diversity: mean pairwise L1 of a group's valid answers (brute force here), averaged over
     groups with at least two valid answers."""

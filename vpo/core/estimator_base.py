@@ -4,22 +4,23 @@ registry, and the group statistics they are built from.
 :func:`vpo.core.estimators.compute_advantages` turns its inputs into a :class:`_Batch` here
 (:func:`_prepare`: float64 rewards with invalid and non-finite slots masked, the group layout from
 :func:`group_index_from`, w*), looks the estimator up in :data:`ESTIMATORS` and calls it. The
-estimators themselves (VPO and every baseline) and the set score live in :mod:`vpo.core.estimators`,
-which registers them and re-exports every public name here; import from there.
+estimators themselves (VPO and every baseline) and the set score live in :mod:`vpo.core.estimators`;
+set objectives (Multi-RLVR, union coverage, a user's) in :mod:`vpo.core.set_objectives`. Import the
+public names from :mod:`vpo.core`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import InitVar, asdict, dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from vpo._util import positive_int
-from vpo.core.weights import SimplexSampler, check_simplex, renamed_setting, validate_sampler_args
+from vpo.core.weights import SimplexSampler, check_simplex, validate_sampler_args
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 GDPO_WEIGHTINGS = ("target", "ones")
@@ -55,9 +56,7 @@ class EstimatorConfig:
     """Options shared by the estimators; unused fields are ignored by estimators that don't need them.
 
     The weighting settings have the names of :class:`vpo.train.VPOConfig` and ``vpo train`` YAML
-    (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``invalid_score``, ``strict_rewards``);
-    ``alpha``, ``sampler`` and ``strict`` are deprecated names of three of them (a
-    ``DeprecationWarning``; giving both names different values is a ``vpo.errors.UserError``)."""
+    (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``invalid_score``, ``strict_rewards``)."""
 
     num_weightings: int = 100
     """K, weightings per group for VPO's Monte Carlo set score (paper: 100)."""
@@ -91,23 +90,8 @@ class EstimatorConfig:
     """random_weight: 'per_step' draws each group's w from the sampler at every call (default);
     'per_row' takes each rollout's w from :func:`row_weights` of (seed, row index), the same for
     the whole run (the reference); needs ``row_index`` or ``rollout_weights``."""
-    alpha: InitVar[float | None] = None
-    """Deprecated name of ``weight_alpha``."""
-    sampler: InitVar[str | None] = None
-    """Deprecated name of ``weight_sampler``."""
-    strict: InitVar[bool | None] = None
-    """Deprecated name of ``strict_rewards``."""
 
-    def __post_init__(self, alpha: float | None, sampler: str | None, strict: bool | None) -> None:
-        self.weight_alpha = renamed_setting(
-            "EstimatorConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4
-        )
-        self.weight_sampler = renamed_setting(
-            "EstimatorConfig", "weight_sampler", self.weight_sampler, "iid", "sampler", sampler, stacklevel=4
-        )
-        self.strict_rewards = renamed_setting(
-            "EstimatorConfig", "strict_rewards", self.strict_rewards, False, "strict", strict, stacklevel=4
-        )
+    def __post_init__(self) -> None:
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
         if not math.isfinite(self.invalid_score):
             raise ValueError(f"invalid_score must be finite, got {self.invalid_score!r}")

@@ -8,8 +8,9 @@
   map keeps little of the QMC gain at larger d (docs/estimators.md gives the figures).
 * ``fixed_weights``: the one fixed weight set of diagnostics and metrics (the trainer's logged pool
   set score and ``vpo eval``'s E_w metrics), drawn from a generator of its own.
-* ``renamed_setting``: the weighting settings have one name in every config (``num_weightings``,
-  ``weight_alpha``, ``weight_sampler``, ``weight_seed``; docs/estimators.md); it maps the old ones.
+
+The weighting settings have one name in every config: ``num_weightings``, ``weight_alpha``,
+``weight_sampler``, ``weight_seed`` (docs/estimators.md).
 
 Every draw comes from an explicit seeded ``torch.Generator`` (no global RNG); ``state_dict`` /
 ``load_state_dict`` resume a sampler's exact stream. ``sample(num_groups, d)`` returns
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -69,21 +70,13 @@ def renamed_setting(
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """What to draw: ``num_weightings`` (K) points of Dir(``weight_alpha``) via ``weight_sampler``.
-
-    ``alpha`` and ``kind`` are deprecated names of ``weight_alpha`` and ``weight_sampler``."""
+    """What to draw: ``num_weightings`` (K) points of Dir(``weight_alpha``) via ``weight_sampler``."""
 
     num_weightings: int = 100
     weight_alpha: float = 1.0
     weight_sampler: str = "iid"
-    alpha: InitVar[float | None] = None
-    kind: InitVar[str | None] = None
 
-    def __post_init__(self, alpha: float | None, kind: str | None) -> None:
-        a = renamed_setting("SamplerSpec", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4)
-        k = renamed_setting("SamplerSpec", "weight_sampler", self.weight_sampler, "iid", "kind", kind, stacklevel=4)
-        object.__setattr__(self, "weight_alpha", a)
-        object.__setattr__(self, "weight_sampler", k)
+    def __post_init__(self) -> None:
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
 
 
@@ -105,8 +98,7 @@ def validate_sampler_args(num_weightings: int, weight_alpha: float, weight_sampl
 class SimplexSampler:
     """Seeded sampler of ``K`` simplex weightings per group.
 
-    ``SimplexSampler(num_weightings=K, weight_alpha=alpha, weight_sampler="iid"|"sobol", seed=s)``;
-    ``alpha=`` and ``kind=`` are deprecated names of ``weight_alpha`` and ``weight_sampler``.
+    ``SimplexSampler(num_weightings=K, weight_alpha=alpha, weight_sampler="iid"|"sobol", seed=s)``.
 
     >>> s = SimplexSampler(num_weightings=4, seed=0)
     >>> w = s.sample(num_groups=2, d=3)
@@ -120,13 +112,7 @@ class SimplexSampler:
         weight_alpha: float = 1.0,
         weight_sampler: str = "iid",
         seed: int = 0,
-        *,
-        alpha: float | None = None,
-        kind: str | None = None,
     ) -> None:
-        name = type(self).__name__
-        weight_alpha = renamed_setting(name, "weight_alpha", weight_alpha, 1.0, "alpha", alpha)
-        weight_sampler = renamed_setting(name, "weight_sampler", weight_sampler, "iid", "kind", kind)
         validate_sampler_args(num_weightings, weight_alpha, weight_sampler)
         self.num_weightings = int(num_weightings)
         self.weight_alpha = float(weight_alpha)
@@ -135,18 +121,6 @@ class SimplexSampler:
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(self.seed)
         self._sobol_cache: dict[int, torch.Tensor] = {}
-
-    @property
-    def alpha(self) -> float:
-        """Deprecated name of :attr:`weight_alpha`."""
-        warnings.warn("SimplexSampler.alpha is deprecated; use weight_alpha", DeprecationWarning, stacklevel=2)
-        return self.weight_alpha
-
-    @property
-    def kind(self) -> str:
-        """Deprecated name of :attr:`weight_sampler`."""
-        warnings.warn("SimplexSampler.kind is deprecated; use weight_sampler", DeprecationWarning, stacklevel=2)
-        return self.weight_sampler
 
     @classmethod
     def from_spec(cls, spec: SamplerSpec, seed: int = 0) -> "SimplexSampler":
@@ -163,10 +137,9 @@ class SimplexSampler:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue the stream of a saved sampler (states saved under the old keys ``alpha``/``kind``
-        load too)."""
-        for key, old_key in (("num_weightings", None), ("weight_alpha", "alpha"), ("weight_sampler", "kind")):
-            saved = state[key] if key in state or old_key is None else state[old_key]
+        """Continue the stream of a saved sampler."""
+        for key in ("num_weightings", "weight_alpha", "weight_sampler"):
+            saved = state[key]
             if saved != getattr(self, key):
                 raise ValueError(
                     f"sampler state was saved with {key}={saved!r} but this sampler has "

@@ -4,7 +4,7 @@ Python API (see docs/eval.md)::
 
     from vpo.search import generate_pool, evaluate_pool, write_report, load_pool
 
-    pool = generate_pool("runs/vpo-maze", "maze", m=3, n_rollouts=10, num_prompts=100,
+    pool = generate_pool("runs/vpo-maze", "maze", num_answers=3, n_rollouts=10, num_prompts=100,
                          out_dir="runs/eval/vpo/pool")                  # -> Pool [N, m, d]
     results = {"vpo": evaluate_pool(pool, ks=(1, 3, 5, 10, 30), seeds=range(5))}
     write_report(results, "runs/eval/vpo")                              # JSON, markdown, PNGs

@@ -69,8 +69,8 @@ class Generation:
 class PoolConfig:
     """How to generate a pool; saved in the pool's ``meta.json`` (without the API key)."""
 
-    m: int = 1
-    """Answers requested per rollout (the prompt asks for m numbered answers)."""
+    num_answers: int = 1
+    """Answers requested per rollout, m (the prompt asks for m numbered answers)."""
     n_rollouts: int = 8
     """Rollouts (generations) per prompt; a pool has n_rollouts * m answer slots per prompt."""
     temperature: float = 1.0
@@ -116,7 +116,7 @@ class PoolConfig:
     m = 1), which stays in the text: no tokens are spent after the answers. The ``tags`` answer format only."""
 
     def __post_init__(self) -> None:
-        positive_int(self.m, "m (answers per rollout)")
+        positive_int(self.num_answers, "num_answers (answers per rollout)")
         positive_int(self.n_rollouts, "n_rollouts")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")

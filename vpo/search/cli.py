@@ -1,12 +1,12 @@
 """``vpo eval`` and ``vpo compare``: generate a candidate pool, compute search metrics, write reports.
 
-``vpo eval --model PATH --task maze --m 3 --rollouts 10 --num-prompts 100 --out runs/eval/vpo``
+``vpo eval --model PATH --task maze --num-answers 3 --rollouts 10 --num-prompts 100 --out runs/eval/vpo``
 writes ``OUT/pool/`` (resumable: rerun the same command after an interruption), ``OUT/report.json``,
 ``OUT/report.md`` and ``OUT/best_at_k.png``/``diversity.png``/``summary.png``. ``--endpoint URL``
 samples from an OpenAI-compatible server instead of loading the model; ``--pool DIR`` only
 recomputes metrics from a saved pool.
 
-``--m`` defaults to the m a VPO checkpoint was trained with (its ``vpo_args.json``, or the
+``--num-answers`` defaults to the m a VPO checkpoint was trained with (its ``vpo_args.json``, or the
 ``num_answers`` of its ``training_args.bin``), else 1. ``--task`` takes a registered name,
 ``module:factory`` or ``path/to/file.py:factory``; ``--import MODULE`` imports user code first;
 ``--task-options JSON`` holds the task's options (the spelling ``vpo train`` and ``vpo evolve`` use).
@@ -54,15 +54,6 @@ def _task_options_json(text: str) -> dict:
     return value
 
 
-def _task_option(text: str) -> tuple[str, object]:
-    import yaml
-
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"--task-option takes KEY=VALUE, got {text!r}")
-    key, val = text.split("=", 1)
-    return key.strip(), yaml.safe_load(val)
-
-
 def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("metrics")
     g.add_argument(
@@ -90,7 +81,6 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--weight-alpha", type=float, default=None, help="Dirichlet concentration of those weightings (default 1)"
     )
-    g.add_argument("--alpha", type=float, default=None, help="deprecated name of --weight-alpha")
     g.add_argument(
         "--pool-stats",
         choices=["valid", "reference", "off"],
@@ -145,14 +135,6 @@ def add_parser(subparsers) -> None:
         help="task options as a JSON object, e.g. '{\"size\": 7}' (as in vpo train and vpo evolve)",
     )
     t.add_argument(
-        "--task-option",
-        action="append",
-        type=_task_option,
-        default=[],
-        metavar="KEY=VALUE",
-        help="deprecated: one task option, repeatable; use --task-options JSON",
-    )
-    t.add_argument(
         "--import",
         dest="imports",
         action="append",
@@ -166,13 +148,17 @@ def add_parser(subparsers) -> None:
     )
     g = e.add_argument_group("generation")
     g.add_argument(
-        "--m",
+        "--num-answers",
         type=int,
         default=None,
-        help="answers per rollout (default: the m a VPO checkpoint was trained with, read from the checkpoint; else 1)",
+        help="answers per rollout, m (default: the num_answers a VPO checkpoint was trained with, read from the "
+        "checkpoint; else 1)",
     )
     g.add_argument(
-        "--rollouts", type=int, default=8, help="rollouts per prompt (default 8); the pool has rollouts*m answer slots"
+        "--rollouts",
+        type=int,
+        default=8,
+        help="rollouts per prompt (default 8); the pool has rollouts*num_answers answer slots",
     )
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0; 0 = greedy)")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0 = off)")
@@ -246,14 +232,8 @@ def _metric_kwargs(args) -> dict:
 
 
 def _weight_alpha(args) -> float:
-    """``--weight-alpha``, or its deprecated name ``--alpha`` (a FutureWarning; both with different
-    values is a UserError)."""
-    from vpo.core.weights import renamed_setting
-
-    value = renamed_setting(
-        "metric options", "--weight-alpha", args.weight_alpha, None, "--alpha", args.alpha, category=FutureWarning
-    )
-    return 1.0 if value is None else float(value)
+    """``--weight-alpha`` (default 1)."""
+    return 1.0 if args.weight_alpha is None else float(args.weight_alpha)
 
 
 def _user_errors():
@@ -395,7 +375,7 @@ def checkpoint_settings(model: str | None) -> tuple[dict, str | None]:
 
 
 def _resolve_m(args) -> int:
-    """``--m``, else the checkpoint's training m (said on stderr), else 1."""
+    """``--num-answers``, else the checkpoint's training num_answers (said on stderr), else 1."""
     from vpo.errors import UserError
 
     settings, source = checkpoint_settings(args.model)
@@ -403,16 +383,18 @@ def _resolve_m(args) -> int:
     if fmt != "tags":
         raise UserError(f"{source}: answer_format {fmt!r} is not one vpo eval can parse (only 'tags')")
     trained_m = settings.get("num_answers")
-    if args.m is not None:
-        if trained_m and trained_m != args.m:
+    if args.num_answers is not None:
+        if trained_m and trained_m != args.num_answers:
             print(
-                f"vpo eval: note: --m {args.m}, but the checkpoint was trained with m = {trained_m} ({source})",
+                f"vpo eval: note: --num-answers {args.num_answers}, but the checkpoint was trained with num_answers = "
+                f"{trained_m} ({source})",
                 file=sys.stderr,
             )
-        return args.m
+        return args.num_answers
     if trained_m:
         print(
-            f"vpo eval: m = {trained_m} answers per rollout, as the checkpoint was trained ({source}); --m overrides",
+            f"vpo eval: num_answers = {trained_m} answers per rollout, as the checkpoint was trained ({source}); "
+            "--num-answers overrides",
             file=sys.stderr,
         )
         return int(trained_m)
@@ -420,18 +402,8 @@ def _resolve_m(args) -> int:
 
 
 def _task_options(args) -> dict:
-    """``--task-options JSON`` merged with the deprecated ``--task-option K=V`` (a FutureWarning)."""
-    import warnings
-
-    options = dict(args.task_options or {})
-    if args.task_option:
-        warnings.warn(
-            "--task-option KEY=VALUE is deprecated; use --task-options JSON (the spelling of vpo train and vpo evolve)",
-            FutureWarning,
-            stacklevel=2,
-        )
-        options.update(dict(args.task_option))
-    return options
+    """``--task-options JSON`` as a dict."""
+    return dict(args.task_options or {})
 
 
 def _generate(args, out: Path, name: str):
@@ -448,7 +420,7 @@ def _generate(args, out: Path, name: str):
     m = _resolve_m(args)
     try:
         cfg = PoolConfig(
-            m=m,
+            num_answers=m,
             n_rollouts=args.rollouts,
             temperature=args.temperature,
             top_p=args.top_p,

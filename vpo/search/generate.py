@@ -31,7 +31,6 @@ from vpo.search.backends import (
     last_answer_stop,
     make_generator,
 )
-from vpo.search.backends import BACKENDS, normalize_base_url  # noqa: F401 (importable from here, as before the split)
 from vpo.search.pools import Pool, PoolError, PoolWriter
 
 __all__ = [
@@ -96,7 +95,7 @@ def generate_pool(
         resume: keep the finished prompts of an existing pool in ``out_dir`` (settings must match).
         on_prompt_done: ``f(prompt_id, done, total)`` after each prompt is saved (raise
             ``KeyboardInterrupt`` from it to stop; the pool on disk keeps what is done).
-        config / overrides: :class:`PoolConfig` fields (``m=3, n_rollouts=10, temperature=1.0, ...``).
+        config / overrides: :class:`PoolConfig` fields (``num_answers=3, n_rollouts=10, temperature=1.0, ...``).
         generator: a ready backend object (reused across calls; skips loading the model again).
 
     Returns:
@@ -122,7 +121,7 @@ def generate_pool(
     examples = list(examples)
     if not examples:
         raise PoolError(f"no examples to generate for (task {task.name!r}, split {split!r}); the pool would be empty")
-    stop = last_answer_stop(cfg.m, task.answer_format) if cfg.stop_at_last_answer else []
+    stop = last_answer_stop(cfg.num_answers, task.answer_format) if cfg.stop_at_last_answer else []
     gen = generator or make_generator(model, cfg, tokenizer)
     system = cfg.system_prompt if cfg.system_prompt is not None else getattr(task, "system_prompt", None)
     ids = _prompt_ids(examples)
@@ -130,7 +129,8 @@ def generate_pool(
         "task": task.name,
         "objectives": list(task.objectives),
         "target_weights": [float(x) for x in task.target_weights],
-        **cfg.public(),
+        **{k: v for k, v in cfg.public().items() if k != "num_answers"},
+        "m": cfg.num_answers,  # the pool format's name of the answer-slot axis of rewards [N, m, d]
         "model": getattr(gen, "name", str(model)),
         "backend": type(gen).__name__,
         "system_prompt": system,
@@ -156,11 +156,13 @@ def generate_pool(
     try:
         for b0 in range(0, len(todo), per_batch):
             batch = todo[b0 : b0 + per_batch]
-            prompts = [gen.format(task.build_prompt(examples[i], cfg.m), system) for i in batch]
+            prompts = [gen.format(task.build_prompt(examples[i], cfg.num_answers), system) for i in batch]
             outs = gen.generate(prompts, n, seed=cfg.seed + 7919 * batch[0], **({"stop": stop} if stop else {}))
             flat_ex = [examples[i] for i in batch for _ in range(n)]
             flat = [g for row in outs for g in row]
-            scored = task.score_completions(flat_ex, [g.text for g in flat], cfg.m, dedup_answers=cfg.dedup_answers)
+            scored = task.score_completions(
+                flat_ex, [g.text for g in flat], cfg.num_answers, dedup_answers=cfg.dedup_answers
+            )
             for bi, i in enumerate(batch):
                 sl = slice(bi * n, (bi + 1) * n)
                 rec = {
@@ -176,7 +178,7 @@ def generate_pool(
                 if writer:
                     writer.write(rec)
                 records.append(rec)
-                answers_made += n * cfg.m
+                answers_made += n * cfg.num_answers
                 bar.update(1)
                 bar.set_postfix(answers_per_s=f"{answers_made / max(time.perf_counter() - t0, 1e-9):.1f}")
                 if on_prompt_done is not None:
@@ -189,4 +191,4 @@ def generate_pool(
         return writer.finish(order=ids)
     pos = {pid: k for k, pid in enumerate(ids)}
     records.sort(key=lambda r: pos[r["prompt_id"]])
-    return Pool.from_records(records, task.objectives, task.target_weights, cfg.m, meta)
+    return Pool.from_records(records, task.objectives, task.target_weights, cfg.num_answers, meta)

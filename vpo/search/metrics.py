@@ -18,13 +18,13 @@ Shapes in the docstrings: P prompts, R rollouts per prompt (max), m slots, d obj
 from __future__ import annotations
 
 import math
-from dataclasses import InitVar, asdict, dataclass
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
 
 from vpo._util import positive_int
-from vpo.core.weights import FIXED_NUM_WEIGHTINGS, FIXED_WEIGHT_SEED, renamed_setting
+from vpo.core.weights import FIXED_NUM_WEIGHTINGS, FIXED_WEIGHT_SEED
 from vpo.search.at_k import (
     Grouped,
     MetricsError,
@@ -86,18 +86,8 @@ class EvalConfig:
     """Seed of the bootstrap resampling."""
     per_prompt: bool = True
     """Include every per-prompt value in the result (the JSON report keeps them)."""
-    alpha: InitVar[float | None] = None
-    """Deprecated name of ``weight_alpha``."""
-    weights_seed: InitVar[int | None] = None
-    """Deprecated name of ``weight_seed``."""
 
-    def __post_init__(self, alpha: float | None, weights_seed: int | None) -> None:
-        self.weight_alpha = renamed_setting(
-            "EvalConfig", "weight_alpha", self.weight_alpha, 1.0, "alpha", alpha, stacklevel=4
-        )
-        self.weight_seed = renamed_setting(
-            "EvalConfig", "weight_seed", self.weight_seed, FIXED_WEIGHT_SEED, "weights_seed", weights_seed, stacklevel=4
-        )
+    def __post_init__(self) -> None:
         if self.ks is not None:
             ks = tuple(int(k) for k in self.ks)
             if not ks or any(k < 1 for k in ks):

@@ -137,7 +137,7 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
             "pass_at_k",
         ),
         (
-            f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg.get('weight_alpha', cfg.get('alpha')):g}) weightings)",
+            f"E_w[best@k] (matched budget, {cfg['num_weightings']} fixed Dir({cfg['weight_alpha']:g}) weightings)",
             "ew_best_at_k",
         ),
         ("best@k exact expectation of the matched-budget draw (no seed noise)", "best_at_k_exact"),

@@ -92,11 +92,11 @@ class SearchEvalCallback(TrainerCallback):
             raise TrainerSetupError(
                 f"search evaluation: task {self.task.name!r} has no examples in split {self.split!r}"
             )
-        m = trainer.vpo_m
+        m = trainer.num_answers
         budget = int(args.search_eval_budget)
         self.budget = budget
         self.config = PoolConfig(
-            m=m,
+            num_answers=m,
             n_rollouts=-(-budget // m),
             temperature=float(args.search_eval_temperature),
             max_new_tokens=int(args.search_eval_max_new_tokens or args.max_completion_length),

@@ -25,7 +25,7 @@ from trl import GRPOConfig
 from vpo._util import positive_int
 from vpo.core.estimator_base import WEIGHT_SCHEDULES, resolve_gdpo_options
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
-from vpo.core.weights import renamed_setting, validate_sampler_args
+from vpo.core.weights import validate_sampler_args
 
 _CHECKPOINTING_RENAMES = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
 
@@ -224,10 +224,6 @@ class VPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Sampling seed of search evaluation, the same at every evaluation (default: seed)."},
     )
-    invalid_answer_score: float | None = field(
-        default=None,
-        metadata={"help": "Deprecated name of invalid_score."},
-    )
 
     def __post_init__(self):
         if isinstance(self.task_options, str):
@@ -253,17 +249,6 @@ class VPOConfig(GRPOConfig):
             )
         if self.estimator == "multi_rlvr" and self.num_answers == 1:
             raise ValueError("multi_rlvr with num_answers=1 is plain GRPO; use estimator: grpo, or num_answers > 1")
-        self.invalid_score = renamed_setting(
-            "VPOConfig",
-            "invalid_score",
-            self.invalid_score,
-            0.0,
-            "invalid_answer_score",
-            self.invalid_answer_score,
-            category=FutureWarning,
-            stacklevel=4,
-        )
-        self.invalid_answer_score = None  # resolved: a saved and reloaded config does not warn again
         validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
         if self.compute_dtype not in ("float32", "float64"):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")

@@ -229,7 +229,7 @@ class VPOTrainer(GRPOTrainer):
         if args.constraints:
             task = constrained(task, args.constraints)  # a violating answer scores as invalid
         self.vpo_task: Task = task
-        self.vpo_m = int(args.num_answers)
+        self.num_answers = int(args.num_answers)
         names, w, trl_weights = _checked_objectives(task, args)
         self.vpo_objectives = names
         self.vpo_target = w
@@ -278,14 +278,16 @@ class VPOTrainer(GRPOTrainer):
         if self._vpo_task_data:
             if train_dataset is None:
                 train_dataset = build_task_dataset(
-                    task, _load(task, "train", args.train_size, args.data_seed_task), self.vpo_m, chat
+                    task, _load(task, "train", args.train_size, args.data_seed_task), self.num_answers, chat
                 )
             if eval_dataset is None and args.eval_size:
                 eval_dataset = build_task_dataset(
-                    task, _load(task, "test", args.eval_size, args.data_seed_task), self.vpo_m, chat
+                    task, _load(task, "test", args.eval_size, args.data_seed_task), self.num_answers, chat
                 )
-        elif self.vpo_m > 1 and train_dataset is not None:
-            train_dataset = train_dataset.map(lambda row: {"prompt": _append_instruction(row["prompt"], self.vpo_m)})
+        elif self.num_answers > 1 and train_dataset is not None:
+            train_dataset = train_dataset.map(
+                lambda row: {"prompt": _append_instruction(row["prompt"], self.num_answers)}
+            )
         if train_dataset is None:
             raise ValueError("no train_dataset: pass one, or a task to build it from")
         if args.estimator == "goal_conditioned" and (
@@ -311,7 +313,7 @@ class VPOTrainer(GRPOTrainer):
         a = self.args
         return {
             "estimator": a.estimator,
-            "num_answers": self.vpo_m,
+            "num_answers": self.num_answers,
             "answer_format": "tags",
             "num_weightings": a.num_weightings,
             "weight_alpha": a.weight_alpha,
@@ -333,7 +335,7 @@ class VPOTrainer(GRPOTrainer):
         w = ", ".join(f"{n} {x:.3g}" for n, x in zip(self.vpo_objectives, self.vpo_target))
         multi = a.estimator not in TRL_NATIVE_ESTIMATORS and a.is_multi_answer_estimator
         lines = [
-            f"vpo: estimator {a.estimator}, m = {self.vpo_m} answer(s) per rollout"
+            f"vpo: estimator {a.estimator}, m = {self.num_answers} answer(s) per rollout"
             + (f", K = {a.num_weightings} Dir({a.weight_alpha:g}) weightings ({a.weight_sampler})" if multi else ""),
             f"vpo: task {getattr(self.vpo_task, 'name', '?')}, d = {d} objectives; w* = {w}",
             f"vpo: G = {G} rollouts per prompt; {rollouts} rollouts = {rollouts // max(G, 1)} prompts per optimizer step "
@@ -351,7 +353,7 @@ class VPOTrainer(GRPOTrainer):
     def create_model_card(self, model_name=None, dataset_name=None, tags=None):
         """TRL's card, naming VPO (estimator, m, K, objectives, w*) instead of "trained with GRPO"."""
         a = self.args
-        what = f"estimator {a.estimator}, m = {self.vpo_m} answers per rollout"
+        what = f"estimator {a.estimator}, m = {self.num_answers} answers per rollout"
         if a.estimator not in TRL_NATIVE_ESTIMATORS and a.is_multi_answer_estimator:
             what += f", K = {a.num_weightings} weightings"
         self._name = f"vpo's VPOTrainer (Vector Policy Optimization on TRL's GRPOTrainer; {what})"
@@ -363,7 +365,7 @@ class VPOTrainer(GRPOTrainer):
             objectives = ", ".join(f"{n} (w* {x:.3g})" for n, x in zip(self.vpo_objectives, self.vpo_target))
             with open(path, "a") as f:
                 f.write(
-                    f"\n## VPO settings\n\n- estimator: {a.estimator}\n- answers per rollout m: {self.vpo_m} "
+                    f"\n## VPO settings\n\n- estimator: {a.estimator}\n- answers per rollout m: {self.num_answers} "
                     f"(answers in <answer_i> tags)\n- task: {self.vpo_settings()['task']}\n- objectives: {objectives}\n"
                     "- `vpo eval --model DIR` reads m and the answer format from `vpo_args.json` next to the model\n"
                 )
@@ -411,7 +413,11 @@ class VPOTrainer(GRPOTrainer):
                     ex["environments"] = self.environments[i]
         try:
             sb = self.vpo_task.score_completions(
-                examples, texts, self.vpo_m, dedup_answers=self.args.dedup_answers, strict=self.args.strict_rewards
+                examples,
+                texts,
+                self.num_answers,
+                dedup_answers=self.args.dedup_answers,
+                strict=self.args.strict_rewards,
             )
         except Exception as e:
             if not self.args.strict_rewards or isinstance(e, UserError):
@@ -485,7 +491,7 @@ class VPOTrainer(GRPOTrainer):
             chat = isinstance(inputs[0]["prompt"], list)
             new = []
             for x, w in zip(inputs, self._goal_weights(inputs)):
-                text = self.vpo_task.build_prompt(self._example(x), self.vpo_m, weights=w)
+                text = self.vpo_task.build_prompt(self._example(x), self.num_answers, weights=w)
                 prompt = [{"role": "user", "content": text}] if chat else text
                 new.append({**x, "prompt": prompt, WEIGHTS_COLUMN: w})
             inputs = new
@@ -567,7 +573,11 @@ class VPOTrainer(GRPOTrainer):
             if self.vpo_task.answer_format == "code":
                 fmt = "fenced code blocks"
             else:
-                fmt = f"<answer_1>..<answer_{self.vpo_m}> tags" if self.vpo_m > 1 else "<answer>...</answer> tags"
+                fmt = (
+                    f"<answer_1>..<answer_{self.num_answers}> tags"
+                    if self.num_answers > 1
+                    else "<answer>...</answer> tags"
+                )
             return (
                 f"no completion contained a parsable answer (task {task!r} parses {fmt}); check that the prompts ask "
                 "for that format and the model writes it (a fresh model needs a warm start, docs/tasks.md)"

@@ -22,10 +22,10 @@ Problems come from OpenEvolve folders (--problem DIR: initial_program.py + evalu
 one problem per example; --import MODULE first imports code that registers a task). Models are --model specs of comma-separated key=value pairs:
 
     --model name=grpo,api_base=http://127.0.0.1:8000/v1,model=ckpt-grpo
-    --model name=vpo,answers=3,api_base=http://127.0.0.1:8001/v1,model=ckpt-vpo
-    --model name=tiny,answers=3,client=vpo.integrations.evolve:LocalHFClient,path=runs/tiny
+    --model name=vpo,num_answers=3,api_base=http://127.0.0.1:8001/v1,model=ckpt-vpo
+    --model name=tiny,num_answers=3,client=vpo.integrations.evolve:LocalHFClient,path=runs/tiny
 
-Keys: name, answers (m), api_base, model, api_key, client, temperature, max_tokens, timeout,
+Keys: name, num_answers (m), api_base, model, api_key, client, temperature, max_tokens, timeout,
 retries; any other key is passed to the client factory (values parsed as JSON when they can
 be). A --config FILE.yaml may hold models: (list of such mappings), problems: (list of
 {dir: ...} or {task: ..., task_options: ..., split: ..., n: ...}) and settings:
@@ -43,7 +43,7 @@ Writes OUT/report.json, OUT/evolve_progress.png and per run OUT/<model>/<problem
 
 _MODEL_KEYS = {
     "name",
-    "answers",
+    "num_answers",
     "api_base",
     "model",
     "api_key",
@@ -53,7 +53,7 @@ _MODEL_KEYS = {
     "timeout",
     "retries",
 }
-_NUMERIC_MODEL_KEYS = {"answers", "temperature", "max_tokens", "timeout", "retries"}
+_NUMERIC_MODEL_KEYS = {"num_answers", "temperature", "max_tokens", "timeout", "retries"}
 _SETTINGS_FLAGS = {
     "budget": "budget",
     "budget_unit": "budget_unit",
@@ -64,7 +64,7 @@ _SETTINGS_FLAGS = {
     "max_llm_failures": "max_llm_failures",
     "stop_when_solved": "stop_when_solved",
     "selection": "selection",
-    "alpha": "dirichlet_alpha",
+    "weight_alpha": "weight_alpha",
     "eval_workers": "eval_workers",
 }
 
@@ -111,7 +111,9 @@ def add_parser(subparsers) -> None:
         help="vpo (default): each island ranks programs by its own w ~ Dir(alpha) of the metric vector and "
         "a Pareto archive feeds parents and inspirations; default: OpenEvolve's selection on w*^T r",
     )
-    p.add_argument("--alpha", type=float, help="Dirichlet concentration of the islands' weightings (default 1.0)")
+    p.add_argument(
+        "--weight-alpha", type=float, help="Dirichlet concentration of the islands' weightings (default 1.0)"
+    )
     p.add_argument(
         "--eval-workers",
         type=int,
@@ -140,7 +142,7 @@ def _spec_items(spec: str | dict) -> dict:
     for part in [s for s in spec.split(",") if s.strip()]:
         if "=" not in part:
             raise UserError(
-                f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,answers=3,api_base=http://...)"
+                f"--model {spec!r}: {part!r} is not key=value (e.g. name=vpo,num_answers=3,api_base=http://...)"
             )
         k, v = part.split("=", 1)
         items[k.strip()] = v.strip()
@@ -148,10 +150,8 @@ def _spec_items(spec: str | dict) -> dict:
 
 
 def parse_model_spec(spec: str | dict) -> dict:
-    """``"name=a,answers=3,api_base=..."`` (or a mapping) -> EvolveModel keyword arguments."""
+    """``"name=a,num_answers=3,api_base=..."`` (or a mapping) -> EvolveModel keyword arguments."""
     items = _spec_items(spec)
-    if "m" in items and "answers" not in items:
-        items["answers"] = items.pop("m")
     kwargs = {"client_options": dict(items.pop("client_options", {}) or {})}
     for k, v in items.items():
         if k in _MODEL_KEYS:

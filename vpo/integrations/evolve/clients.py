@@ -69,8 +69,8 @@ class MutationLLM:
     seeded by ``(seed, call index)``, so a run is reproducible. ``calls`` records the prompts.
     """
 
-    def __init__(self, seed: int = 0, crossover: float = 0.3, step: int = 2, answers: int | None = None) -> None:
-        self.seed, self.crossover, self.step, self.answers = int(seed), float(crossover), int(step), answers
+    def __init__(self, seed: int = 0, crossover: float = 0.3, step: int = 2, num_answers: int | None = None) -> None:
+        self.seed, self.crossover, self.step, self.num_answers = int(seed), float(crossover), int(step), num_answers
         self.calls: list[dict] = []
 
     @staticmethod
@@ -107,7 +107,7 @@ class MutationLLM:
         self.calls.append({"system": system_message, "messages": messages})
         rng = _random.Random(f"{self.seed}:{len(self.calls)}")
         found = re.search(r"Write (\d+) genuinely different programs", prompt)
-        m = self.answers or (int(found.group(1)) if found else 1)
+        m = self.num_answers or (int(found.group(1)) if found else 1)
         current, others = self.programs_in(prompt)
         if current is None:
             return "no program in the prompt"
@@ -216,7 +216,7 @@ class TaskPromptClient(LocalHFClient):
     keeps and ranks what the model writes, but no program is derived from another. Each call's
     sampling is seeded from (``seed``, problem, call index), so calls on different problems draw
     independently and a rerun repeats them. Options:
-    ``task``, ``task_options`` (a dict or JSON text), ``split``, ``n``, ``answers`` (m), plus
+    ``task``, ``task_options`` (a dict or JSON text), ``split``, ``n``, ``num_answers`` (m), plus
     :class:`LocalHFClient`'s.
     """
 
@@ -227,13 +227,13 @@ class TaskPromptClient(LocalHFClient):
         task_options: Mapping | str | None = None,
         split: str = "test",
         n: int | None = None,
-        answers: int = 1,
+        num_answers: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(path, **kwargs)
         self.task_name = task
         self.task_options = json.loads(task_options) if isinstance(task_options, str) else dict(task_options or {})
-        self.split, self.n, self.answers = split, None if n in (None, "") else int(n), int(answers)
+        self.split, self.n, self.num_answers = split, None if n in (None, "") else int(n), int(num_answers)
         self._questions: dict[str, dict] | None = None
         self._task = None
         self._problem_key = ""
@@ -275,9 +275,9 @@ class TaskPromptClient(LocalHFClient):
         text = "\n".join([system_message or ""] + [str(m.get("content", "")) for m in messages])
         ex = self.example_for(text)
         self._problem_key = str(ex.get("id", self._task.question(ex)))
-        prompt = [{"role": "user", "content": self._task.build_prompt(ex, self.answers)}]
+        prompt = [{"role": "user", "content": self._task.build_prompt(ex, self.num_answers)}]
         completion = await asyncio.to_thread(self._generate, prompt)
-        answers = self._task.parse(completion, self.answers)
+        answers = self._task.parse(completion, self.num_answers)
         return "\n".join(f"```\n{a.strip()}\n```" for a in answers if a and a.strip())
 
 

@@ -29,7 +29,7 @@ class EvolveModel:
 
     name: str
     """Label in reports, plots and output folders."""
-    answers: int = 1
+    num_answers: int = 1
     """m: programs the model writes per call (1 = a plain single-answer model)."""
     api_base: str | None = None
     """OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:8000/v1`` (vLLM's server)."""
@@ -54,8 +54,8 @@ class EvolveModel:
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in "/\\"):
             raise ValueError(f"model name must be a non-empty label without slashes, got {self.name!r}")
-        if not isinstance(self.answers, int) or isinstance(self.answers, bool) or self.answers < 1:
-            raise ValueError(f"model {self.name!r}: answers (m) must be an integer >= 1, got {self.answers!r}")
+        if not isinstance(self.num_answers, int) or isinstance(self.num_answers, bool) or self.num_answers < 1:
+            raise ValueError(f"model {self.name!r}: answers (m) must be an integer >= 1, got {self.num_answers!r}")
         if (self.api_base is None) == (self.client is None):
             raise ValueError(
                 f"model {self.name!r}: give exactly one of api_base (an OpenAI-compatible endpoint) "
@@ -127,9 +127,9 @@ class EvolveSettings:
     stop_when_solved: bool = False
     """End a run at its first solving candidate (curves then stay flat)."""
     selection: str = "vpo"
-    """'vpo': each island ranks by its own ``w_i ~ Dir(dirichlet_alpha)`` and a Pareto archive feeds
+    """'vpo': each island ranks by its own ``w_i ~ Dir(weight_alpha)`` and a Pareto archive feeds
     parents and inspirations; 'default': OpenEvolve's selection on ``w*^T r`` (docs/evolve.md)."""
-    dirichlet_alpha: float = 1.0
+    weight_alpha: float = 1.0
     """Concentration of the islands' weightings (``selection='vpo'``; 1 = uniform on the simplex)."""
     archive_parent_ratio: float = 0.25
     """Probability that a call's parent is a uniformly drawn Pareto archive member (``selection='vpo'``)."""
@@ -148,8 +148,8 @@ class EvolveSettings:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if self.selection not in ("default", "vpo"):
             raise ValueError(f"selection must be 'vpo' or 'default', got {self.selection!r}")
-        if not (self.dirichlet_alpha > 0):
-            raise ValueError(f"dirichlet_alpha must be > 0, got {self.dirichlet_alpha!r}")
+        if not (self.weight_alpha > 0):
+            raise ValueError(f"weight_alpha must be > 0, got {self.weight_alpha!r}")
         if not (0 <= self.archive_parent_ratio <= 1):
             raise ValueError(f"archive_parent_ratio must be in [0, 1], got {self.archive_parent_ratio!r}")
         if not isinstance(self.archive_inspirations, int) or self.archive_inspirations < 0:

@@ -70,7 +70,7 @@ def _model_report(model: EvolveModel, runs: Mapping[str, dict], budget: int) -> 
     xs = list(range(budget + 1))
     arch = [_archive_on_grid(r.get("curve_archive", []), budget) for r in runs.values()]
     return {
-        "answers_per_call": model.answers,
+        "answers_per_call": model.num_answers,
         "problems_solved": sum(1 for r in runs.values() if r["solved"]),
         "mean_best_score": float(sum(r["best_score"] for r in runs.values()) / len(runs)),
         "llm_calls": sum(r["llm_calls"] for r in runs.values()),

@@ -125,7 +125,7 @@ class _EvolveRun:
 
         s = self.settings
         self.spec_path = _write_eval_files(self.problem, self.out)
-        self.n_workers = s.eval_workers or max(1, min(self.model.answers, _usable_cores()))
+        self.n_workers = s.eval_workers or max(1, min(self.model.num_answers, _usable_cores()))
         self.worker = _WorkerPool(self.spec_path, s.eval_timeout, self.out / "evaluator_stderr.log", self.n_workers)
         _WORKERS[str(self.spec_path)] = self.worker
         ready = self.worker.start()
@@ -138,7 +138,7 @@ class _EvolveRun:
         self.cfg = _oe_config(s, self.model, _system_message(self.problem), self.n_workers)
         strategy = None
         if s.selection == "vpo":
-            self.weights = island_weights(s.num_islands, len(self.objectives), s.dirichlet_alpha, s.seed)
+            self.weights = island_weights(s.num_islands, len(self.objectives), s.weight_alpha, s.seed)
             pc, dc = self.cfg.prompt, self.cfg.database
             self.selector = VPOSelector(
                 self.weights,
@@ -157,7 +157,7 @@ class _EvolveRun:
         self.evaluator = Evaluator(
             self.cfg.evaluator, str(self.out / "vpo_evaluator.py"), database=self.db, suffix=".py"
         )
-        self.instruction = answer_instruction(self.model.answers, "code", "program")
+        self.instruction = answer_instruction(self.model.num_answers, "code", "program")
 
     def _infer_objectives(self) -> list[str]:
         """An evaluator file's reward vector: the numeric metrics of the initial program, sorted."""
@@ -430,7 +430,7 @@ class _EvolveRun:
     def _take_programs(self, completion: str, row: dict) -> list[str]:
         """The completion's programs that fit the budget; sets the row's parsed, units, malformed."""
         s = self.settings
-        programs = split_programs(completion, self.model.answers)
+        programs = split_programs(completion, self.model.num_answers)
         row["parsed"] = len(programs)
         if s.budget_unit == "candidates":  # duplicates count: they are answers; no code costs 1
             programs = programs[: s.budget - self.state["budget_used"]]
@@ -608,7 +608,7 @@ class _EvolveRun:
         return {
             "model": self.model.name,
             "problem": self.problem.name,
-            "answers_per_call": self.model.answers,
+            "answers_per_call": self.model.num_answers,
             "objectives": self.objectives,
             "target_weights": self.worker.target,
             "budget": s.budget,
@@ -630,7 +630,7 @@ class _EvolveRun:
             "eval_workers": self.n_workers,
             "selection": {
                 "mode": s.selection,
-                "dirichlet_alpha": s.dirichlet_alpha,
+                "weight_alpha": s.weight_alpha,
                 "seed": s.seed,
                 "island_weights": self.weights,
                 "archive_parent_ratio": s.archive_parent_ratio if s.selection == "vpo" else None,
