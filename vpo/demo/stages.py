@@ -124,7 +124,7 @@ def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, nam
         sys.executable, "-m", "vpo.cli", "eval",
         "--model", str(model), "--task", cfg.domain_spec.task, *opts,
         "--split", cfg.split, "--num-prompts", str(cfg.eval_problems),
-        "--m", str(num_answers), "--rollouts", str(math.ceil(cfg.eval_budget / num_answers)),
+        "--num-answers", str(num_answers), "--rollouts", str(math.ceil(cfg.eval_budget / num_answers)),
         "--temperature", str(cfg.eval_temperature), "--max-new-tokens", str(max_new),
         "--seed", str(seed), "--batch-rows", "512", "--threads", "1",
         "--ks", ",".join(map(str, cfg.ks)), "--eval-seeds", str(cfg.eval_seeds), "--no-plots",
