@@ -20,7 +20,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VERL_VENV:-$REPO/.venv-verl}"
 PY="${PYTHON:-python3.11}"
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
-VERL_SPEC="${VERL_SPEC:-verl==0.9.1}"
+VERL_SPEC="${VERL_SPEC:-verl[verl-core]==0.9.1}"
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup_verl_env] creating $VENV with $PY"

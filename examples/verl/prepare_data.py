@@ -4,7 +4,7 @@ Each row holds the m-answer prompt as a chat message, ``data_source='vpo/<task>'
 example as JSON in ``reward_model.ground_truth`` (what ``vpo.integrations.verl_reward.compute_score``
 reads back). Needs pandas + pyarrow (present in the veRL environment).
 
-    python examples/verl/prepare_data.py --task musique --m 3 --out ~/data/vpo_musique_m3 \
+    python examples/verl/prepare_data.py --task musique --num-answers 3 --out ~/data/vpo_musique_m3 \
         --train-n 20000 --val-n 300
 """
 
@@ -19,7 +19,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, help="vpo task name (vpo tasks)")
     p.add_argument("--task-options", default="{}", help='JSON dict of task options, e.g. \'{"path": "musique/"}\'')
-    p.add_argument("--m", type=int, default=3, help="answers per rollout written into the prompt (1 for GRPO)")
+    p.add_argument(
+        "--num-answers", type=int, default=3, help="answers per rollout written into the prompt (1 for GRPO)"
+    )
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--train-split", default="train")
     p.add_argument("--val-split", default="validation")
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for split, n, fname in ((args.train_split, args.train_n, "train"), (args.val_split, args.val_n, "validation")):
         examples = task.load(split, n=n, seed=args.seed)
-        rows = make_verl_rows(task, examples, args.m, split=split)
+        rows = make_verl_rows(task, examples, args.num_answers, split=split)
         pd.DataFrame(rows).to_parquet(out / f"{fname}.parquet")
         print(f"{fname}: {len(rows)} rows -> {out / f'{fname}.parquet'}")
     return 0

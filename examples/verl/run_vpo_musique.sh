@@ -4,7 +4,7 @@
 # Prerequisites (docs/verl.md):
 #   1. a veRL environment with vpo installed:   bash scripts/setup_verl_env.sh   (GPU nodes: pick your
 #      CUDA torch build with TORCH_SPEC=..., and vLLM as veRL's docs say)
-#   2. data:  python examples/verl/prepare_data.py --task musique --m 3 --out "$DATA_DIR"
+#   2. data:  python examples/verl/prepare_data.py --task musique --num-answers 3 --out "$DATA_DIR"
 #   3. a Ray cluster spanning the nodes (ray start --head on node 0, ray start --address=... on the
 #      others), then run this script on the head node.
 #
@@ -36,7 +36,7 @@ OVERRIDES=(
   "reward.custom_reward_function.path=pkg://vpo.integrations.verl_reward"
   "reward.custom_reward_function.name=compute_score"
   "+reward.custom_reward_function.reward_kwargs.task=musique"
-  "+reward.custom_reward_function.reward_kwargs.m=${M}"
+  "+reward.custom_reward_function.reward_kwargs.num_answers=${M}"
   "+reward.custom_reward_function.reward_kwargs.num_weightings=${K}"
   "+reward.custom_reward_function.reward_kwargs.weight_alpha=1.0"
   "+reward.custom_reward_function.reward_kwargs.weight_sampler=${SAMPLER}"

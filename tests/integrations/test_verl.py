@@ -82,7 +82,7 @@ GT = json.dumps({"id": 0, "question": "Give three digits #0."})
 
 
 def _score(comp, uid, method="vpo", **kw):
-    kw.setdefault("m", 3 if VERL_METHODS[method] in ("vpo", "multi_rlvr") else 1)
+    kw.setdefault("num_answers", 3 if VERL_METHODS[method] in ("vpo", "multi_rlvr") else 1)
     return compute_score(f"vpo/{TASK}", comp, GT, {"index": 0, "vpo_group": uid}, method=method, **kw)
 
 
@@ -221,9 +221,11 @@ def test_score_function_rejects_bad_configuration_clearly():
     with pytest.raises(ValueError, match="which method"):
         compute_score(f"vpo/{TASK}", comp, GT, {"vpo_group": "g"})
     with pytest.raises(ValueError, match="must be the same method"):
-        compute_score(f"vpo/{TASK}", comp, GT, {"vpo_group": "g", "vpo_method": "vpo"}, method="vpo_grpo", m=1)
-    with pytest.raises(ValueError, match="one answer per rollout.*m=3"):
-        _score(comp, "g", method="vpo_grpo", m=3)
+        compute_score(
+            f"vpo/{TASK}", comp, GT, {"vpo_group": "g", "vpo_method": "vpo"}, method="vpo_grpo", num_answers=1
+        )
+    with pytest.raises(ValueError, match="one answer per rollout.*num_answers=3"):
+        _score(comp, "g", method="vpo_grpo", num_answers=3)
     with pytest.raises(ValueError, match="ground_truth must be the task example"):
         compute_score(f"vpo/{TASK}", comp, "not json", {"vpo_group": "g"}, method="vpo")
     with pytest.raises(ValueError, match="no task"):
@@ -235,34 +237,36 @@ def test_score_function_rejects_bad_configuration_clearly():
 
 
 @pytest.mark.parametrize(
-    "old, new, value, clash",
+    "old, new, value",
     [
-        ("alpha", "weight_alpha", 0.5, (0.5, 2.0)),
-        ("sampler", "weight_sampler", "sobol", ("iid", "sobol")),
-        ("seed", "weight_seed", 7, (7, 8)),
+        ("m", "num_answers", 3),
+        ("dedup", "dedup_answers", False),
+        ("alpha", "weight_alpha", 0.5),
+        ("sampler", "weight_sampler", "sobol"),
+        ("seed", "weight_seed", 7),
     ],
 )
-def test_score_function_reward_kwargs_deprecated_names(old, new, value, clash):
-    """reward_kwargs use vpo train's names; the old ones map to them with a FutureWarning (they sit
-    in users' veRL configs), and both names with different values is an error naming both."""
-    from vpo.errors import UserError
+def test_score_function_refuses_former_reward_kwargs_naming_the_new_key(old, new, value):
+    """reward_kwargs use vpo train's names; a former name (still in old veRL configs) is an error that
+    names its replacement, not a silent default, and the new name does reach the score."""
+    comp = _completion(["9 0 0", "0 9 0", "9 0 0"])
+    with pytest.raises(ValueError, match=f"unknown reward_kwargs \\['{old}'\\] \\({old} is now {new}\\)"):
+        _score(comp, "g", **{old: value})
+    if new != "num_answers":
+        assert _score(comp, "g", **{new: value}) != _score(comp, "g")
+    with pytest.raises(ValueError, match="unknown reward_kwargs \\['weight_alhpa'\\]; the options are"):
+        _score(comp, "g", weight_alhpa=0.5)
+    # what veRL's naive manager adds when a reward model serves is accepted (and unused)
+    assert _score(comp, "g", reward_router_address=None) == _score(comp, "g")
 
-    comp = _completion(["9 0 0", "0 9 0"])
-    with pytest.warns(FutureWarning, match=f"'{old}' is deprecated; use '{new}'"):
-        old_way = _score(comp, "g", **{old: value})
-    assert old_way == _score(comp, "g", **{new: value})
-    assert old_way != _score(comp, "g")  # the setting did reach the score
-    with pytest.raises(UserError, match=f"{new}=.*{old}="):
-        _score(comp, "g", **{old: clash[0], new: clash[1]})
 
-
-def test_group_weightings_and_hashed_sampler_old_keyword_names():
-    with pytest.warns(DeprecationWarning, match="'sampler' is deprecated; use 'weight_sampler'"):
-        w = group_weightings("u", 3, 8, sampler="sobol")
-    assert torch.equal(w, group_weightings("u", 3, 8, weight_sampler="sobol"))
-    with pytest.warns(DeprecationWarning, match="'kind' is deprecated; use 'weight_sampler'"):
-        s = HashedGroupSampler(["u"], 8, kind="sobol")
+def test_group_weightings_and_hashed_sampler_take_the_weight_names():
+    w = group_weightings("u", 3, 8, weight_sampler="sobol")
+    s = HashedGroupSampler(["u"], 8, weight_sampler="sobol")
     assert s.weight_sampler == "sobol" and torch.equal(s.sample(1, 3)[0], w)
+    assert not torch.equal(w, group_weightings("u", 3, 8))
+    with pytest.raises(TypeError):
+        group_weightings("u", 3, 8, sampler="sobol")
 
 
 def test_without_uid_the_prompt_keys_the_weightings_with_a_warning():
@@ -279,7 +283,7 @@ def test_without_uid_the_prompt_keys_the_weightings_with_a_warning():
 
 def test_make_verl_rows_round_trip():
     task = _make_task()
-    rows = make_verl_rows(task, task.load()[:2], m=3, split="train")
+    rows = make_verl_rows(task, task.load()[:2], 3, split="train")
     assert rows[1]["data_source"] == f"vpo/{TASK}" and rows[1]["extra_info"] == {"split": "train", "index": 1}
     assert "<answer_3>" in rows[0]["prompt"][-1]["content"]
     out = compute_score(
@@ -395,7 +399,7 @@ def test_vpo_reward_manager_passes_uid_and_method_to_the_score_function():
     cls = load_extern_object("pkg://vpo.integrations.verl_reward", "VPORewardManager")
     tok = build_char_tokenizer()
     cfg = OmegaConf.create({"algorithm": {"adv_estimator": "vpo"}, "trainer": {"experiment_name": "t"}})
-    manager = cls(cfg, tok, partial(compute_score, m=3))
+    manager = cls(cfg, tok, partial(compute_score, num_answers=3))
     text = _completion(["9 0 0", "0 9 0"])
     resp = tok(text, add_special_tokens=False)["input_ids"]
     prompt = tok("Q", add_special_tokens=False)["input_ids"]

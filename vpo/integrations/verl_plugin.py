@@ -28,13 +28,16 @@ credit assignment).
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from typing import Any
 
 import numpy as np
 import torch
 
 from vpo.core.estimators import SET_OBJECTIVES, EstimatorConfig, compute_advantages
-from vpo.integrations.verl_reward import core_method, verl_methods
+from vpo.integrations.verl_reward import DUMP_ENV, core_method, verl_methods
 
 __all__ = ["register", "make_estimator", "REGISTERED"]
 
@@ -112,6 +115,7 @@ def make_estimator(verl_name: str):
                 ) from None
             adv = res.advantages.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
             advantages = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+            _dump_batch(verl_name, ids, scores, response_mask, advantages)
         return advantages, advantages
 
     estimator.__name__ = f"compute_{verl_name}_advantage"
@@ -122,6 +126,32 @@ def make_estimator(verl_name: str):
     )
     estimator._vpo_name = verl_name  # type: ignore[attr-defined]
     return estimator
+
+
+def _dump_batch(verl_name: str, ids, scores, response_mask, advantages) -> None:
+    """With ``VPO_VERL_DUMP_DIR`` set, append what this call saw and returned to
+    ``estimator.<pid>.jsonl``: group ids, per-rollout scores, response lengths, and the advantage of
+    each rollout as veRL stores it (its value on the first response token)."""
+    d = os.environ.get(DUMP_ENV)
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    mask = response_mask.detach().cpu().to(torch.bool)
+    adv = advantages.detach().cpu().to(torch.float64)
+    first = mask.to(torch.int64).argmax(dim=-1)
+    per_rollout = adv.gather(1, first[:, None])[:, 0] * mask.any(dim=-1)
+    rec = {
+        "method": verl_name,
+        "time": time.time(),
+        "uid": list(ids),
+        "score": scores.detach().cpu().tolist(),
+        "response_length": mask.sum(-1).tolist(),
+        "advantage": per_rollout.tolist(),
+        # the advantage is one number per rollout, broadcast over its response tokens
+        "constant_over_tokens": bool(((adv - per_rollout[:, None]).abs() * mask).max() <= 0) if adv.numel() else True,
+    }
+    with open(os.path.join(d, f"estimator.{os.getpid()}.jsonl"), "a") as f:
+        f.write(json.dumps(rec) + "\n")
 
 
 def register() -> list[str]:

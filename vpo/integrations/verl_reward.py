@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -53,7 +54,7 @@ import torch
 
 from vpo._util import positive_int
 from vpo.core.estimators import EstimatorConfig, compute_advantages, get_estimator, row_weights
-from vpo.core.weights import SimplexSampler, renamed_setting, validate_sampler_args
+from vpo.core.weights import SimplexSampler, validate_sampler_args
 
 __all__ = [
     "VERL_METHODS",
@@ -123,15 +124,9 @@ def group_weightings(
     weight_alpha: float = 1.0,
     weight_sampler: str = "iid",
     seed: int = 0,
-    *,
-    alpha: float | None = None,
-    sampler: str | None = None,
 ) -> torch.Tensor:
     """The ``[K, d]`` float64 weightings of one group: a :class:`SimplexSampler` seeded by
-    :func:`group_seed`. Same key and settings -> bit-identical weightings, in any process.
-    ``alpha``/``sampler`` are deprecated names of ``weight_alpha``/``weight_sampler``."""
-    weight_alpha = renamed_setting("group_weightings", "weight_alpha", weight_alpha, 1.0, "alpha", alpha)
-    weight_sampler = renamed_setting("group_weightings", "weight_sampler", weight_sampler, "iid", "sampler", sampler)
+    :func:`group_seed`. Same key and settings -> bit-identical weightings, in any process."""
     s = SimplexSampler(num_weightings, weight_alpha, weight_sampler, seed=group_seed(group_key, seed))
     return s.sample(1, d)[0]
 
@@ -150,11 +145,8 @@ class HashedGroupSampler(SimplexSampler):
         weight_alpha: float = 1.0,
         weight_sampler: str = "iid",
         seed: int = 0,
-        *,
-        alpha: float | None = None,
-        kind: str | None = None,
     ) -> None:
-        super().__init__(num_weightings, weight_alpha, weight_sampler, seed, alpha=alpha, kind=kind)
+        super().__init__(num_weightings, weight_alpha, weight_sampler, seed)
         self.group_keys = list(group_keys)
 
     def sample(
@@ -253,19 +245,16 @@ def compute_score(
     *,
     task: str | None = None,
     task_options: Mapping | None = None,
-    m: int = 3,
+    num_answers: int = 3,
     method: str | None = None,
     num_weightings: int = 100,
     weight_alpha: float = 1.0,
     weight_sampler: str = "iid",
     weight_seed: int = 0,
     invalid_score: float = 0.0,
-    dedup: bool = True,
+    dedup_answers: bool = True,
     weight_schedule: str = "per_step",
-    alpha: float | None = None,
-    sampler: str | None = None,
-    seed: int | None = None,
-    **unused: Any,
+    **unknown: Any,
 ) -> dict[str, float]:
     """veRL score function (``reward.custom_reward_function``): one completion in, a dict out.
 
@@ -284,25 +273,29 @@ def compute_score(
     * ``vpo_num_answers``, ``vpo_num_parsed``, ``vpo_best_target`` (best ``w*^T r`` over the answers).
 
     Keyword options come from ``reward.custom_reward_function.reward_kwargs``, under the names of
-    ``vpo train`` (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``weight_seed``,
-    ``invalid_score``); ``alpha``, ``sampler`` and ``seed`` are their deprecated names (a
-    FutureWarning). ``extra_info`` may carry ``vpo_group`` (the uid) and ``vpo_method`` (from
+    ``vpo train`` (``num_answers``, ``num_weightings``, ``weight_alpha``, ``weight_sampler``,
+    ``weight_seed``, ``invalid_score``, ``dedup_answers``); any other keyword is an error (one
+    that names the new key for a former name: ``m``, ``dedup``, ``alpha``, ``sampler``, ``seed``).
+    ``extra_info`` may carry ``vpo_group`` (the uid) and ``vpo_method`` (from
     :class:`VPORewardManager`).
     """
-    where = "vpo compute_score reward_kwargs"
-    weight_alpha = renamed_setting(where, "weight_alpha", weight_alpha, 1.0, "alpha", alpha, category=FutureWarning)
-    weight_sampler = renamed_setting(
-        where, "weight_sampler", weight_sampler, "iid", "sampler", sampler, category=FutureWarning
-    )
-    weight_seed = renamed_setting(where, "weight_seed", weight_seed, 0, "seed", seed, category=FutureWarning)
+    unknown = {k: v for k, v in unknown.items() if k not in _VERL_PASSES}
+    if unknown:
+        hints = [f"{k} is now {_RENAMED[k]}" for k in sorted(unknown) if k in _RENAMED]
+        raise ValueError(
+            f"vpo compute_score: unknown reward_kwargs {sorted(unknown)}"
+            + (f" ({'; '.join(hints)})" if hints else "")
+            + f"; the options are {', '.join(SCORE_OPTIONS)}"
+        )
+    m = num_answers
     extra_info = dict(extra_info or {})
     name = _resolve_method(method, extra_info)
     core = core_method(name)
-    positive_int(m, "m (answers per rollout)", "vpo compute_score")
+    positive_int(m, "num_answers (answers per rollout)", "vpo compute_score")
     if not get_estimator(core).multi_answer and m != 1:
         raise ValueError(
-            f"vpo compute_score: method {name!r} scores one answer per rollout, but m={m}; "
-            "set reward_kwargs.m=1 and prepare the prompts with m=1"
+            f"vpo compute_score: method {name!r} scores one answer per rollout, but num_answers={m}; "
+            "set reward_kwargs.num_answers=1 and prepare the prompts with --num-answers 1"
         )
     validate_sampler_args(num_weightings, weight_alpha, weight_sampler)
     task_name = task or (data_source[4:] if isinstance(data_source, str) and data_source.startswith("vpo/") else None)
@@ -314,7 +307,7 @@ def compute_score(
     example = _parse_example(ground_truth, f"vpo compute_score (task {task_name!r})")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # scorer errors are counted in the batch
-        batch = t.score_completions([example], [solution_str], m, dedup_answers=dedup)
+        batch = t.score_completions([example], [solution_str], m, dedup_answers=dedup_answers)
     rewards, valid = batch.rewards[0], batch.valid[0]  # [m, d], [m]
     group = _group_key(data_source, ground_truth, extra_info)
     cfg = EstimatorConfig(
@@ -354,7 +347,57 @@ def compute_score(
     out["vpo_num_answers"] = float(valid.sum())
     out["vpo_num_parsed"] = float(batch.num_parsed[0])
     out["vpo_best_target"] = float(target[valid].max()) if valid.any() else float(invalid_score)
+    _dump_score(group, name, rewards, valid, out["score"])
     return out
+
+
+SCORE_OPTIONS = (
+    "task",
+    "task_options",
+    "num_answers",
+    "method",
+    "num_weightings",
+    "weight_alpha",
+    "weight_sampler",
+    "weight_seed",
+    "invalid_score",
+    "dedup_answers",
+    "weight_schedule",
+)
+"""The ``reward.custom_reward_function.reward_kwargs`` that :func:`compute_score` takes."""
+
+_VERL_PASSES = ("reward_router_address", "reward_model_tokenizer")
+"""Keywords veRL's naive reward manager adds when a reward model serves (not used here)."""
+
+_RENAMED = {
+    "m": "num_answers",
+    "dedup": "dedup_answers",
+    "alpha": "weight_alpha",
+    "sampler": "weight_sampler",
+    "seed": "weight_seed",
+}
+"""Former reward_kwargs names, named in the error that refuses them."""
+
+DUMP_ENV = "VPO_VERL_DUMP_DIR"
+"""When set, :func:`compute_score` appends each rollout's reward matrix and score to
+``$VPO_VERL_DUMP_DIR/scores.<pid>.jsonl`` and the estimators each batch they see to
+``estimator.<pid>.jsonl`` (the tests check the advantages of a real veRL run against vpo.core)."""
+
+
+def _dump_score(group: str, method: str, rewards: np.ndarray, valid: np.ndarray, score: float) -> None:
+    d = os.environ.get(DUMP_ENV)
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    rec = {
+        "uid": group,
+        "method": method,
+        "rewards": np.asarray(rewards, dtype=np.float64).tolist(),
+        "valid": np.asarray(valid, dtype=bool).tolist(),
+        "score": float(score),
+    }
+    with open(os.path.join(d, f"scores.{os.getpid()}.jsonl"), "a") as f:
+        f.write(json.dumps(rec) + "\n")
 
 
 def reward_matrix_from_extra(
@@ -366,7 +409,7 @@ def reward_matrix_from_extra(
     missing += [f"vpo_r{i}_{o}" for i in range(m) for o in objectives if f"vpo_r{i}_{o}" not in extra]
     if missing:
         raise ValueError(
-            f"reward extra info lacks the keys {missing[:4]}...; was it written by vpo compute_score with m={m}?"
+            f"reward extra info lacks the keys {missing[:4]}...; was it written by vpo compute_score with num_answers={m}?"
         )
     n = len(np.asarray(extra["vpo_valid0"]))
     rewards = np.zeros((n, m, len(objectives)))
@@ -378,15 +421,15 @@ def reward_matrix_from_extra(
     return rewards, valid
 
 
-def make_verl_rows(task, examples: Sequence[Mapping], m: int, split: str = "train") -> list[dict]:
-    """veRL RLHFDataset rows for ``examples`` of ``task``: the m-answer prompt as a chat message,
+def make_verl_rows(task, examples: Sequence[Mapping], num_answers: int, split: str = "train") -> list[dict]:
+    """veRL RLHFDataset rows for ``examples`` of ``task``: the ``num_answers``-answer prompt as a chat message,
     ``data_source='vpo/<task>'``, the example as JSON in ``reward_model.ground_truth``."""
     rows = []
     for i, ex in enumerate(examples):
         messages = []
         if getattr(task, "system_prompt", None):
             messages.append({"role": "system", "content": task.system_prompt})
-        messages.append({"role": "user", "content": task.build_prompt(ex, m)})
+        messages.append({"role": "user", "content": task.build_prompt(ex, num_answers)})
         rows.append(
             {
                 "data_source": f"vpo/{task.name}",
