@@ -6,8 +6,8 @@ write your own; ``get`` also takes ``module:factory`` and ``path/to/file.py:fact
 (:mod:`vpo.tasks.registry`), so a task of your own is usable from the CLI without registering it.
 """
 
-from vpo.tasks.base import Example, FunctionTask, RewardFunctionsTask, ScoredBatch, Task, list_tasks, register_task
-from vpo.tasks.registry import TaskSpecError, get, import_user_modules
+from vpo.tasks.base import Example, FunctionTask, RewardFunctionsTask, ScoredBatch, Task
+from vpo.tasks.registry import TaskSpecError, get, import_user_modules, list_tasks, register_task
 
 __all__ = [
     "Example",

@@ -17,7 +17,6 @@ reward functions (one per objective) as a task, so the trainer has one scoring p
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -438,51 +437,3 @@ def _check_target_weights(target_weights: Sequence[float] | None, d: int) -> np.
     if w.shape != (d,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
         raise ValueError(f"target_weights must be {d} non-negative numbers summing to 1, got {target_weights}")
     return w
-
-
-# -------------------------------------------------------------------------------------------
-# registry
-# -------------------------------------------------------------------------------------------
-
-_BUILTIN: dict[str, str] = {
-    "maze": "vpo.tasks.maze:MazeTask",
-    "musique": "vpo.tasks.musique:MusiqueTask",
-    "eureqa": "vpo.tasks.eureqa:EureqaTask",
-    "toolrl": "vpo.tasks.toolrl:ToolRLTask",
-    "code": "vpo.tasks.code:CodeTask",
-}
-_REGISTRY: dict[str, Callable[..., Task]] = {}
-
-
-def register_task(name: str, factory: Callable[..., Task] | None = None):
-    """Make ``vpo.tasks.get(name, **options)`` build a task. Usable as a decorator."""
-
-    def deco(f):
-        _REGISTRY[name] = f
-        return f
-
-    return deco(factory) if factory is not None else deco
-
-
-def list_tasks() -> list[str]:
-    return sorted(set(_BUILTIN) | set(_REGISTRY))
-
-
-def get(name: str, **options) -> Task:
-    """Build a registered task by name, e.g. ``get("maze", size=7)``."""
-    if name in _REGISTRY:
-        factory = _REGISTRY[name]
-    elif name in _BUILTIN:
-        mod, attr = _BUILTIN[name].split(":")
-        try:
-            factory = getattr(importlib.import_module(mod), attr)
-        except ImportError as e:
-            raise ImportError(
-                f"task {name!r} could not be imported ({e}); is its optional dependency installed?"
-            ) from e
-    else:
-        raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
-    try:
-        return factory(**options)
-    except TypeError as e:
-        raise ValueError(f"bad options for task {name!r}: {e}") from None

@@ -1,4 +1,5 @@
-"""Naming a task: ``vpo.tasks.get(spec, **options)`` where ``spec`` is a registered name, a
+"""The task registry and how a task is named: ``register_task`` / ``list_tasks`` (the one registry:
+the built-in tasks, imported on first use, and the user's), ``vpo.tasks.get(spec, **options)`` where ``spec`` is a registered name, a
 ``module:factory`` reference or a ``path/to/file.py:factory`` reference, and ``import_user_modules``
 (the CLI's ``--import``), which imports user code so that its ``register_task`` calls run.
 
@@ -25,7 +26,42 @@ from typing import Callable, Iterable
 from vpo.errors import UserError
 from vpo.tasks import base
 
-base._BUILTIN.setdefault("prog", "vpo.tasks.prog:ProgTask")  # built in, imported on first use (docs/prog_task.md)
+_BUILTIN: dict[str, str] = {
+    "maze": "vpo.tasks.maze:MazeTask",
+    "musique": "vpo.tasks.musique:MusiqueTask",
+    "eureqa": "vpo.tasks.eureqa:EureqaTask",
+    "toolrl": "vpo.tasks.toolrl:ToolRLTask",
+    "code": "vpo.tasks.code:CodeTask",
+    "prog": "vpo.tasks.prog:ProgTask",
+}
+"""Built-in tasks: name -> ``module:factory``, imported on first use."""
+_REGISTRY: dict[str, Callable[..., base.Task]] = {}
+"""Tasks registered with :func:`register_task` (a registered name shadows a built-in one)."""
+
+
+def register_task(name: str, factory: Callable[..., base.Task] | None = None):
+    """Make ``vpo.tasks.get(name, **options)`` build a task. Usable as a decorator."""
+
+    def deco(f):
+        _REGISTRY[name] = f
+        return f
+
+    return deco(factory) if factory is not None else deco
+
+
+def list_tasks() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_REGISTRY))
+
+
+def _registered_factory(name: str) -> Callable:
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    mod, attr = _BUILTIN[name].split(":")
+    try:
+        return getattr(importlib.import_module(mod), attr)
+    except ImportError as e:
+        raise TaskSpecError(f"task {name!r} could not be imported ({e}); is its optional dependency installed?") from e
+
 
 USER_TASK_HINT = (
     "a task of your own: name it as module:factory or path/to/file.py:factory, "
@@ -111,16 +147,12 @@ def get(spec: str, **options) -> base.Task:
     if not isinstance(spec, str) or not spec.strip():
         raise TaskSpecError(f"task must be a non-empty name or module:factory reference, got {spec!r}")
     spec = spec.strip()
-    if spec in base.list_tasks():
-        try:
-            return base.get(spec, **options)
-        except TaskSpecError:
-            raise
-        except ValueError as e:  # bad options (TypeError -> ValueError in base.get) or a rejected value
-            raise TaskSpecError(f"{e}{_options_hint(spec, options)}") from e
-    if ":" not in spec:
-        raise TaskSpecError(f"unknown task {spec!r}; available: {', '.join(base.list_tasks())}; {USER_TASK_HINT}")
-    obj = load_factory(spec)
+    if spec in _REGISTRY or spec in _BUILTIN:
+        obj = _registered_factory(spec)
+    elif ":" not in spec:
+        raise TaskSpecError(f"unknown task {spec!r}; available: {', '.join(list_tasks())}; {USER_TASK_HINT}")
+    else:
+        obj = load_factory(spec)
     if isinstance(obj, base.Task) and not callable(obj):
         if options:
             raise TaskSpecError(
@@ -139,6 +171,11 @@ def get(spec: str, **options) -> base.Task:
         task = obj(**options)
     except ValueError as e:
         raise TaskSpecError(f"task {spec!r}: {e}{_options_hint(spec, options)}") from e
+    except TypeError as e:
+        if "keyword argument" not in str(e):  # a TypeError inside the factory is a bug in it
+            raise
+        # a factory whose signature takes **options (MazeTask.__new__) rejects a name only when called
+        raise TaskSpecError(f"bad options for task {spec!r}: {e}{_options_hint(spec, options)}") from None
     return task
 
 
