@@ -47,18 +47,6 @@ class _Parser(argparse.ArgumentParser):
         raise err
 
 
-def _user_error_types() -> tuple[type[BaseException], ...]:
-    """Exception types whose message is the whole story: UserError, and a task's missing data."""
-    types: list[type[BaseException]] = [UserError]
-    try:
-        from vpo.tasks.text import DatasetUnavailableError
-
-        types.append(DatasetUnavailableError)
-    except ImportError:  # pragma: no cover - a build without the text tasks
-        pass
-    return tuple(types)
-
-
 def one_line(message: object) -> str:
     """``message`` on one line (newlines and runs of spaces collapsed)."""
     return " ".join(str(message).split())
@@ -138,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         args.debug = debug
         return int(args.func(args) or 0)
-    except _user_error_types() as err:
+    except UserError as err:
         if debug:
             traceback.print_exc()
         prefix = getattr(err, "prog", None) or ("vpo" if command == "?" else f"vpo {command}")

@@ -18,10 +18,11 @@ from typing import Sequence
 
 import numpy as np
 
+from vpo.errors import UserError
 from vpo.core.estimators import log_comb as _core_log_comb
 
 
-class MetricsError(ValueError):
+class MetricsError(UserError, ValueError):
     """Bad input to a metric (shape, empty pool, k too large): the message says what to change."""
 
 

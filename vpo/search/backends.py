@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from vpo.errors import UserError
 from vpo._util import positive_int
 
 __all__ = [
@@ -49,11 +50,11 @@ __all__ = [
 BACKENDS = ("auto", "transformers", "vllm", "openai")
 
 
-class EndpointError(RuntimeError):
+class EndpointError(UserError, RuntimeError):
     """An OpenAI-compatible endpoint that cannot be reached or answers wrongly."""
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(UserError, ValueError):
     """A model path/name that cannot be loaded."""
 
 

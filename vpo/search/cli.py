@@ -25,6 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from vpo.errors import UserError
 from vpo.search.pools import META_FILE
 
 
@@ -236,19 +237,7 @@ def _weight_alpha(args) -> float:
     return 1.0 if args.weight_alpha is None else float(args.weight_alpha)
 
 
-def _user_errors():
-    """The exception types whose message is the whole story (printed without a traceback)."""
-    from vpo.search.embed import EmbeddingUnavailable
-    from vpo.search.generate import EndpointError, ModelLoadError
-    from vpo.search.metrics import MetricsError
-    from vpo.search.pools import PoolError
-    from vpo.search.report import ReportError
-
-    return (EmbeddingUnavailable, EndpointError, ModelLoadError, MetricsError, PoolError, ReportError)
-
-
 def _evaluate(pool, args):
-    from vpo.errors import UserError
     from vpo.search.pools import evaluate_pool
 
     kw = _metric_kwargs(args)
@@ -261,9 +250,9 @@ def _evaluate(pool, args):
 
             result["constrained"] = constrained_metrics(pool, args.constraints, **kw)
         return result
-    except _user_errors() as err:
-        raise UserError(str(err)) from None
-    except ValueError as err:  # EvalConfig validation
+    except ValueError as err:  # a setting validate_sampler_args rejects (the metrics' own errors are UserErrors)
+        if isinstance(err, UserError):
+            raise
         raise UserError(str(err)) from None
 
 
@@ -313,7 +302,6 @@ def _add_pool_stats(res: dict, pool, args) -> None:
 
 
 def run_eval(args) -> int:
-    from vpo.errors import UserError
     from vpo.search.pools import load_pool
     from vpo.search.report import write_report
 
@@ -323,10 +311,7 @@ def run_eval(args) -> int:
     if not sources:
         raise UserError("nothing to evaluate: give --model PATH, --endpoint URL or --pool DIR")
     if args.pool:
-        try:
-            pool = load_pool(args.pool)
-        except _user_errors() as err:
-            raise UserError(str(err)) from None
+        pool = load_pool(args.pool)
         pool_dir = Path(args.pool)
         out = Path(args.out) if args.out else (pool_dir.parent if pool_dir.name == "pool" else pool_dir)
         name = args.name or (pool_dir.parent.name if pool_dir.name == "pool" else pool_dir.name)
@@ -339,10 +324,7 @@ def run_eval(args) -> int:
         name = args.name or (Path(args.model).name if args.model else (args.served_model or "endpoint"))
         pool = _generate(args, out, name)
     results = {name: _evaluate(pool, args)}
-    try:
-        paths = write_report(results, out, title=args.title, plots=not args.no_plots)
-    except _user_errors() as err:
-        raise UserError(str(err)) from None
+    paths = write_report(results, out, title=args.title, plots=not args.no_plots)
     _print_summary(results, paths)
     return 0
 
@@ -376,7 +358,6 @@ def checkpoint_settings(model: str | None) -> tuple[dict, str | None]:
 
 def _resolve_m(args) -> int:
     """``--num-answers``, else the checkpoint's training num_answers (said on stderr), else 1."""
-    from vpo.errors import UserError
 
     settings, source = checkpoint_settings(args.model)
     fmt = settings.get("answer_format", "tags")
@@ -407,7 +388,6 @@ def _task_options(args) -> dict:
 
 
 def _generate(args, out: Path, name: str):
-    from vpo.errors import UserError
     from vpo.search.generate import PoolConfig, generate_pool, last_answer_stop
     from vpo.tasks import get as get_task
     from vpo.tasks import import_user_modules
@@ -469,8 +449,6 @@ def _generate(args, out: Path, name: str):
         )
         err.vpo_reported = True  # vpo.cli does not say "interrupted" a second time
         raise
-    except _user_errors() as err:
-        raise UserError(str(err)) from None
 
 
 def _print_summary(results: dict, paths: dict) -> None:
@@ -504,7 +482,6 @@ def _is_pool_dir(p: Path) -> bool:
 
 
 def run_compare(args) -> int:
-    from vpo.errors import UserError
     from vpo.search.pools import load_pool
     from vpo.search.report import load_report, write_report
 
@@ -516,6 +493,8 @@ def run_compare(args) -> int:
         p = Path(run)
         if not p.exists():
             raise UserError(f"run {run!r} does not exist")
+        if not (p / "report.json").exists() and not _is_pool_dir(p):
+            raise UserError(f"{run!r} holds neither a report.json nor a pool (run `vpo eval --out {run}` first)")
         try:
             if (p / "report.json").exists() and not args.recompute:
                 found = load_report(p)
@@ -526,8 +505,8 @@ def run_compare(args) -> int:
                 label = p.parent.name if p.name == "pool" else p.name
                 found = {label: _evaluate(pool, args)}
             else:
-                raise UserError(f"{run!r} holds neither a report.json nor a pool (run `vpo eval --out {run}` first)")
-        except _user_errors() as err:
+                raise UserError("it holds a report.json but no pool to recompute from; drop --recompute")
+        except UserError as err:
             raise UserError(f"{run}: {err}") from None
         for label, res in found.items():
             if names is not None:
@@ -537,9 +516,6 @@ def run_compare(args) -> int:
                 key = f"{label} ({p.name})" if n == 2 else f"{label} #{n}"
                 n += 1
             merged[key] = res
-    try:
-        paths = write_report(merged, args.out, title=args.title or "Comparison", plots=not args.no_plots)
-    except _user_errors() as err:
-        raise UserError(str(err)) from None
+    paths = write_report(merged, args.out, title=args.title or "Comparison", plots=not args.no_plots)
     _print_summary(merged, paths)
     return 0

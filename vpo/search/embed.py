@@ -15,10 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
+from vpo.errors import UserError
+
 __all__ = ["embedding_diversity", "load_embedder", "EmbeddingUnavailable"]
 
 
-class EmbeddingUnavailable(ImportError):
+class EmbeddingUnavailable(UserError, ImportError):
     """The embedding model package is not installed."""
 
 

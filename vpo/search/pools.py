@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from vpo.errors import UserError
 from vpo._util import positive_int, read_jsonl
 
 __all__ = ["Pool", "PoolError", "PoolWriter", "load_pool", "evaluate_pool", "POOL_FORMAT"]
@@ -32,7 +33,7 @@ ROLLOUTS_FILE = "rollouts.jsonl"
 ARRAYS_FILE = "pool.npz"
 
 
-class PoolError(ValueError):
+class PoolError(UserError, ValueError):
     """A pool that cannot be read, written or resumed as asked; the message says what to do."""
 
 

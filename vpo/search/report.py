@@ -20,10 +20,12 @@ import math
 from pathlib import Path
 from typing import Mapping
 
+from vpo.errors import UserError
+
 __all__ = ["write_report", "markdown_report", "load_report", "ReportError"]
 
 
-class ReportError(ValueError):
+class ReportError(UserError, ValueError):
     """Results that cannot be reported together (e.g. different objectives)."""
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from vpo.errors import UserError
 from vpo.core.answers import answer_instruction, dedup, normalize_text, parse_answers
 
 Example = dict[str, Any]
@@ -426,7 +427,7 @@ class _ExtraColumns:
             self.target(column, [(r[0] if r else None) if whole else r for r in rows])
 
 
-class _RewardShapeError(ValueError):
+class _RewardShapeError(UserError, ValueError):
     """A reward function returned the wrong number of values: a bug in it, never an answer's fault."""
 
 

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from vpo.errors import VPOError
+
 MAX_PROGRAM_CHARS = 200
 """Longer texts are rejected before tokenizing (answers of the task are far shorter)."""
 MAX_NEST = 16
@@ -40,7 +42,7 @@ _BINARY = {"+": 2, "-": 2, "*": 3, "/": 3, "%": 3, "<": 1, ">": 1, "=": 1}
 _TOKEN = re.compile(r"\s*(?:([0-9]+)|(min|max|abs|x)|(//|==|[-+*/%<>=?:(),]))")
 
 
-class ProgramError(ValueError):
+class ProgramError(VPOError, ValueError):
     """A program that does not parse, or fails while it runs (the message says which and why)."""
 
 

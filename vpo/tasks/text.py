@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from vpo.errors import UserError
 from vpo._util import positive_int, read_jsonl
 from vpo.core.answers import MAX_ANSWER_CHARS
 
@@ -192,7 +193,7 @@ def values_match(predicted: Any, expected: Any, _depth: int = 0) -> bool:
 # -------------------------------------------------------------------------------------------
 
 
-class DatasetUnavailableError(RuntimeError):
+class DatasetUnavailableError(UserError, RuntimeError):
     """A task's data could not be loaded; the message says why and what to do."""
 
 
