@@ -49,6 +49,7 @@ SIZES = {
         eval_prompts=16,
         eval_rollouts=8,
         verl_steps=2,
+        verl_warm_steps=40,
     ),
     "dry": dict(
         hidden_size=32,
@@ -64,6 +65,7 @@ SIZES = {
         eval_prompts=2,
         eval_rollouts=2,
         verl_steps=1,
+        verl_warm_steps=0,
     ),
 }
 LIMITS = {"env": 30, "estimator": 40, "train": 80, "train_vllm": 110, "eval": 70, "verl": 150}
@@ -347,51 +349,46 @@ def _verl_python() -> str | None:
     return cand if Path(cand).is_file() and os.access(cand, os.X_OK) else None
 
 
-def verl_overrides(model: str, data_dir: str, steps: int, m: int = 3) -> list[str]:
-    """Hydra overrides of a one-GPU veRL PPO run with vpo's estimator, reward manager and score
-    function (the vpo part is that of examples/verl/run_vpo_musique.sh), at check size."""
-    return [
-        "algorithm.adv_estimator=vpo",
-        "algorithm.use_kl_in_reward=False",
-        "reward.reward_manager.source=importlib",
-        "reward.reward_manager.name=VPORewardManager",
-        "reward.reward_manager.module.path=pkg://vpo.integrations.verl_reward",
-        "reward.custom_reward_function.path=pkg://vpo.integrations.verl_reward",
-        "reward.custom_reward_function.name=compute_score",
-        "+reward.custom_reward_function.reward_kwargs.task=maze",
-        f"+reward.custom_reward_function.reward_kwargs.num_answers={m}",
-        "+reward.custom_reward_function.reward_kwargs.num_weightings=32",
-        f"data.train_files={data_dir}/train.parquet",
-        f"data.val_files={data_dir}/validation.parquet",
-        "data.train_batch_size=8",
-        "data.max_prompt_length=512",
-        "data.max_response_length=64",
-        "data.filter_overlong_prompts=True",
+def _recipe():
+    """examples/verl/run_cpu.py: the veRL recipe whose overrides the GPU check runs (without its CPU part)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vpo_verl_recipe", REPO / "examples" / "verl" / "run_cpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def verl_overrides(model: str, data_dir: str, steps: int, m: int = 3, out: str | None = None) -> list[str]:
+    """Hydra overrides of a one-GPU veRL PPO run: the CPU recipe's (examples/verl/run_cpu.py: vpo's
+    estimator, reward manager and score function on the demo's maze, the vpo part of
+    examples/verl/run_vpo_musique.sh) without the CPU platform, with veRL's vLLM rollout, at check size."""
+    recipe = _recipe()
+    method = "vpo" if m > 1 else "vpo_grpo"
+    ov = recipe.overrides(
+        method=method,
+        task="maze",
+        model=model,
+        data_dir=data_dir,
+        out=out or str(REPO / "runs" / "gpu_check" / "verl"),
+        steps=steps,
+        prompts_per_step=8,
+        rollouts=4,
+        ranks=1,
+        lr=1e-5,
+        max_prompt_length=512,
+        max_response_length=64,
+        cpu=False,
+        rollout="vllm",
+        num_weightings=32,
+        task_options=recipe.demo_task_options("maze"),
+    )
+    ov = [o for o in ov if not o.startswith("hydra.")]
+    return ov + [
         "data.truncation=error",
-        f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.model.use_remove_padding=False",
-        "actor_rollout_ref.actor.optim.lr=1e-5",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.actor.use_kl_loss=True",
-        "actor_rollout_ref.actor.kl_loss_coef=0.001",
-        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.rollout.name=vllm",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-        "trainer.nnodes=1",
-        "trainer.n_gpus_per_node=1",
-        "trainer.logger=[console]",
-        "trainer.val_before_train=False",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        f"trainer.total_training_steps={steps}",
         "trainer.total_epochs=1",
-        "trainer.project_name=vpo",
-        "trainer.experiment_name=gpu_check",
     ]
 
 
@@ -434,6 +431,8 @@ def stage_verl(ctx: dict) -> dict:
             "examples/verl/prepare_data.py",
             "--task",
             "maze",
+            "--task-options",
+            json.dumps(_recipe().demo_task_options("maze")),
             "--num-answers",
             "3",
             "--out",
@@ -449,9 +448,11 @@ def stage_verl(ctx: dict) -> dict:
     )
     if prep.returncode != 0:
         raise RuntimeError(f"prepare_data.py failed: {prep.stderr.strip()[-800:]}")
-    overrides = verl_overrides(_model(ctx), str(data), ctx["sizes"]["verl_steps"])
     out = {"verl": version, "vllm_in_verl_env": has_vllm == "True"}
     if ctx["dry"] or _device(ctx["dry"]) != "cuda":
+        overrides = verl_overrides(
+            _model(ctx), str(data), ctx["sizes"]["verl_steps"], out=str(Path(ctx["out"]) / "verl")
+        )
         comp = subprocess.run([py, "-c", _COMPOSE, json.dumps(overrides)], capture_output=True, text=True, cwd=REPO)
         if comp.returncode != 0:
             raise RuntimeError(f"veRL config did not compose: {comp.stderr.strip()[-800:]}")
@@ -462,7 +463,26 @@ def stage_verl(ctx: dict) -> dict:
         }
     if has_vllm != "True":
         return {**out, "skipped": "veRL: vllm is not installed in the veRL env (veRL's rollout needs it)"}
-    env = dict(os.environ, RAY_DEDUP_LOGS="0", VERL_USE_EXTERNAL_PLUGINS="auto")
+    # the recipe's policy: the tiny Qwen2 with a short warm start, and the <|im_end|> token veRL's
+    # Qwen prompt builder requires (examples/verl/make_policy.py; on the host's CPUs)
+    policy = Path(ctx["out"]) / "verl_policy"
+    mk = subprocess.run(
+        [py, "examples/verl/make_policy.py", "--out", str(policy), "--steps", str(ctx["sizes"]["verl_warm_steps"])],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    if mk.returncode != 0:
+        raise RuntimeError(f"make_policy.py failed: {mk.stderr.strip()[-800:]}")
+    overrides = verl_overrides(str(policy), str(data), ctx["sizes"]["verl_steps"], out=str(Path(ctx["out"]) / "verl"))
+    metrics_path = Path(ctx["out"]) / "verl_metrics.jsonl"
+    env = dict(
+        os.environ,
+        RAY_DEDUP_LOGS="0",
+        VERL_USE_EXTERNAL_PLUGINS="auto",
+        VERL_FILE_LOGGER_PATH=str(metrics_path),
+    )
+    env.pop("VERL_PLATFORM", None)  # the GPU platform, not vpo's CPU one
     t0 = time.perf_counter()
     run = subprocess.run(
         [py, "-m", "verl.trainer.main_ppo", *overrides],
@@ -475,10 +495,18 @@ def stage_verl(ctx: dict) -> dict:
     (Path(ctx["out"]) / "verl.log").write_text(run.stdout + "\n" + run.stderr)
     if run.returncode != 0:
         raise RuntimeError(f"veRL exited {run.returncode}: {run.stderr.strip()[-800:]}")
+    steps = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    trained = [r for r in steps if "timing_s/step" in r["data"]]
+    if len(trained) < ctx["sizes"]["verl_steps"]:
+        raise RuntimeError(f"veRL logged {len(trained)} training steps, expected {ctx['sizes']['verl_steps']}")
+    last = trained[-1]["data"]
     return {
         **out,
-        "steps": ctx["sizes"]["verl_steps"],
+        "steps": len(trained),
         "seconds": round(time.perf_counter() - t0, 1),
+        "step_s": [round(r["data"]["timing_s/step"], 2) for r in trained],
+        "score_mean": last.get("critic/score/mean"),
+        "rollout_probs_diff_max": last.get("training/rollout_probs_diff_max"),
         "log": str(Path(ctx["out"]) / "verl.log"),
     }
 
