@@ -234,6 +234,24 @@ def test_sysv_ipc_does_not_cross_tests(tmp_path):
         assert row == ["-1", "-1", "''", "0"], row  # nothing of it is visible to the next tests
 
 
+def test_a_program_cannot_make_ipc_namespaces_or_posix_queues_itself(tmp_path):
+    """The filter lets ``unshare(CLONE_NEWIPC)`` through for the worker; a test process still cannot
+    use it (the kernel wants CAP_SYS_ADMIN, which it no longer has), and POSIX message queues, which
+    cannot be listed to clean up, are refused."""
+    prog = (
+        "import ctypes, errno\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "r = libc.unshare(0x08000000)\n"
+        "e1 = errno.errorcode[ctypes.get_errno()] if r else 'succeeded'\n"
+        "r = libc.syscall(240 if ctypes.sizeof(ctypes.c_void_p) == 8 and __import__('os').uname().machine == 'x86_64'"
+        " else 180, b'vpo-q', 0o100, 0o600, None)\n"  # mq_open(name, O_CREAT, 0600, NULL)
+        "e2 = errno.errorcode[ctypes.get_errno()] if r == -1 else 'succeeded'\n"
+        "print(e1, e2)\n"
+    )
+    o = Sandbox(SandboxConfig(timeout_s=5.0, scratch_root=str(tmp_path))).run(prog, [TestInput()]).outcomes[0]
+    assert (o.status, o.stdout) == ("ok", "EPERM EPERM\n"), o.stderr
+
+
 INPUT_SCAN = (
     "import ctypes, re, sys\n"
     "mine = sys.stdin.read().strip()\n"
