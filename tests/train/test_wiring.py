@@ -50,9 +50,9 @@ class WiringTrainer(VPOTrainer):
         p = self._pending
         self.gens[-1].update(
             trl_view=trl_view.detach().cpu().clone(),
-            rewards=p["rewards"].detach().cpu().clone(),
-            valid=p["valid"].detach().cpu().clone(),
-            weights=None if p["weights"] is None else p["weights"].detach().cpu().clone(),
+            rewards=p.rewards.detach().cpu().clone(),
+            valid=p.valid.detach().cpu().clone(),
+            weights=None if p.weights is None else p.weights.detach().cpu().clone(),
         )
         return trl_view
 

@@ -18,7 +18,7 @@ from vpo.cli import main  # noqa: E402
 from vpo.errors import UserError  # noqa: E402
 from vpo.tasks import FunctionTask  # noqa: E402
 from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
-from vpo.train.trainer import ZERO_SIGNAL_WARN_EVERY, ZeroSignalError  # noqa: E402
+from vpo.train.trainer import ZERO_SIGNAL_WARN_EVERY, ZeroSignalError, _GatheredScores  # noqa: E402
 from vpo.train.tiny import ANSWER_TAG_TOKENS  # noqa: E402
 
 
@@ -143,7 +143,7 @@ def test_a_batch_with_signal_resets_the_streak(tmp_path, tiny_model_dir, char_ta
         v = torch.ones(4, 3, dtype=torch.bool)
         if kind == "nan":
             r[..., 1] = float("nan")
-        tr._pending = {"rewards": r, "valid": v, "weights": None, "stats": torch.tensor([0.0, 12.0, 0.0, 4.0])}
+        tr._pending = _GatheredScores(r, v, None, no_answer=0.0, parsed=12.0, duplicates=0.0, completions=4.0)
 
     metrics = {"nonfinite": [], "total": []}
 

@@ -21,7 +21,7 @@ import time
 import numpy as np
 from transformers import Trainer, TrainerCallback
 
-__all__ = ["SearchEvalCallback", "pool_stat_logs", "validate_search_eval_args"]
+__all__ = ["SearchEvalCallback", "pool_stat_logs"]
 
 
 def pool_stat_logs(rewards, valid, group_size: int, target_weights) -> dict[str, float]:
@@ -34,23 +34,6 @@ def pool_stat_logs(rewards, valid, group_size: int, target_weights) -> dict[str,
     v = valid.detach().cpu().numpy() if hasattr(valid, "detach") else np.asarray(valid, dtype=bool)
     stats = training_pool_stats(r, v.astype(bool), group_size, target_weights)
     return {f"vpo/pool/{k}": val for k, val in stats.items()}
-
-
-def validate_search_eval_args(args) -> None:
-    """Check the ``search_eval_*`` settings of a :class:`~vpo.train.VPOConfig` (raises ``ValueError``)."""
-    for name in ("search_eval_steps",):
-        v = getattr(args, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be an integer >= 0 (0 = off), got {v!r}")
-    for name in ("search_eval_examples", "search_eval_budget", "search_eval_max_new_tokens"):
-        v = getattr(args, name)
-        if v is None and name == "search_eval_max_new_tokens":
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    t = args.search_eval_temperature
-    if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-        raise ValueError(f"search_eval_temperature must be >= 0 (0 = greedy), got {t!r}")
 
 
 class SearchEvalCallback(TrainerCallback):
@@ -67,6 +50,7 @@ class SearchEvalCallback(TrainerCallback):
     def __init__(self, trainer) -> None:
         from vpo.search.generate import PoolConfig
         from vpo.search.metrics import default_ks
+        from vpo.train.config import validate_search_eval_args
         from vpo.train.trainer import TrainerSetupError, _load
 
         args = trainer.args

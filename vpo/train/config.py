@@ -16,6 +16,7 @@ is the deprecated name of ``invalid_score``: it still works, with a ``FutureWarn
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +24,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from vpo._util import positive_int
-from vpo.core.estimator_base import WEIGHT_SCHEDULES, resolve_gdpo_options
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
-from vpo.core.weights import validate_sampler_args
 
 _CHECKPOINTING_RENAMES = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
 
@@ -249,17 +248,8 @@ class VPOConfig(GRPOConfig):
             )
         if self.estimator == "multi_rlvr" and self.num_answers == 1:
             raise ValueError("multi_rlvr with num_answers=1 is plain GRPO; use estimator: grpo, or num_answers > 1")
-        validate_sampler_args(self.num_weightings, self.weight_alpha, self.weight_sampler)
-        if self.compute_dtype not in ("float32", "float64"):
-            raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {self.compute_dtype!r}")
-        positive_int(self.max_at_k, "max_at_k", allow_none=True)
-        self.gdpo_weighting, self.gdpo_whitening = resolve_gdpo_options(
-            self.gdpo_weighting, self.gdpo_whitening, self.gdpo_preset
-        )
-        if self.weight_schedule not in WEIGHT_SCHEDULES:
-            raise ValueError(
-                f"weight_schedule must be one of {', '.join(WEIGHT_SCHEDULES)}, got {self.weight_schedule!r}"
-            )
+        est = self.estimator_config()  # the one validation of the estimator settings
+        self.gdpo_weighting, self.gdpo_whitening = est.gdpo_weighting, est.gdpo_whitening  # gdpo_preset applied
         if (
             isinstance(self.zero_signal_patience, bool)
             or not isinstance(self.zero_signal_patience, int)
@@ -274,8 +264,6 @@ class VPOConfig(GRPOConfig):
             raise ValueError(
                 f"num_generations (G) must be >= 2: advantages are normalised within a group; got {self.num_generations}"
             )
-        from vpo.train.callbacks import validate_search_eval_args
-
         validate_search_eval_args(self)
         silence_checkpointing_renames()  # again here: a caller's warning filters may have been reset since import
         super().__post_init__()
@@ -292,6 +280,7 @@ class VPOConfig(GRPOConfig):
             compute_dtype=self.compute_dtype,
             gdpo_weighting=self.gdpo_weighting,
             gdpo_whitening=self.gdpo_whitening,
+            gdpo_preset=self.gdpo_preset,
             weight_schedule=self.weight_schedule,
         )
 
@@ -300,3 +289,20 @@ class VPOConfig(GRPOConfig):
         if self.estimator in TRL_NATIVE_ESTIMATORS:
             return False
         return get_estimator(self.estimator).multi_answer
+
+
+def validate_search_eval_args(args) -> None:
+    """Check the ``search_eval_*`` settings of a :class:`~vpo.train.VPOConfig` (raises ``ValueError``)."""
+    for name in ("search_eval_steps",):
+        v = getattr(args, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be an integer >= 0 (0 = off), got {v!r}")
+    for name in ("search_eval_examples", "search_eval_budget", "search_eval_max_new_tokens"):
+        v = getattr(args, name)
+        if v is None and name == "search_eval_max_new_tokens":
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    t = args.search_eval_temperature
+    if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        raise ValueError(f"search_eval_temperature must be >= 0 (0 = greedy), got {t!r}")

@@ -21,6 +21,7 @@ import functools
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -106,6 +107,27 @@ def check_trl_hooks() -> None:
                 f"trl {trl.__version__}: GRPOTrainer.{name} is missing, and VPOTrainer overrides it; "
                 "install the TRL version vpo pins (pip install 'vpo[trl]')"
             )
+
+
+@dataclass
+class _GatheredScores:
+    """One batch's scores, gathered from every process: what ``_calculate_rewards`` (called by TRL)
+    hands to the advantage step and the logs of ``_generate_and_score_completions``."""
+
+    rewards: torch.Tensor
+    """``[N, m, d]`` reward vectors."""
+    valid: torch.Tensor
+    """``[N, m]`` bool: a real, valid answer."""
+    weights: torch.Tensor | None
+    """``[N, d]`` the weighting each rollout was given (goal-conditioned / per-row random weights), or None."""
+    no_answer: float
+    """Completions without a parsed answer."""
+    parsed: float
+    """Answers parsed, before dedup."""
+    duplicates: float
+    """Answers dropped as repeats."""
+    completions: float
+    """Completions scored."""
 
 
 class TrainerSetupError(UserError, ValueError):
@@ -261,7 +283,7 @@ class VPOTrainer(GRPOTrainer):
         self.vpo_sampler = SimplexSampler(args.num_weightings, args.weight_alpha, args.weight_sampler, seed=seed)
         self._goal_seed = seed
         self._example_cache: dict[int, dict] = {}
-        self._pending: dict | None = None
+        self._pending: _GatheredScores | None = None
         if args.search_eval_steps:  # held-out search evaluation every N global steps (vpo.train.callbacks)
             from vpo.train.callbacks import SearchEvalCallback
 
@@ -464,7 +486,8 @@ class VPOTrainer(GRPOTrainer):
         v_all = gather(v).bool()
         stats_all = gather(stats.unsqueeze(0)).sum(0)
         w_all = gather(weights) if weights is not None else None
-        self._pending = {"rewards": r_all, "valid": v_all, "weights": w_all, "stats": stats_all}
+        no_answer, parsed, dups, n = (float(x) for x in stats_all.tolist())
+        self._pending = _GatheredScores(r_all, v_all, w_all, no_answer, parsed, dups, n)
         # what TRL sees: the per-objective mean over each rollout's valid answers (0 without one)
         rf = r_all.nan_to_num(0.0)
         cnt = v_all.sum(1, keepdim=True).clamp(min=1)
@@ -511,11 +534,11 @@ class VPOTrainer(GRPOTrainer):
             lengths = gather(output["completion_mask"].sum(1)).cpu()  # response tokens per rollout
         res = compute_advantages(
             self.args.estimator,
-            p["rewards"],
-            p["valid"],
+            p.rewards,
+            p.valid,
             group_size=G,
             target_weights=self.vpo_target,
-            rollout_weights=p["weights"],
+            rollout_weights=p.weights,
             config=self.vpo_estimator_config,
             sampler=self.vpo_sampler,
             response_lengths=lengths,
@@ -530,9 +553,9 @@ class VPOTrainer(GRPOTrainer):
             logged.pop()
         logged.extend(adv_all.tolist())
         self.vpo_last = {
-            "rewards": p["rewards"].detach().cpu(),
-            "valid": p["valid"].detach().cpu(),
-            "weights": None if p["weights"] is None else p["weights"].detach().cpu(),
+            "rewards": p.rewards.detach().cpu(),
+            "valid": p.valid.detach().cpu(),
+            "weights": None if p.weights is None else p.weights.detach().cpu(),
             "advantages": adv_all.detach().cpu(),
             "group_size": G,
         }
@@ -543,12 +566,11 @@ class VPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         p = self._pending
         metrics = self._metrics[mode]
-        missing, parsed, dups, n = (float(x) for x in p["stats"].tolist())
-        metrics["vpo/parse_failure_rate"].append(missing / max(n, 1))
-        metrics["vpo/answers_per_completion"].append(float(p["valid"].sum(1).float().mean()))
-        metrics["vpo/duplicate_answers"].append(dups / max(n, 1))
+        metrics["vpo/parse_failure_rate"].append(p.no_answer / max(p.completions, 1))
+        metrics["vpo/answers_per_completion"].append(float(p.valid.sum(1).float().mean()))
+        metrics["vpo/duplicate_answers"].append(p.duplicates / max(p.completions, 1))
         G = self.num_generations if mode == "train" else self.num_generations_eval
-        metrics["vpo/diversity"].append(group_reward_diversity(p["rewards"], p["valid"], G))
+        metrics["vpo/diversity"].append(group_reward_diversity(p.rewards, p.valid, G))
         if diag is not None:
             metrics["vpo/score"].append(diag["score_mean"])
             metrics["vpo/pool_set_score"].append(diag["pool_set_score"])
@@ -559,7 +581,7 @@ class VPOTrainer(GRPOTrainer):
         if self.args.log_pool_stats:  # the VPO reference's pool statistics (vpo.search.poolstats)
             from vpo.train.callbacks import pool_stat_logs
 
-            for key, val in pool_stat_logs(p["rewards"], p["valid"], G, self.vpo_target).items():
+            for key, val in pool_stat_logs(p.rewards, p.valid, G, self.vpo_target).items():
                 metrics[key].append(val)
         self._check_zero_signal(mode, metrics)
 
@@ -599,12 +621,12 @@ class VPOTrainer(GRPOTrainer):
         ``ZERO_SIGNAL_WARN_EVERY`` steps) about a training batch without learning signal, and stop after
         ``zero_signal_patience`` such batches in a row."""
         p = self._pending
-        rewards, valid = p["rewards"], p["valid"]
+        rewards, valid = p.rewards, p.valid
         metrics["vpo/nonfinite_answers"].append(float((valid & ~torch.isfinite(rewards).all(-1)).sum()))
         if mode != "train":
             return
         z = self._zero_signal
-        cause = self._zero_signal_cause(rewards, valid, float(p["stats"][1]))
+        cause = self._zero_signal_cause(rewards, valid, p.parsed)
         z["streak"] = z["streak"] + 1 if cause else 0
         z["total"] += bool(cause)
         metrics["vpo/zero_signal_batches"].append(float(z["total"]))
