@@ -336,3 +336,31 @@ def test_exact_best_at_1_is_the_first_answer_reward_and_the_full_budget_is_the_p
     pool_max = [np.where(valid[idx == p], rewards[idx == p].mean(-1), 0.0).max() for p in range(8)]
     for key in ("best_at_k", "best_at_k_exact", "best_at_k_unbiased"):
         assert out[key]["mean"][1] == pytest.approx(np.mean(pool_max), abs=1e-12)
+
+
+def test_one_pass_at_k_with_the_k_above_n_convention_as_a_parameter():
+    from vpo.search.at_k import MetricsError, pass_at_k
+
+    n, c = np.array([2, 4]), np.array([1, 1])
+    with pytest.raises(MetricsError, match="k=3 is larger than the pool"):
+        pass_at_k(n, c, [1, 3])
+    got = pass_at_k(n, c, [1, 3], k_above_n="nan")
+    np.testing.assert_allclose(got[1], [0.25, 0.75])  # 1 - C(3, 3) / C(4, 3)
+    assert got[0, 0] == 0.5 and np.isnan(got[0, 1])
+
+
+def test_non_dominated_is_the_one_pareto_kernel():
+    from vpo.search.metrics import non_dominated
+    from vpo.search.poolstats import pareto_fraction
+
+    pts = np.array([[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.4, 0.4], [1.0, 0.0], [1.0 - 1e-13, 0.0]]])
+    mask = np.ones((1, 6), dtype=bool)
+    exact = non_dominated(pts, mask)[0]
+    # (0.4, 0.4) is dominated by (0.5, 0.5); equal vectors never dominate each other; 1 - 1e-13 loses exactly
+    assert exact.tolist() == [True, True, True, False, True, False]
+    assert non_dominated(pts, mask, eps=1e-12)[0].tolist() == [True, True, True, False, True, True]
+    assert pareto_front_size(pts, mask)[0] == 3  # distinct front vectors
+    assert pareto_fraction(pts, mask)[0] == pytest.approx(5 / 6)  # the reference's eps, duplicates count
+    masked = mask.copy()
+    masked[0, 2] = False  # without (0.5, 0.5), (0.4, 0.4) is on the front
+    assert non_dominated(pts, masked)[0].tolist() == [True, True, False, True, True, False]

@@ -190,10 +190,13 @@ def best_at_k_unbiased(scores, ks: Sequence[int], count=None) -> np.ndarray:
     return out
 
 
-def pass_at_k(num_samples, num_correct, ks: Sequence[int]) -> np.ndarray:
+def pass_at_k(num_samples, num_correct, ks: Sequence[int], *, k_above_n: str = "raise") -> np.ndarray:
     """Unbiased pass@k (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
 
-    ``num_samples [P]`` (n), ``num_correct [P]`` (c) -> ``[P, len(ks)]``.
+    ``num_samples [P]`` (n), ``num_correct [P]`` (c) -> ``[P, len(ks)]``. A k larger than a pool's n
+    raises :class:`MetricsError` (``k_above_n="raise"``, ``vpo eval``'s rule: checked before any
+    work) or gives NaN for that pool (``"nan"``, the reference's pool statistics over pools of
+    uneven size).
 
     >>> pass_at_k([4, 4], [1, 0], ks=[1, 2, 4]).round(4).tolist()  # 1 of 4 correct; none correct
     [[0.25, 0.5, 1.0], [0.0, 0.0, 0.0]]
@@ -204,10 +207,14 @@ def pass_at_k(num_samples, num_correct, ks: Sequence[int]) -> np.ndarray:
         raise MetricsError(f"num_samples and num_correct differ in length: {n.shape} vs {c.shape}")
     if ((c < 0) | (c > n)).any():
         raise MetricsError("num_correct must be between 0 and num_samples")
-    ks_arr = _check_ks(ks, n, "samples")
+    if k_above_n not in ("raise", "nan"):
+        raise ValueError(f"k_above_n must be 'raise' or 'nan', got {k_above_n!r}")
+    ks_arr = _check_ks(ks, n if k_above_n == "raise" else np.full(1, np.iinfo(np.int64).max), "samples")
     k = ks_arr[None, :]
-    fail = np.exp(log_comb((n - c)[:, None], k) - log_comb(n[:, None], k))
-    return np.where((n - c)[:, None] < k, 1.0, 1.0 - fail)
+    with np.errstate(invalid="ignore", over="ignore"):
+        fail = np.exp(log_comb((n - c)[:, None], k) - log_comb(n[:, None], k))
+    val = np.where((n - c)[:, None] < k, 1.0, 1.0 - fail)
+    return val if k_above_n == "raise" else np.where(k <= n[:, None], val, np.nan)
 
 
 # ---------------------------------------------------------------------------------------------

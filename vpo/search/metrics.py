@@ -52,6 +52,7 @@ __all__ = [
     "reward_space_diversity",
     "collinearity",
     "collinearity_pooled",
+    "non_dominated",
     "pareto_front_size",
     "bootstrap_ci",
     "fixed_weights",
@@ -176,6 +177,25 @@ def collinearity_pooled(points, mask=None) -> float:
     return float(collinearity(flat[None], None)[0]) if flat.shape[0] else float("nan")
 
 
+def non_dominated(points, mask, eps: float = 0.0) -> np.ndarray:
+    """``[P, n]`` bool: masked vectors no other masked vector of the same pool dominates (higher is
+    better on every axis). b dominates a when ``b_j >= a_j - eps`` for every objective and
+    ``b_j > a_j + eps`` for one; equal vectors never dominate each other. The one Pareto kernel
+    behind :func:`pareto_front_size` (eps 0) and the reference's ``pareto_fraction`` (eps 1e-12);
+    pools are compared in chunks so memory stays bounded."""
+    x = np.asarray(points, dtype=np.float64)
+    mk = np.asarray(mask, dtype=bool)
+    P, n, d = x.shape
+    out = np.zeros((P, n), dtype=bool)
+    step = max(1, (1 << 24) // max(1, n * n * d))
+    for start in range(0, P, step):
+        sl = slice(start, min(P, start + step))
+        xi, xj = x[sl, :, None, :], x[sl, None, :, :]
+        dom = (xj >= xi - eps).all(-1) & (xj > xi + eps).any(-1) & mk[sl, None, :]  # [c, i, j]: j dominates i
+        out[sl] = mk[sl] & ~dom.any(-1)
+    return out
+
+
 def pareto_front_size(points, mask=None) -> np.ndarray:
     """Number of distinct non-dominated valid vectors in each pool (higher is better on every axis).
 
@@ -183,13 +203,9 @@ def pareto_front_size(points, mask=None) -> np.ndarray:
     """
     x, mk = _points(points, mask)
     n = x.shape[1]
-    xi = x[:, :, None, :]  # candidate i
-    xj = x[:, None, :, :]  # challenger j
-    ge = (xj >= xi).all(-1)  # [P, i, j]: j at least as good everywhere
-    eq = ge & ge.transpose(0, 2, 1)  # ... and i at least as good as j: equal vectors
-    dominated = (ge & ~eq & mk[:, None, :]).any(2)
+    eq = (x[:, :, None, :] == x[:, None, :, :]).all(-1)  # [P, i, j]: equal vectors
     first = ~(eq & mk[:, None, :] & np.tril(np.ones((n, n), dtype=bool), -1)[None]).any(2)  # no earlier valid duplicate
-    return (mk & ~dominated & first).sum(1).astype(np.int64)
+    return (non_dominated(x, mk) & first).sum(1).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------

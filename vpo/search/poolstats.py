@@ -73,11 +73,16 @@ def completed_diversity(points: np.ndarray, completed: np.ndarray) -> np.ndarray
 
 def union_coverage(points: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """``[P]`` Σ_j max_i r_ij over each prompt's masked answers (0 with none): how much of every
-    objective the pool reaches somewhere. In [0, d]."""
-    pts = np.nan_to_num(np.asarray(points, dtype=np.float64), nan=0.0)
-    mk = np.asarray(mask, dtype=bool)
-    best = np.where(mk[..., None], pts, -np.inf).max(-2)  # [P, d]
-    return np.where(np.isfinite(best), best, 0.0).sum(-1)
+    objective the pool reaches somewhere. In [0, d]. The set objective
+    :func:`vpo.core.set_objectives.union_coverage` applied to each prompt's whole pool as one set
+    (NaN rewards count as 0)."""
+    import torch
+
+    from vpo.core.set_objectives import union_coverage as set_union_coverage
+
+    pts = torch.as_tensor(np.nan_to_num(np.asarray(points, dtype=np.float64), nan=0.0))
+    mk = torch.as_tensor(np.asarray(mask, dtype=bool))
+    return set_union_coverage(pts, mk, None, None, None).numpy()
 
 
 def pareto_coverage(
@@ -337,19 +342,13 @@ def pareto_fraction(points, mask, eps: float = 1e-12) -> np.ndarray:
 
     b dominates a when ``b_j >= a_j - eps`` for every objective and ``b_j > a_j + eps`` for one.
     """
-    pts = np.asarray(points, dtype=np.float64)
+    from vpo.search.metrics import non_dominated
+
     mk = np.asarray(mask, dtype=bool)
-    P, n, d = pts.shape
-    out = np.full(P, np.nan)
-    for sl in _chunks(P, n * n * d):
-        x, k = pts[sl], mk[sl]
-        xi, xj = x[:, :, None, :], x[:, None, :, :]
-        dom = (xj >= xi - eps).all(-1) & (xj > xi + eps).any(-1) & k[:, None, :]  # [c, i, j]: j dominates i
-        front = (k & ~dom.any(-1)).sum(-1)
-        c = k.sum(-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[sl] = np.where(c > 0, front / np.maximum(c, 1), np.nan)
-    return out
+    front = non_dominated(points, mk, eps=eps).sum(-1)
+    c = mk.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c > 0, front / np.maximum(c, 1), np.nan)
 
 
 def pass_at_k_by_rollout(passes, present, ks: Sequence[int]) -> np.ndarray:
@@ -362,15 +361,10 @@ def pass_at_k_by_rollout(passes, present, ks: Sequence[int]) -> np.ndarray:
 
 
 def _pass_at_k_counts(n, c, ks: Sequence[int]) -> np.ndarray:
-    from vpo.search.at_k import log_comb
+    """:func:`vpo.search.at_k.pass_at_k` with the reference's convention: NaN where k > n."""
+    from vpo.search.at_k import pass_at_k
 
-    n = np.asarray(n, dtype=np.int64)
-    c = np.asarray(c, dtype=np.int64)
-    k = np.asarray(list(ks), dtype=np.int64)[None, :]
-    with np.errstate(invalid="ignore", over="ignore"):
-        fail = np.exp(log_comb(np.maximum(n - c, 0)[:, None], k) - log_comb(n[:, None], k))
-    val = np.where((n - c)[:, None] < k, 1.0, 1.0 - fail)
-    return np.where(k <= n[:, None], val, np.nan)
+    return pass_at_k(n, c, ks, k_above_n="nan")
 
 
 REFERENCE_PASS_KS = (1, 2, 3)
