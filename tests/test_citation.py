@@ -1,4 +1,4 @@
-"""CITATION.cff (issue 17 item 6): valid Citation File Format 1.2.0 with the keys the format requires,
+"""CITATION.cff: valid Citation File Format 1.2.0 with the keys the format requires,
 citing the paper (preferred) and the library, and agreeing with pyproject.toml."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""examples/recommend (issue 17 item 6) runs end to end at its --quick size: a warm start that teaches
+"""examples/recommend runs end to end at its --quick size: a warm start that teaches
 the tiny model to write catalog ids, one VPO and one GRPO step, pools on the test requests and the
 report (with the budget constraint). Checks the report's keys, that scores are in range, that the
 constrained figures never exceed the unconstrained ones, and that the personas score as documented."""

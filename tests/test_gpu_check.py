@@ -1,4 +1,4 @@
-"""scripts/gpu_check.sh (issue 17 item 5): its CPU dry run exercises every stage and prints one JSON
+"""scripts/gpu_check.sh: its CPU dry run exercises every stage and prints one JSON
 summary on the last line; the pieces it is built from (the check task, the veRL overrides, the
 stage runner's failure handling, the CUDA-vs-CPU estimator stage) are checked directly too."""
 

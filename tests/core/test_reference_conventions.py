@@ -1,4 +1,4 @@
-"""The VPO reference's conventions as options (issue 16 items 1-3), against slow references written here.
+"""The VPO reference's conventions as options, against slow references written here.
 
 * GDPO: ``gdpo_weighting`` ('target' w* | 'ones'), ``gdpo_whitening`` ('rollouts' | 'tokens': veRL's
   masked whitening over response tokens) and ``gdpo_preset='reference'``; the token whitening is

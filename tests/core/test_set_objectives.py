@@ -1,4 +1,4 @@
-"""Set objectives by name (issue 17 item 3): ``register_set_objective`` and the built-in ones.
+"""Set objectives by name: ``register_set_objective`` and the built-in ones.
 
 ``vpo`` and ``multi_rlvr`` are set objectives; registered again under new names through the public
 function (the generic path, no internal shortcut) they must give the built-ins' numbers and the slow

@@ -1,4 +1,4 @@
-"""VPO-native selection in ``vpo evolve`` (issue 17 part 4): per-island Dirichlet weightings, the
+"""VPO-native selection in ``vpo evolve``: per-island Dirichlet weightings, the
 Pareto archive, parallel evaluation of a call's candidates, and end-to-end OpenEvolve runs on the
 shipped example problems (examples/evolve/) driven by ``MutationLLM`` (a seeded random-mutation
 fake, not a model) and ``ScriptedLLM`` (fixed completions)."""

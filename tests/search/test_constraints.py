@@ -1,4 +1,4 @@
-"""Hard constraints (issue 17 item 2): parsing, admissible masks, best@k / pass@k / E_w[best@k] among
+"""Hard constraints: parsing, admissible masks, best@k / pass@k / E_w[best@k] among
 admissible answers in eval (maze pools whose unconstrained best crosses lava, a custom FunctionTask),
 the report and CLI, and the training wrapper that scores a violating answer as invalid."""
 

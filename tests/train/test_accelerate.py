@@ -1,4 +1,4 @@
-"""The trainer's multi-process path and the shipped accelerate configs (issue 14 item 6).
+"""The trainer's multi-process path and the shipped accelerate configs.
 
 * Two CPU processes for real: ``accelerate launch --config_file vpo/configs/accelerate/multi_gpu.yaml
   --num_processes 2 --mixed_precision no`` (torchrun; gloo, as no GPU is visible) runs

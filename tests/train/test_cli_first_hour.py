@@ -1,4 +1,4 @@
-"""A TRL user's first hour with the CLI (issue 15): a task of one's own reached from `vpo train` and
+"""A TRL user's first hour with the CLI: a task of one's own reached from `vpo train` and
 `vpo eval` (module:factory, file.py:factory, --import), `vpo train` from flags alone, one-line errors
 (exit 2, --debug for the traceback), `vpo train NAME.yaml`, `--smoke` for shipped configs, `vpo eval`
 taking m from the checkpoint, the VPO model card, the start-of-run summary, "interrupted" said once.
@@ -90,7 +90,7 @@ def _one_error_line(capsys, *needles):
 
 
 # ------------------------------------------------------------------------------------------
-# item 1: a user task from the CLI, both ways; item 7: train from flags alone, m from the checkpoint
+# a user task from the CLI, both ways; train from flags alone, m from the checkpoint
 # ------------------------------------------------------------------------------------------
 
 
@@ -211,7 +211,7 @@ def test_eval_reads_m_from_training_args_bin(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# item 6 (and 4's strict_rewards): every user mistake is one line and exit code 2
+# every user mistake (strict_rewards included) is one line and exit code 2
 # ------------------------------------------------------------------------------------------
 
 
@@ -341,7 +341,7 @@ def test_task_options_json_reaches_generation(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------
-# item 2: shipped configs by name.yaml, and --smoke
+# shipped configs by name.yaml, and --smoke
 # ------------------------------------------------------------------------------------------
 
 
@@ -415,7 +415,7 @@ def test_no_gradient_checkpointing_future_warnings(recwarn, tiny_model_dir, tmp_
 
 
 def test_a_single_reward_function_is_accepted(tiny_model_dir, tmp_path):
-    """TRL's GRPOTrainer takes one callable as reward_funcs; so does VPOTrainer (issue 15 item 3)."""
+    """TRL's GRPOTrainer takes one callable as reward_funcs; so does VPOTrainer."""
     from datasets import Dataset
 
     from vpo.train import VPOConfig, VPOTrainer

@@ -1,4 +1,4 @@
-"""Resume (issue 15 item 5).
+"""Resume: a run stopped and resumed from its checkpoint continues exactly.
 
 * A run killed with SIGKILL and resumed from its last checkpoint ends at the same parameters as an
   uninterrupted run with the same seed (the weight sampler's RNG state is part of the checkpoint).

@@ -77,7 +77,7 @@ def test_trainer_refuses_a_trl_without_the_hooks(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------
-# TRL semantics kept (issue 15 item 3): reward_weights and the reward-function signature, each
+# TRL semantics kept: reward_weights and the reward-function signature, each
 # checked against TRL's own GRPOTrainer on the same inputs
 # ------------------------------------------------------------------------------------------
 

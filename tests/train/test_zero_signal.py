@@ -1,4 +1,4 @@
-"""Loud zero learning signal (issue 15 item 4): a training batch with no parsable answer, no valid
+"""Loud zero learning signal: a training batch with no parsable answer, no valid
 answer or no finite reward is warned about (at most once every ZERO_SIGNAL_WARN_EVERY steps), counted in
 the logs (``vpo/zero_signal_batches``, ``vpo/nonfinite_answers``) and, after ``zero_signal_patience``
 such batches in a row, stops training with a UserError; ``strict_rewards: true`` failures are one line
