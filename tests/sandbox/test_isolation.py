@@ -254,8 +254,9 @@ def test_a_program_cannot_make_ipc_namespaces_or_posix_queues_itself(tmp_path):
 
 INPUT_SCAN = (
     "import ctypes, re, sys\n"
-    "mine = sys.stdin.read().strip()\n"
-    "print(mine)\n"  # the output of a test carries its input too
+    "line = sys.stdin.read().strip()\n"
+    "mine = line.split()[0]\n"
+    "print(line)\n"  # the output of a test carries its input too
     "found = set()\n"
     "pat = re.compile(rb'tok' + rb'en-[0-9]-[0-9a-f]{12}')\n"
     "for line in open('/proc/self/maps').read().splitlines():\n"  # every readable mapping, read in place
@@ -272,12 +273,14 @@ def test_a_test_sees_only_its_own_input(tmp_path):
     """Each test's process memory (every readable mapping, read in place) holds its own input and no
     other test's: neither the inputs still to come nor what earlier tests read or printed."""
     tokens = [f"token-{i}-{os.urandom(6).hex()}" for i in range(3)]
+    # of different lengths, so that no test's own input or output lands in a freed block of another's
+    lines = [f"{t} {'x' * (300 * i)}".strip() for i, t in enumerate(tokens)]
     sb = Sandbox(SandboxConfig(timeout_s=10.0, memory_mb=1024, scratch_root=str(tmp_path)))
-    res = sb.run(INPUT_SCAN, [TestInput(stdin=t + "\n") for t in tokens])
-    for tok, o in zip(tokens, res.outcomes):
+    res = sb.run(INPUT_SCAN, [TestInput(stdin=line + "\n") for line in lines])
+    for tok, line, o in zip(tokens, lines, res.outcomes):
         assert o.status == "ok", o.stderr
         first, rest = o.stdout.split("\n", 1)
-        assert first == tok
+        assert first == line
         assert rest.strip() == "[]", (tok, rest)
 
 

@@ -271,7 +271,7 @@ def test_bpf_program_decisions(machine):
     assert _run_bpf(prog, persona, arch, (0xFFFFFFFF, 0, 0, 0, 0, 0)) == ALLOW
     for p in (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, 0x0008, 1):
         assert _run_bpf(prog, persona, arch, (p, 0, 0, 0, 0, 0)) == EPERM, hex(p)
-    # unshare: exactly CLONE_NEWIPC (the worker's per-test IPC namespace), nothing else
+    # unshare: exactly CLONE_NEWIPC (the worker's fresh IPC namespace), nothing else
     assert _run_bpf(prog, nr["unshare"], arch, (CLONE_NEWIPC, 0, 0, 0, 0, 0)) == ALLOW
     for flags in (0, CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC | CLONE_NEWUSER, CLONE_NEWIPC | CLONE_NEWNS, 0x40000000):
         assert _run_bpf(prog, nr["unshare"], arch, (flags, 0, 0, 0, 0, 0)) == EPERM, hex(flags)

@@ -2,14 +2,16 @@
 
 The host (:mod:`vpo.sandbox.host`) runs this file by path, ``python -I -S worker.py
 --vpo-sandbox-worker FD`` (under ``unshare`` when namespaces are available), writes one JSON job to
-its stdin and reads JSON-line results from pipe fd FD, which no program process holds. The worker
-sets the sandbox up (joins the cgroups, makes the mounts read-only, puts a capped tmpfs over /tmp
-with the interpreter's library dirs bound read-only inside it), compiles the program once and forks
-one child per test (under the seccomp filter the worker built by hand as classic BPF and installed
-on itself after its setup; no filter, no program): the child drops privileges, applies the rlimits
-and runs the program; the worker
-enforces the per-test timeout, kills and reaps whatever the test left and reports raw output only
-(expected outputs never enter the sandbox).
+its stdin (the tests' inputs are not in it: they wait in a memfd the worker inherits) and reads the
+results from pipe fd FD, which no program process holds: a JSON line per test, then the test's raw
+output bytes. The worker sets the sandbox up (joins the cgroups, makes the mounts read-only, puts a
+capped tmpfs over /tmp with the interpreter's library dirs bound read-only inside it), compiles the
+program once, drops the capabilities it no longer needs and installs its seccomp filter (classic BPF
+built by hand; no filter, no program), then forks one child per test: the child drops privileges,
+applies the rlimits and runs the program; the worker judges the test's time limit on its CPU time
+(wall clock as a backstop), kills and reaps whatever the test left until nothing is, and reports raw
+output only (expected outputs never enter the sandbox). Inputs and outputs move file-to-file inside
+the kernel, so no test finds another's in the memory it inherits from the worker.
 
 Standard library only, never vpo: it starts in a scrubbed ``-I -S`` interpreter that may not see
 site-packages, next to hostile code (tests/sandbox/test_sandbox_worker_imports.py checks its
@@ -602,7 +604,7 @@ _WORKER_CAPS = {
     6: "CAP_SETGID",  # the test child's setgroups / setresgid
     7: "CAP_SETUID",  # the test child's setresuid
     8: "CAP_SETPCAP",  # the test child empties its capability bounding set
-    21: "CAP_SYS_ADMIN",  # the test child's own IPC namespace (unshare CLONE_NEWIPC)
+    21: "CAP_SYS_ADMIN",  # a fresh IPC namespace after a test that used SysV IPC (unshare CLONE_NEWIPC)
 }
 """What the worker still needs once its setup is done; every other capability (CAP_NET_ADMIN,
 CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_MKNOD, CAP_NET_RAW, CAP_SYS_RESOURCE, CAP_BPF,
