@@ -360,3 +360,17 @@ def test_constraint_table_script_on_saved_pools(tmp_path, maze_pool, capsys):
     assert v["filtered_frac"] == pytest.approx(5 / 7) and v["no_admissible_frac"] == pytest.approx(0.5)
     # completed routes (reaching E): 1 lava + 2 safe in prompt 0, 2 lava in prompt 1 -> 3 of 5 refused
     assert v["filtered_completed"] == pytest.approx(3 / 5)
+
+
+def test_constrained_task_loads_the_wrapped_tasks_own_examples():
+    """A constraint changes which answers count, never which problems a split holds: without a
+    seed the wrapper loads what the task itself loads (the maze's own default seed, not 0)."""
+    from vpo.tasks import get
+    from vpo.tasks.constrained import constrained
+
+    task = get("maze", size=5)
+    wrapped = constrained(task, ["avoid_lava>=1"])
+    for split in ("train", "test"):
+        assert wrapped.load(split, n=4) == task.load(split, n=4)
+    assert wrapped.load("train", n=4, seed=3) == task.load("train", n=4, seed=3)
+    assert wrapped.load("train", n=4, seed=3) != task.load("train", n=4)

@@ -33,8 +33,10 @@ def _execute(args: list[str]) -> int:
     try:
         if args[0] == "-m":
             sys.argv = [args[1], *args[2:]]
-            with warnings.catch_warnings():  # "found in sys.modules": expected, the second job on
-                warnings.simplefilter("ignore", RuntimeWarning)  # reruns an imported module as __main__
+            with warnings.catch_warnings():  # runpy's "found in sys.modules": expected, the second job on
+                # reruns an imported module as __main__; every other warning of the job (the trainer's
+                # zero-signal and scorer-error warnings among them) still reaches its log
+                warnings.filterwarnings("ignore", message=r".*found in sys\.modules", category=RuntimeWarning)
                 runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         else:
             sys.argv = ["-c", *args[2:]]

@@ -185,8 +185,12 @@ class ConstrainedTask(Task):
     def target_weights(self) -> np.ndarray:
         return self.inner.target_weights
 
-    def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
-        return self.inner.load(split, n=n, seed=seed)
+    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, **kwargs) -> list[Example]:
+        """The wrapped task's examples: its own default seed unless one is given (a constraint never
+        changes which problems a split holds)."""
+        if seed is not None:
+            kwargs["seed"] = seed
+        return self.inner.load(split, n=n, **kwargs)
 
     def question(self, example: Example) -> str:
         return self.inner.question(example)
