@@ -467,3 +467,52 @@ def test_example_launch_overrides_compose_with_veRLs_config(tmp_path):
         extra_info={"vpo_group": "u", "vpo_method": "vpo"},
     )
     assert res["score"] == pytest.approx(_score(_completion(["9 0 0"]), "u")["score"])
+
+
+def _recipe():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vpo_verl_recipe", REPO / "examples" / "verl" / "run_cpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize(
+    "method, task, cpu",
+    [("vpo", "maze", True), ("grpo", "prog", True), ("vpo_grpo", "maze", True), ("vpo", "maze", False)],
+)
+def test_cpu_recipe_overrides_compose_with_veRLs_config(method, task, cpu):
+    """examples/verl/run_cpu.py's overrides (and the GPU variant gpu_check runs) against veRL's real
+    config: the answers per rollout, stop tag, task options, reward route and CPU settings land where
+    veRL reads them."""
+    _verl()
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+    from verl.utils.config import omega_conf_to_dataclass
+
+    recipe = _recipe()
+    opts = recipe.demo_task_options(task)
+    ov = recipe.overrides(
+        method=method, task=task, model="/m", data_dir="/d", out="/o", steps=3, cpu=cpu, task_options=opts
+    )
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=[o for o in ov if not o.startswith("hydra.")])
+    m = 3 if method == "vpo" else 1
+    kw = config.reward.custom_reward_function.reward_kwargs
+    assert kw.num_answers == m and kw.task == task and dict(kw.task_options) == opts
+    assert config.algorithm.adv_estimator == method and config.trainer.total_training_steps == 3
+    rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+    if cpu:
+        assert rollout.name == "vpo_hf" and rollout.custom == {"stop": [recipe.stop_string(m)]}
+        assert config.trainer.device == "cpu" and config.trainer.n_gpus_per_node == 2
+        assert config.ray_kwargs.ray_init.num_gpus == 2 and rollout.calculate_log_probs
+    else:
+        assert rollout.name == "vllm" and config.trainer.device != "cpu" and not any("num_gpus" in o for o in ov)
+    manager = resolve_reward_manager_cls(config).__name__
+    assert manager == ("NaiveRewardManager" if method == "grpo" else "VPORewardManager")
+    if method == "grpo":  # veRL's own GRPO on vpo's single-answer score
+        assert kw.method == "vpo_grpo"
