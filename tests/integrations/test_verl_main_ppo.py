@@ -8,8 +8,7 @@ inputs and outputs, the score function's reward matrices, the weights' hashes on
 every sync, every rollout's tokens and log-probs; and veRL's own metrics file) the tests check:
 
 * the advantages veRL used equal :func:`vpo.core.compute_advantages` on the same rewards, valid
-  masks and group ids, rollout by rollout (<= 1e-6 relative to the group's score scale, see
-  ``ADV_TOL``), at every step;
+  masks and group ids, rollout by rollout (<= 1e-6), at every step;
 * the policy changes and the rollouts follow it: the actor's weights differ after every step, each
   replica loads exactly the actor's weights (hash) after every update, and each rollout was sampled
   with the weights of its step; veRL's rollout-vs-actor probability gap stays under ``PROB_TOL``;
@@ -42,8 +41,7 @@ WARM_STEPS = int(os.environ.get("VPO_VERL_TEST_WARM_STEPS", "150"))
 POLICY = os.environ.get("VPO_VERL_TEST_POLICY")
 """A prebuilt policy checkpoint to start from (default: build the tiny one with WARM_STEPS)."""
 ADV_TOL = 1e-6
-"""Advantage agreement: veRL carries the score in float32, so the bound is taken on
-``|A_verl - A_core| * std_group`` (the error in score units), which float32 keeps below 1e-6 here."""
+"""Max |A_verl - A_core| per rollout (measured: 4.9e-8; both sides compute the z-score in float32)."""
 PROB_TOL = 1e-4
 """Max |p_rollout - p_actor| per token (veRL's ``training/rollout_probs_diff_max``): both sides run the
 same fp32 weights (measured: about 1.2e-6, float32 rounding; a random-token rollout gives 0.013)."""
@@ -190,12 +188,11 @@ def test_advantages_veRL_used_equal_vpo_core_at_every_step(runs):
             core_adv, core_score = _core_advantages(rows, order_uids)
             verl_adv, verl_score = np.array(verl_adv), np.array(verl_score)
             np.testing.assert_allclose(verl_score, core_score, atol=1e-6, rtol=0)
-            g = np.array(order_uids)
-            std = np.array([np.std(core_score[g == u]) for u in order_uids])
-            err = np.abs(verl_adv - core_adv) * np.maximum(std, 1e-12)
+            err = np.abs(verl_adv - core_adv)
             assert err.max() <= ADV_TOL, (err.max(), verl_adv, core_adv)
-            flat = std < 1e-6
-            assert np.all(verl_adv[flat] == 0.0)
+            g = np.array(order_uids)
+            flat = np.array([np.ptp(core_score[g == u]) == 0 for u in order_uids])
+            assert np.all(verl_adv[flat] == 0.0)  # a group with one score: no signal
 
 
 def test_learning_signal_is_not_empty(runs):
