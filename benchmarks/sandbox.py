@@ -9,6 +9,13 @@ median over ``--repeats`` runs; the speedup is the ratio of the medians.
     python benchmarks/sandbox.py                 # table
     python benchmarks/sandbox.py --json          # table, then one JSON object on the last line
     python benchmarks/sandbox.py --quick         # seconds, tiny sizes (CI: does it run)
+
+Before and after a change to the sandbox, on a shared machine whose load moves more than the change:
+``--paired-with DIR`` (DIR holds another checkout's ``vpo`` package, e.g. ``git archive REV vpo |
+tar -x -C DIR``) runs this benchmark ``--pairs`` times in each tree, alternating which goes first, one
+run of each a pair, and reports the ratio (this tree / DIR) of every pair and their median.
+
+    python benchmarks/sandbox.py --paired-with /tmp/vpo-before --pairs 5 --json
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from vpo.tasks.code import DEFAULT_PRELUDE, CodeTask
 from vpo.sandbox import Sandbox, SandboxConfig, TestInput, sandbox_capabilities
@@ -86,9 +95,13 @@ def main(argv=None) -> int:
         "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
     )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    ap.add_argument("--paired-with", metavar="DIR", help="another tree's vpo package: compare, alternating runs")
+    ap.add_argument("--pairs", type=int, default=4, help="with --paired-with: runs in each tree (default 4)")
     args = ap.parse_args(argv)
     if args.quick:
         args.programs, args.tests, args.repeats, args.completions = 2, 2, 1, 2
+    if args.paired_with:
+        return paired(args)
 
     rng = random.Random(0)
     tests = make_tests(args.tests, rng)
@@ -141,6 +154,56 @@ def main(argv=None) -> int:
                 }
             )
         )
+    return 0
+
+
+FIGURES = ("tests_per_s_worker", "tests_per_s_subprocess", "code_answers_per_s")
+
+
+def paired(args) -> int:
+    """This tree against ``args.paired_with``: ``args.pairs`` runs of one repeat each, alternating."""
+    here = str(Path(__file__).resolve().parents[1])
+    other = str(Path(args.paired_with).resolve())
+    if not (Path(other) / "vpo" / "sandbox").is_dir():
+        raise SystemExit(f"--paired-with {other}: no vpo/sandbox package there (git archive REV vpo | tar -x -C DIR)")
+    sizes = ["--programs", str(args.programs), "--tests", str(args.tests), "--completions", str(args.completions)]
+    sizes += ["--m", str(args.m)] + (["--concurrency", str(args.concurrency)] if args.concurrency else [])
+
+    def one(tree: str) -> dict:
+        env = dict(os.environ, PYTHONPATH=tree)
+        r = subprocess.run(
+            [sys.executable, __file__, "--repeats", "1", "--json", *sizes],
+            env=env,
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if r.returncode != 0:
+            raise SystemExit(f"benchmark in {tree} failed:\n{r.stderr[-2000:]}")
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    rows: list[tuple[dict, dict]] = []
+    for k in range(args.pairs):
+        if k % 2 == 0:
+            new, old = one(here), one(other)
+        else:
+            old, new = one(other), one(here)
+        rows.append((new, old))
+        print(f"pair {k + 1}: " + ", ".join(f"{f} {new[f]:.1f} / {old[f]:.1f}" for f in FIGURES), flush=True)
+    out: dict = {"pairs": args.pairs, "this_tree": here, "paired_with": other}
+    for f in FIGURES:
+        ratios = [n[f] / o[f] for n, o in rows]
+        out[f"{f}_this"] = [n[f] for n, _ in rows]
+        out[f"{f}_other"] = [o[f] for _, o in rows]
+        out[f"{f}_ratios"] = [round(x, 3) for x in ratios]
+        out[f"{f}_ratio_median"] = round(statistics.median(ratios), 3)
+        out[f"{f}_ratio_of_medians"] = round(
+            statistics.median(out[f"{f}_this"]) / statistics.median(out[f"{f}_other"]), 3
+        )
+        print(f"{f:24s} this/other per pair {out[f + '_ratios']}, median {out[f + '_ratio_median']}")
+    if args.json:
+        print(json.dumps(out))
     return 0
 
 

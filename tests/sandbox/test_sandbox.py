@@ -523,6 +523,14 @@ def test_config_errors_are_clear():
         SandboxConfig(isolation="docker")
     with pytest.raises(ValueError, match="max_open_files"):
         SandboxConfig(max_open_files=3)
+    for name in ("cpu_time_s", "wall_timeout_s", "cpu_cores", "cleanup_s"):
+        for bad in (0, -1.0, True, "2"):
+            with pytest.raises(ValueError, match=name):
+                SandboxConfig(**{name: bad})
+    cfg = SandboxConfig(timeout_s=2.0)
+    assert (cfg.cpu_limit_s, cfg.wall_limit_s) == (2.0, 5.0)
+    cfg = SandboxConfig(timeout_s=2.0, cpu_time_s=1.5, wall_timeout_s=9.0)
+    assert (cfg.cpu_limit_s, cfg.wall_limit_s) == (1.5, 9.0)
 
 
 def test_capabilities_describe_this_machine():

@@ -85,11 +85,14 @@ def _kill_session(proc) -> None:
         pass
 
 
-def _kill_uid(uid: int) -> None:
-    """Kill every process of ``uid`` (root, no namespaces): a helper becomes that uid and kill(-1)s."""
+def _kill_uid(uid: int, deadline_s: float = 10.0) -> None:
+    """Kill every process of ``uid`` (root, no namespaces): a helper becomes that uid and kill(-1)s,
+    again until none is left or ``deadline_s`` has passed (a deadline, not a count of rounds)."""
     import subprocess
+    import time
 
-    for _ in range(20):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
         if not _procs_of_uid(uid):
             return
         subprocess.run(

@@ -132,6 +132,8 @@ class SandboxConfig:
             raise ValueError(
                 f"SandboxConfig.stop_after_timeouts must be None or an integer >= 1, got {self.stop_after_timeouts!r}"
             )
+        if isinstance(self.cleanup_s, bool) or not isinstance(self.cleanup_s, (int, float)) or not self.cleanup_s > 0:
+            raise ValueError(f"SandboxConfig.cleanup_s must be a number > 0, got {self.cleanup_s!r}")
         for name in ("cpu_time_s", "wall_timeout_s", "cpu_cores"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0)):
@@ -389,9 +391,9 @@ class Sandbox:
                 _kill_session(proc)
                 proc.wait()
             if cg is not None:
-                cg.kill_and_remove()
+                cg.kill_and_remove(cfg.cleanup_s)
             if uid is not None and self.isolation == "rlimits":
-                _kill_uid(uid)
+                _kill_uid(uid, cfg.cleanup_s)
             _rmtree(scratch)
 
     def _collect(self, lines, tests, t0, uid, problem, worker_err, rc) -> ProgramResult:
