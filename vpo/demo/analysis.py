@@ -29,6 +29,7 @@ import numpy as np
 from vpo.demo.config import DemoConfig
 from vpo.demo.domains import DEFAULT_DOMAIN, domain_named
 from vpo.demo.stages import eval_entries, make_task
+from vpo.errors import UserError
 
 SCALARS = (
     "reward_at_1",
@@ -46,7 +47,7 @@ CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
 """Curves every domain reports; a domain adds its own (:attr:`vpo.demo.domains.Domain.extra_curves`)."""
 
 
-class DemoDataError(ValueError):
+class DemoDataError(UserError, ValueError):
     """Evaluations that cannot be compared (different mazes, orders or shapes)."""
 
 
