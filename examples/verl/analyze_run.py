@@ -27,13 +27,26 @@ def _jsonl(paths):
     return out
 
 
-def per_step(dump: str, metrics: str | None = None, completion_index: int = 0) -> list[dict]:
+def per_step(
+    dump: str, metrics: str | None = None, completion_index: int = 0, prompts_per_step: int | None = None
+) -> list[dict]:
     from vpo.search.poolstats import completed_diversity, completed_mask
 
     calls = sorted(_jsonl(glob.glob(os.path.join(dump, "estimator.*.jsonl"))), key=lambda r: r["time"])
     scored = defaultdict(list)
     for r in _jsonl(glob.glob(os.path.join(dump, "scores.*.jsonl"))):
         scored[r["uid"]].append(r)
+    if not calls:
+        # veRL's own estimators (e.g. grpo) write no estimator file: the score function's records, in
+        # the order the one reward worker wrote them, are the steps' groups, prompts_per_step at a time
+        if not prompts_per_step:
+            raise SystemExit("no estimator.*.jsonl in the dump (a veRL estimator): pass --prompts-per-step")
+        uids = list(scored)
+        calls = [
+            {"uid": [u for u in chunk for _ in scored[u]], "score": [r["score"] for u in chunk for r in scored[u]]}
+            for chunk in (uids[i : i + prompts_per_step] for i in range(0, len(uids), prompts_per_step))
+            if len(chunk) == prompts_per_step
+        ]
     logged = {}
     if metrics:
         logged = {r["step"]: r["data"] for r in _jsonl([metrics]) if "timing_s/step" in r["data"]}
@@ -66,9 +79,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dump", required=True)
     p.add_argument("--metrics", default=None)
+    p.add_argument("--prompts-per-step", type=int, default=None, help="for runs with a veRL estimator (grpo)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
-    rows = per_step(args.dump, args.metrics)
+    rows = per_step(args.dump, args.metrics, prompts_per_step=args.prompts_per_step)
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -202,6 +202,9 @@ def _procs_of(marker: str, pgid: int) -> list[int]:
         if pid == os.getpid():
             continue
         try:
+            with open(f"/proc/{d}/stat") as f:
+                if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    continue  # a zombie has already exited (its parent has not reaped it yet)
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().decode(errors="replace")
             mine = marker in cmd
@@ -349,10 +352,14 @@ def run(args, extra: list[str]) -> dict:
         watch.start()
         try:
             rc = proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            rc = 124
-        except KeyboardInterrupt:
-            rc = 130
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as e:
+            rc = 124 if isinstance(e, subprocess.TimeoutExpired) else 130
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     wall = time.time() - t0
     watch.stop()
     leftovers = stop_processes(ray_tmp, proc.pid)
@@ -367,6 +374,7 @@ def run(args, extra: list[str]) -> dict:
         "peak_rss_gib": round(watch.peak / 2**30, 2),
         "max_processes": watch.max_procs,
         "leftover_processes": leftovers,
+        "timed_out": rc == 124,
         "log": str(log_path),
         "metrics": env["VERL_FILE_LOGGER_PATH"],
     }
