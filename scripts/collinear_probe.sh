@@ -4,7 +4,7 @@
 # collinear: true and the default RL settings, then evaluated on the 100 validation mazes.
 # Results: python scripts/collinear_probe_table.py runs/probe_collinear
 set -e
-cd /work/main
+cd "$(dirname "$0")/.."
 OUT=runs/probe_collinear
 rm -rf $OUT && mkdir -p $OUT
 python - <<'PY'
@@ -14,7 +14,9 @@ from vpo.demo.config import DemoConfig
 from vpo.demo.stages import train_config, eval_argv
 cfg = DemoConfig(split="validation")
 out = Path("runs/probe_collinear")
-ws = Path("runs/demo/warmstart")
+# replicate 0's warm start (the default demo, one warm start per seed), or a shared one (demos run
+# with --set warm_start=shared, and every demo before that setting)
+ws = next(p for p in (Path("runs/demo/warmstart_s0"), Path("runs/demo/warmstart")) if p.exists())
 opts = {**cfg.task_options(), "collinear": True}
 cmds = []
 for method, m in (("grpo", 1), ("vpo", 3)):

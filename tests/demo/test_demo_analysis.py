@@ -4,6 +4,7 @@ two-level intervals, paired differences, the maze-order check and the settings-c
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -169,7 +170,9 @@ def test_aggregate_runs_hand_computed_differences():
     """VPO vs GRPO over 2 seeds x 3 mazes: per-seed differences 0.2 and 0.4 (k = 1), so the paired mean is
     0.3, the SE over seeds 0.1 and every per-seed value is listed; k = 3 doubles each (the fake curve)."""
     rng = np.random.default_rng(0)
-    cfg = DemoConfig(seeds=(0, 1), methods=("grpo", "vpo"), ks=(1, 3), eval_budget=3, bootstrap=500)
+    cfg = DemoConfig(
+        seeds=(0, 1), methods=("grpo", "vpo"), ks=(1, 3), eval_budget=3, bootstrap=500, interval="two_level_bootstrap"
+    )
     runs = {
         "warmstart_m1": [_fake_run([0.1, 0.1, 0.1], rng)],
         "grpo": [_fake_run([0.3, 0.3, 0.3], rng), _fake_run([0.2, 0.2, 0.2], rng)],
@@ -188,6 +191,16 @@ def test_aggregate_runs_hand_computed_differences():
     assert agg["methods"]["vpo"]["best_at_k"][1]["mean"] == pytest.approx(0.55)
     assert agg["methods"]["vpo"]["m"] == 3
     json.dumps(agg)  # the report is JSON
+    # the replicate t interval of the same data: two replicates, t with 1 degree of freedom, and no
+    # maze-to-maze spread (every maze has the seed's value): 0.3 +- 12.706 * sd([0.2, 0.4]) / sqrt(2)
+    t = aggregate_runs(
+        replace(cfg, interval="replicate_t"), runs, labels, {"warmstart_m1": 1, "grpo": 1, "vpo": 3}, ["w*"]
+    )
+    d = t["paired_vs_vpo"]["grpo"]["best_at_k"][1]
+    assert d["mean"] == pytest.approx(0.3)
+    assert d["ci_low"] == pytest.approx(0.3 - 12.7062047 * 0.1) and d["ci_high"] == pytest.approx(
+        0.3 + 12.7062047 * 0.1
+    )
 
 
 def test_aggregate_runs_refuses_different_maze_counts():

@@ -113,7 +113,7 @@ def test_demo_evaluates_the_split_it_is_given(tmp_path):
 
     for split in ("validation", "test"):
         cfg = DemoConfig(out=str(tmp_path / split), split=split, seeds=(0,), methods=("vpo",))
-        jobs = build_jobs(cfg, tmp_path / split, tmp_path / "ws")
+        jobs = build_jobs(cfg, tmp_path / split)
         evals = [j for j in jobs if j.name.startswith("eval")]
         assert evals and all(j.argv[j.argv.index("--split") + 1] == split for j in evals)
     val = make_task(DemoConfig()).load("validation", 100)
@@ -132,7 +132,7 @@ def test_every_stage_records_the_settings_it_depends_on(tmp_path):
     from vpo.demo.stages import build_jobs
 
     base = DemoConfig(out=str(tmp_path), seeds=(0,), methods=("vpo",))
-    h = lambda cfg: {j.name: settings_hash(j.settings) for j in build_jobs(cfg, tmp_path, tmp_path / "ws")}  # noqa: E731
+    h = lambda cfg: {j.name: settings_hash(j.settings) for j in build_jobs(cfg, tmp_path)}  # noqa: E731
     a, lr, warm, ev = (
         h(base),
         h(replace(base, rl_lr=4e-4)),
@@ -140,10 +140,14 @@ def test_every_stage_records_the_settings_it_depends_on(tmp_path):
         h(replace(base, eval_temperature=1.0)),
     )
     assert a["train vpo s0"] != lr["train vpo s0"] and a["eval vpo_s0"] != lr["eval vpo_s0"]
-    assert a["eval warmstart_m1"] == lr["eval warmstart_m1"]
+    assert a["eval warmstart_m1_s0"] == lr["eval warmstart_m1_s0"]
     assert all(a[k] != warm[k] for k in a)
     assert a["train vpo s0"] == ev["train vpo s0"] and a["eval vpo_s0"] != ev["eval vpo_s0"]
     assert base.warm_settings() == replace(base, rl_lr=4e-4).warm_settings()
+    # a fresh test split: only the evaluations depend on it (the warm starts and models are reused)
+    ts = h(replace(base, test_seed=7331))
+    assert ts["train vpo s0"] == a["train vpo s0"]
+    assert ts["eval vpo_s0"] != a["eval vpo_s0"] and ts["eval warmstart_m1_s0"] != a["eval warmstart_m1_s0"]
 
 
 def test_a_moved_demo_directory_still_resumes(tmp_path):
@@ -153,7 +157,7 @@ def test_a_moved_demo_directory_still_resumes(tmp_path):
 
     def hashes(out):
         cfg = DemoConfig(out=str(out), seeds=(0,), methods=("vpo",))
-        return {j.name: settings_hash(j.settings) for j in build_jobs(cfg, out, out / "warmstart")}
+        return {j.name: settings_hash(j.settings) for j in build_jobs(cfg, out)}
 
     assert hashes(tmp_path / "a") == hashes(tmp_path / "b")
 

@@ -142,7 +142,7 @@ def test_a_third_domain_is_one_registered_object(monkeypatch, tmp_path):
     cfg = config_from_args(parser.parse_args(["demo", "--domain", "toy", "--quick", "--out", str(tmp_path)]))
     assert cfg.domain_spec is DOMAINS["toy"] and make_task(cfg).d == 4
     assert cfg.warm_settings()["domain"] == "toy" and cfg.eval_settings()["domain"] == "toy"
-    build_jobs(cfg, tmp_path, tmp_path / "ws")
+    build_jobs(cfg, tmp_path)
     assert {yaml.safe_load(p.read_text())["task"] for p in (tmp_path / "configs").glob("*.yaml")} == {"maze"}
     agg = {"config": cfg.as_dict()}
     assert markdown(agg) == "toy report of toy\n" and readme_table(agg) == "toy table"

@@ -39,7 +39,7 @@ EVAL_FLAG_RENAMES = {"--num-answers": "--m"}
 
 
 def _jobs_digest(cfg: DemoConfig, out: Path) -> str:
-    jobs = build_jobs(cfg, out, out / "warmstart")
+    jobs = build_jobs(cfg, out)
     rel = lambda x: str(x).replace(str(out), "<OUT>")  # noqa: E731
     rows = [
         [
@@ -61,11 +61,15 @@ def _jobs_digest(cfg: DemoConfig, out: Path) -> str:
 
 
 def test_maze_jobs_and_configs_are_unchanged_by_the_domain_switch(tmp_path):
+    """With the shared warm start (the only kind before per-replicate warm starts) the maze demo's
+    jobs are the pinned ones."""
     assert DemoConfig().domain == "maze"
-    assert _jobs_digest(DemoConfig(out=str(tmp_path / "a")), tmp_path / "a") == MAZE_DEFAULT_DIGEST
-    assert _jobs_digest(DemoConfig.quick(out=str(tmp_path / "b")), tmp_path / "b") == MAZE_QUICK_DIGEST
+    shared = {"warm_start": "shared"}
+    assert _jobs_digest(DemoConfig(out=str(tmp_path / "a"), **shared), tmp_path / "a") == MAZE_DEFAULT_DIGEST
+    assert _jobs_digest(DemoConfig.quick(out=str(tmp_path / "b"), **shared), tmp_path / "b") == MAZE_QUICK_DIGEST
     # the explicit domain is the same run
-    assert _jobs_digest(DemoConfig(out=str(tmp_path / "c"), domain="maze"), tmp_path / "c") == MAZE_DEFAULT_DIGEST
+    cfg = DemoConfig(out=str(tmp_path / "c"), domain="maze", **shared)
+    assert _jobs_digest(cfg, tmp_path / "c") == MAZE_DEFAULT_DIGEST
 
 
 def test_maze_warm_start_pairs_are_unchanged():
@@ -81,7 +85,7 @@ def test_prog_jobs_name_the_prog_task(tmp_path):
     cfg = DemoConfig.quick(out=str(tmp_path), domain="prog", split="validation")
     task = make_task(cfg)
     assert isinstance(task, ProgTask) and task.compact and task.d == 8
-    jobs = build_jobs(cfg, tmp_path, tmp_path / "ws")
+    jobs = build_jobs(cfg, tmp_path)
     trains = [j for j in jobs if j.name.startswith("train")]
     evals = [j for j in jobs if j.name.startswith("eval")]
     assert {j.name for j in trains} == {"train grpo s0", "train vpo s0"} and len(evals) == 4
@@ -101,11 +105,11 @@ def test_prog_jobs_name_the_prog_task(tmp_path):
 
 def test_prog_settings_change_the_resume_hashes(tmp_path):
     base = DemoConfig(out=str(tmp_path), domain="prog", seeds=(0,), methods=("vpo",))
-    h = lambda cfg: {j.name: settings_hash(j.settings) for j in build_jobs(cfg, tmp_path, tmp_path / "ws")}  # noqa: E731
+    h = lambda cfg: {j.name: settings_hash(j.settings) for j in build_jobs(cfg, tmp_path)}  # noqa: E731
     prog, maze, tests12 = h(base), h(replace(base, domain="maze")), h(replace(base, prog_tests=12, prog_min_piece=4))
     assert set(prog) == set(maze) and all(prog[k] != maze[k] for k in prog)
     assert all(prog[k] != tests12[k] for k in prog)
-    assert h(replace(base, rl_lr=4e-4))["eval warmstart_m1"] == prog["eval warmstart_m1"]
+    assert h(replace(base, rl_lr=4e-4))["eval warmstart_m1_s0"] == prog["eval warmstart_m1_s0"]
 
 
 @pytest.mark.parametrize(

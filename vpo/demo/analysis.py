@@ -1,5 +1,5 @@
 """From the demo's evaluation pools to its numbers: per-problem statistics per run, then per method with
-intervals that include seed-to-seed variance.
+intervals that include replicate-to-replicate variance.
 
 For every run (a method trained with one seed, or the warm start) and every evaluated problem (a maze,
 or a program problem): best@k under w*, under each of the task's named deployment preferences and
@@ -11,10 +11,14 @@ pass@k for programs). What the exact front is and when two answers are the same 
 (:mod:`vpo.demo.domains`): for programs the front is the all-pass vector, so Pareto coverage is
 pass@k, "completed" means passing at least one test and distinct answers are distinct programs.
 
-Intervals (:func:`two_level_interval`): a two-level bootstrap that resamples the seeds, then the
-mazes (one maze resample shared by every seed of a replicate, since all seeds are evaluated on the
-same mazes). Paired differences (VPO minus another method) pair seed s with seed s and each maze
-with itself. With 3 seeds the seed level is coarse, so the report also gives every seed's own value.
+Intervals (``DemoConfig.interval``): 'replicate_t', :func:`vpo.search.intervals.replicate_interval`
+over the seeds as replicates crossed with the problems (its coverage is checked by simulation); or
+'two_level_bootstrap', :func:`two_level_interval`, which resamples the seeds, then the problems (one
+problem resample shared by every seed of a replicate, since all seeds are evaluated on the same
+problems), the interval of the runs made before the setting existed (it undercovers with 3 seeds).
+Paired differences (VPO minus another method) pair seed s with seed s and each problem with itself;
+with one warm start per replicate the warm start rows have a run per seed and pair the same way.
+The report also gives every seed's own value.
 """
 
 from __future__ import annotations
@@ -184,15 +188,22 @@ def two_level_interval(
     return float(np.nanquantile(stats, a)), float(np.nanquantile(stats, 1 - a))
 
 
-def summarize(values: np.ndarray, num_resamples: int, seed: int = 0) -> dict:
-    """``values [S, P]`` -> mean, per-seed means, SE over seeds, two-level interval, and the maze-level
-    SE of the seed-averaged values (conditional on the trained models)."""
+def summarize(values: np.ndarray, num_resamples: int, seed: int = 0, interval: str = "two_level_bootstrap") -> dict:
+    """``values [S, P]`` -> mean, per-seed means, SE over seeds, the interval, and the maze-level
+    SE of the seed-averaged values (conditional on the trained models). ``interval``:
+    'replicate_t' (:func:`vpo.search.intervals.replicate_interval`) or 'two_level_bootstrap'
+    (:func:`two_level_interval` with ``num_resamples``)."""
     v = np.asarray(values, dtype=float)
     per_seed = np.nanmean(v, axis=1)
     S = v.shape[0]
     maze_mean = np.nanmean(v, axis=0)
     maze_mean = maze_mean[np.isfinite(maze_mean)]
-    lo, hi = two_level_interval(v, num_resamples, seed=seed)
+    if interval == "replicate_t":
+        from vpo.search.intervals import replicate_interval
+
+        lo, hi = (replicate_interval(v)[k] for k in ("ci_low", "ci_high"))
+    else:
+        lo, hi = two_level_interval(v, num_resamples, seed=seed)
     return {
         "mean": float(np.nanmean(v)),
         "per_seed": per_seed.tolist(),
@@ -248,10 +259,10 @@ def aggregate_runs(
     for key, rs in runs.items():
         row = {"label": labels[key], "m": ms[key], "num_seeds": len(rs)}
         for name in SCALARS:
-            row[name] = summarize(_stack(rs, name), B)
+            row[name] = summarize(_stack(rs, name), B, interval=cfg.interval)
         for name in curves:
             arr = _stack(rs, name)
-            row[name] = {k: summarize(arr[:, :, i], B) for i, k in enumerate(ks)}
+            row[name] = {k: summarize(arr[:, :, i], B, interval=cfg.interval) for i, k in enumerate(ks)}
         rows[key] = row
     diffs: dict[str, dict] = {}
     if "vpo" in runs:
@@ -259,9 +270,13 @@ def aggregate_runs(
             d: dict = {}
             for name in curves:
                 a, b = _stack(runs["vpo"], name), _stack(runs[other], name)
-                d[name] = {k: summarize(paired(a[:, :, i], b[:, :, i]), B) for i, k in enumerate(ks)}
+                d[name] = {
+                    k: summarize(paired(a[:, :, i], b[:, :, i]), B, interval=cfg.interval) for i, k in enumerate(ks)
+                }
             for name in ("completed_diversity", "completion_rate", "distinct_routes", "union_coverage", "diversity"):
-                d[name] = summarize(paired(_stack(runs["vpo"], name), _stack(runs[other], name)), B)
+                d[name] = summarize(
+                    paired(_stack(runs["vpo"], name), _stack(runs[other], name)), B, interval=cfg.interval
+                )
             diffs[other] = d
     return {"config": cfg.as_dict(), "methods": rows, "paired_vs_vpo": diffs, **(extra or {})}
 

@@ -32,6 +32,11 @@ ALL_METHODS = DEFAULT_METHODS + ("maxrl", "random_weight", "goal_conditioned")
 """``--methods all``."""
 MULTI_ANSWER_NUM_ANSWERS = 3
 """num_answers of a registered set estimator run as a demo method."""
+WARM_STARTS = ("per_replicate", "shared")
+INTERVALS = ("replicate_t", "two_level_bootstrap")
+RECORDED_BEFORE = {"warm_start": "shared", "interval": "two_level_bootstrap"}
+"""What a recorded config without these settings was run with (every run before they existed)."""
+
 RECORD_NAMES = {
     "train_problems": "train_mazes",
     "eval_problems": "eval_mazes",
@@ -96,7 +101,20 @@ class DemoConfig:
     default) or 'prog' (programs in a tiny language, one reward component per test; docs/prog_task.md).
     Settings of the other domains must stay at their defaults."""
     seeds: tuple[int, ...] = (0, 1, 2)
-    """RL/eval seeds; every method is trained once per seed from the same warm start."""
+    """Replicate seeds; every method is trained once per seed (from that seed's own warm start with
+    ``warm_start='per_replicate'``)."""
+    warm_start: str = "per_replicate"
+    """'per_replicate': each seed trains its own warm start (model initialisation, random answers and
+    batch order drawn from the seed), so a replicate is independent end to end and the intervals see
+    the warm start's spread; 'shared': one warm start (seed 0) for every seed, as every run made before
+    this setting existed (the shipped reports)."""
+    interval: str = "replicate_t"
+    """Intervals: 'replicate_t' (:func:`vpo.search.intervals.replicate_interval`: replicates and
+    problems, coverage checked by simulation) or 'two_level_bootstrap' (seeds, then problems, the
+    shipped reports' interval; it undercovers with 3 seeds)."""
+    test_seed: int | None = None
+    """Seed of the task's test split (None: the task's own): a split never evaluated before, for a new
+    claim. Only the evaluations depend on it (warm starts and trained models are reused)."""
     methods: tuple[str, ...] = DEFAULT_METHODS
     """Methods to train: names of :data:`METHODS` or any registered estimator."""
     split: str = "test"
@@ -153,7 +171,7 @@ class DemoConfig:
     eval_seeds: int = 5
     """Draws of the matched-budget subsample per pool."""
     bootstrap: int = 2000
-    """Resamples of the two-level (seeds, then problems) bootstrap behind every interval."""
+    """Resamples of the two-level bootstrap (``interval='two_level_bootstrap'``)."""
     jobs: int = 2
     """Jobs at a time (each in its own single-threaded worker process)."""
     warm_only: bool = False
@@ -208,6 +226,12 @@ class DemoConfig:
             raise UserError(f"weight_alpha must be > 0, got {self.weight_alpha}")
         if self.bootstrap < 0:
             raise UserError(f"bootstrap must be >= 0, got {self.bootstrap}")
+        if self.warm_start not in WARM_STARTS:
+            raise UserError(f"warm_start must be one of {', '.join(WARM_STARTS)}, got {self.warm_start!r}")
+        if self.interval not in INTERVALS:
+            raise UserError(f"interval must be one of {', '.join(INTERVALS)}, got {self.interval!r}")
+        if self.test_seed is not None and (isinstance(self.test_seed, bool) or not isinstance(self.test_seed, int)):
+            raise UserError(f"test_seed must be an integer (or unset), got {self.test_seed!r}")
         self.domain_spec.check(self)
 
     @property
@@ -255,7 +279,8 @@ class DemoConfig:
     def from_dict(cls, d: dict) -> "DemoConfig":
         """The inverse of :meth:`as_dict` (JSON lists back to tuples); a config recorded before a
         setting was renamed (:data:`RECORD_NAMES`) reads as the same settings under today's names."""
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in current_names(d).items()})
+        d = {**RECORDED_BEFORE, **current_names(d)}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
     @classmethod
     def load(cls, out) -> "DemoConfig":
@@ -267,13 +292,30 @@ class DemoConfig:
 
     # -- what each stage depends on (resume safety) ------------------------------------------
     def task_options(self) -> dict:
+        """The task's options for the warm start and training (the test split's seed is not one:
+        it changes no training problem)."""
         return self.domain_spec.task_options(self)
+
+    def eval_task_options(self) -> dict:
+        """The task's options for the evaluations: :meth:`task_options` and ``test_seed`` when set."""
+        opts = self.task_options()
+        return opts if self.test_seed is None else {**opts, "test_seed": self.test_seed}
+
+    def warm_seeds(self) -> tuple[int | None, ...]:
+        """The warm starts a run trains: one per seed (``per_replicate``), or one shared (``None``)."""
+        return tuple(self.seeds) if self.warm_start == "per_replicate" else (None,)
+
+    def warm_seed_of(self, seed: int) -> int | None:
+        """The warm start a replicate trains from (``None``: the shared one)."""
+        return seed if self.warm_start == "per_replicate" else None
 
     def _record(self, names: tuple[str, ...]) -> dict:
         """These settings under the names the resume records have always used (:data:`RECORD_NAMES`)."""
         return {RECORD_NAMES.get(k, k): getattr(self, k) for k in names}
 
-    def warm_settings(self) -> dict:
+    def warm_settings(self, warm_seed: int | None = None) -> dict:
+        """What a warm start depends on; ``warm_seed``: a replicate's own warm start (absent from the
+        record of the shared one, whose hash is unchanged since before per-replicate warm starts)."""
         keys = (
             "train_problems",
             "hidden_size",
@@ -285,7 +327,8 @@ class DemoConfig:
             "warm_threads",
         )
         spec = self.domain_spec
-        return {**spec.record(), "task": self.task_options(), **self._record(keys), **spec.warm_settings(self)}
+        rec = {**spec.record(), "task": self.task_options(), **self._record(keys), **spec.warm_settings(self)}
+        return rec if warm_seed is None else {**rec, "replicate_seed": int(warm_seed)}
 
     def eval_settings(self) -> dict:
         keys = (
@@ -298,7 +341,7 @@ class DemoConfig:
             "max_tokens_single",
             "max_tokens_multi",
         )
-        return {**self.domain_spec.record(), "task": self.task_options(), **self._record(keys)}
+        return {**self.domain_spec.record(), "task": self.eval_task_options(), **self._record(keys)}
 
 
 def current_names(record: dict) -> dict:

@@ -32,6 +32,41 @@ DEFAULT_DOMAIN = "maze"
 """The domain of ``DemoConfig()`` and of records written before the demo had a second one."""
 
 
+def interval_name(agg: dict, unit: str, form: str = "colon") -> str:
+    """How a report's intervals were computed, in its words (a report from before the ``interval``
+    setting used the two-level bootstrap, and renders as it always did). ``form``: where the words go
+    ('colon', 'short', 'over', 'band')."""
+    if agg["config"].get("interval", "two_level_bootstrap") == "two_level_bootstrap":
+        return {
+            "colon": f"95 % two-level bootstrap: seeds, then {unit}",
+            "short": "95 % two-level bootstrap",
+            "over": f"95 % two-level bootstrap over seeds, then {unit}",
+            "band": f"95 % two-level bootstrap (seeds, then {unit})",
+        }[form]
+    return f"95 % t interval over independent replicates and {unit}"
+
+
+def interval_note(agg: dict, unit: str) -> str:
+    """The report's sentence on its intervals."""
+    if agg["config"].get("interval", "two_level_bootstrap") == "two_level_bootstrap":
+        return (
+            f"Intervals: [{interval_name(agg, unit)}]. They include seed-to-seed variance; "
+            "with few seeds the seed level is coarse, so every seed's own value is listed below too."
+        )
+    shared = agg["config"].get("warm_start", "shared") == "shared"
+    return (
+        f"Intervals: [{interval_name(agg, unit)}]: the half-width combines the spread of the replicate means "
+        f"(t with S - 1 degrees of freedom) and of the {unit}' means (t with P - 1); coverage checked by "
+        "simulation (tests/search/test_intervals.py). "
+        + (
+            "All seeds share one warm start, so the replicates are not independent end to end and the "
+            "interval misses the warm start's spread."
+            if shared
+            else "Each seed is a replicate independent end to end: its own warm start, RL runs and evaluation draws."
+        )
+    )
+
+
 @dataclass(frozen=True)
 class Setting:
     """A setting only one domain reads: its default and what it means (a field of DemoConfig)."""
@@ -257,8 +292,7 @@ class MazeDomain(Domain):
             f"{cfg['eval_budget']} answers per maze, best@k at a matched answer budget (multi-answer policies: "
             f"ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws.",
             "",
-            "Intervals: [95 % two-level bootstrap: seeds, then mazes]. They include seed-to-seed variance; "
-            "with few seeds the seed level is coarse, so every seed's own value is listed below too.",
+            interval_note(agg, "mazes"),
             "",
             "## Search on w* and what the pools contain",
             "",
@@ -323,7 +357,7 @@ class MazeDomain(Domain):
                 "",
                 "## VPO minus each method (paired: same seed index, same mazes)",
                 "",
-                "mean [95 % two-level bootstrap]; in brackets after the slash, the SE over seeds of the per-seed "
+                f"mean [{interval_name(agg, 'mazes', 'short')}]; in brackets after the slash, the SE over seeds of the per-seed "
                 "differences; the last column is the maze-level SE of best@"
                 + str(top[-1])
                 + " given the trained models.",
@@ -404,7 +438,7 @@ class MazeDomain(Domain):
         if agg["paired_vs_vpo"]:
             L += [
                 "",
-                "VPO minus each method, paired by seed and maze: mean [95 % two-level bootstrap over seeds, then mazes]",
+                f"VPO minus each method, paired by seed and maze: mean [{interval_name(agg, 'mazes', 'over')}]",
                 "",
                 "| vs | "
                 + " | ".join(f"Δbest@{k}" for k in top[1:])
@@ -531,8 +565,7 @@ class ProgDomain(Domain):
             f"{cfg['eval_budget']} answers per problem, best@k and pass@k at a matched answer budget (multi-answer "
             f"policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws.",
             "",
-            "Intervals: [95 % two-level bootstrap: seeds, then problems]. They include seed-to-seed variance; "
-            "with few seeds the seed level is coarse, so every seed's own value is listed below too.",
+            interval_note(agg, "problems"),
             "",
             "## Search on w* (pass rate) and what the pools contain",
             "",
@@ -603,7 +636,7 @@ class ProgDomain(Domain):
                 "",
                 "## VPO minus each method (paired: same seed index, same problems)",
                 "",
-                "mean [95 % two-level bootstrap] / SE over seeds of the per-seed differences.",
+                f"mean [{interval_name(agg, 'problems', 'short')}] / SE over seeds of the per-seed differences.",
                 "",
                 "| vs | "
                 + " | ".join(f"Δbest@{k}" for k in top)
@@ -673,7 +706,7 @@ class ProgDomain(Domain):
         if agg["paired_vs_vpo"]:
             L += [
                 "",
-                "VPO minus each method, paired by seed and problem: mean [95 % two-level bootstrap over seeds, then problems]",
+                f"VPO minus each method, paired by seed and problem: mean [{interval_name(agg, 'problems', 'over')}]",
                 "",
                 "| vs | "
                 + " | ".join(f"Δbest@{k}" for k in top)

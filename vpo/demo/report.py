@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vpo.demo.domains import domain_of
+from vpo.demo.domains import domain_of, interval_name
 from vpo.search.plots import draw_bars, draw_curve, new_figure
 
 COLORS = {
@@ -83,7 +83,7 @@ def plot_demo(agg: dict, out: Path) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     spec = domain_of(agg["config"])
     unit = spec.unit
-    band = f"band: 95 % two-level bootstrap (seeds, then {unit})"
+    band = "band: " + interval_name(agg, unit, "band")
     fig, (ax,) = new_figure(7.5, 4.8)
     draw_curve(
         ax,

@@ -10,7 +10,7 @@ from vpo.demo.analysis import aggregate_runs, collect
 from vpo.demo.config import DemoConfig, current_names
 from vpo.demo.jobs import run_jobs, status
 from vpo.demo.report import write_report
-from vpo.demo.stages import build_jobs, warm_start
+from vpo.demo.stages import build_jobs, warm_dir, warm_start
 
 
 def training_curves(out: Path, cfg: DemoConfig) -> dict:
@@ -34,8 +34,12 @@ def aggregate(cfg: DemoConfig, out: Path) -> dict:
     runs, labels, ms, extra = collect(cfg, out)
     agg = aggregate_runs(cfg, runs, labels, ms, [p for p in extra["preferences"] if p != "w*"] + ["w*"], extra)
     agg["training_curves"] = training_curves(out, cfg)
-    ws = out / "warmstart" / "warmstart.json"
-    agg["warm_start"] = json.loads(ws.read_text()) if ws.exists() else {}
+    infos = []
+    for w in cfg.warm_seeds():
+        marker = warm_dir(out, w) / "warmstart.json"
+        infos.append(json.loads(marker.read_text()) if marker.exists() else {})
+    # the first (or only) warm start's record, as the report has always read it, and every replicate's
+    agg["warm_start"] = {**infos[0], "replicates": infos} if len(infos) > 1 else infos[0]
     return agg
 
 
@@ -44,7 +48,7 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
-    ws = warm_start(cfg, out)
+    ws = {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()}
     t_warm = time.time() - t0
     jobs = build_jobs(cfg, out, ws)
     status(

@@ -1,8 +1,11 @@
 """The demo's stages: the warm start (in process), then one ``vpo train`` and one ``vpo eval`` job per
 method and seed (run by :func:`vpo.demo.jobs.run_jobs`), built from one :class:`~vpo.demo.config.DemoConfig`.
 
-Simplifications: one warm start shared by all seeds (seeds vary RL and evaluation); its answers are
-random valid ones that the config's domain draws (:meth:`vpo.demo.domains.Domain.warm_answer_sampler`:
+A replicate (one seed) is independent end to end with ``warm_start='per_replicate'`` (the default):
+its own warm start (model initialisation, random answers and batch order from the seed; seed 0 draws
+exactly what the shared warm start draws), its own RL runs and evaluation draws. With ``'shared'``
+one warm start serves every seed, as in the runs made before. The warm start's answers are random
+valid ones that the config's domain draws (:meth:`vpo.demo.domains.Domain.warm_answer_sampler`:
 routes with random detours, or programs built from the shown pairs).
 """
 
@@ -26,13 +29,14 @@ def make_task(cfg: DemoConfig):
     return cfg.domain_spec.make_task(cfg)
 
 
-def warm_pairs(cfg: DemoConfig, task, train: list[dict]) -> list[tuple[str, str]]:
+def warm_pairs(cfg: DemoConfig, task, train: list[dict], warm_seed: int | None = None) -> list[tuple[str, str]]:
     """The warm start's (prompt, completion) pairs: per training problem and ``warm_answers_per_problem``,
-    one random answer in the single-answer format and three in the 3-answer format."""
+    one random answer in the single-answer format and three in the 3-answer format. ``warm_seed``: a
+    replicate's own draws (seed 0 and the shared warm start draw the same)."""
     from vpo.train.warmstart import format_answers
 
     # one generator, drawn in the same order as before the prog domain existed: the maze's pairs are unchanged
-    sample = cfg.domain_spec.warm_answer_sampler(cfg, np.random.default_rng(12345))
+    sample = cfg.domain_spec.warm_answer_sampler(cfg, np.random.default_rng(12345 + (warm_seed or 0)))
     pairs = []
     for ex in train:
         for _ in range(cfg.warm_answers_per_problem):
@@ -41,14 +45,21 @@ def warm_pairs(cfg: DemoConfig, task, train: list[dict]) -> list[tuple[str, str]
     return pairs
 
 
-def warm_start(cfg: DemoConfig, out: Path) -> Path:
-    """Build the tiny model and fine-tune it on diverse mediocre answers (routes or programs, both formats)."""
+def warm_dir(out: Path, warm_seed: int | None) -> Path:
+    """Where a warm start lives: ``warmstart`` (shared) or ``warmstart_s<seed>`` (a replicate's)."""
+    return out / ("warmstart" if warm_seed is None else f"warmstart_s{warm_seed}")
+
+
+def warm_start(cfg: DemoConfig, out: Path, warm_seed: int | None = None) -> Path:
+    """Build the tiny model and fine-tune it on diverse mediocre answers (routes or programs, both
+    formats); ``warm_seed``: a replicate's own warm start (None: the shared one, seed 0)."""
     from vpo.train.tiny import build_tiny_model
     from vpo.train.warmstart import supervised_warm_start
 
-    ws = out / "warmstart"
+    ws = warm_dir(out, warm_seed)
     marker = ws / "warmstart.json"
-    done, changes = stage_state(marker, cfg.warm_settings())
+    settings = cfg.warm_settings(warm_seed)
+    done, changes = stage_state(marker, settings)
     if done:
         status(f"warm start exists with the same settings: {ws}")
         return ws
@@ -56,18 +67,24 @@ def warm_start(cfg: DemoConfig, out: Path) -> Path:
         status(f"warm start: settings changed, training it again ({'; '.join(changes[:4])})")
     clear_stage(marker)
     task = make_task(cfg)
-    pairs = warm_pairs(cfg, task, task.load("train", n=cfg.train_problems))
-    init = build_tiny_model(out / "init", hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=4)
+    pairs = warm_pairs(cfg, task, task.load("train", n=cfg.train_problems), warm_seed)
+    init = build_tiny_model(
+        out / ("init" if warm_seed is None else f"init_s{warm_seed}"),
+        hidden_size=cfg.hidden_size,
+        num_layers=cfg.num_layers,
+        num_heads=4,
+        seed=warm_seed or 0,
+    )
     status(f"warm start: {len(pairs)} (prompt, {task.answer_noun}s) pairs, {cfg.warm_steps} steps")
     import torch
 
     torch.set_num_threads(max(1, min(cfg.warm_threads, os.cpu_count() or 1)))
     t0 = time.time()
     info = supervised_warm_start(
-        init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=0
+        init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=warm_seed or 0
     )
     marker.write_text(json.dumps({**info, "seconds": time.time() - t0}, indent=1))
-    mark_done(marker, cfg.warm_settings())
+    mark_done(marker, settings)
     status(f"warm start done in {time.time() - t0:.0f} s, loss {info['loss_first']:.2f} -> {info['loss_last']:.3f}")
     return ws
 
@@ -118,7 +135,7 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
 
 
 def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, name: str, seed: int) -> list[str]:
-    opts = ["--task-options", json.dumps(cfg.task_options())]
+    opts = ["--task-options", json.dumps(cfg.eval_task_options())]
     max_new = cfg.max_tokens_single if num_answers == 1 else cfg.max_tokens_multi
     return [
         sys.executable, "-m", "vpo.cli", "eval",
@@ -133,13 +150,17 @@ def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, nam
 
 
 def eval_entries(cfg: DemoConfig) -> list[tuple[str, str, list[str]]]:
-    """``(row key, label, eval run names)`` in report order: the warm start, then each method's seeds."""
+    """``(row key, label, eval run names)`` in report order: the warm start (one run, or one per
+    replicate), then each method's seeds."""
     rows = [
-        ("warmstart_m1", "Warm start (m=1)", ["warmstart_m1"]),
-        ("warmstart_m3", "Warm start (m=3)", ["warmstart_m3"]),
+        (f"warmstart_m{m}", f"Warm start (m={m})", [warm_eval_name(m, w) for w in cfg.warm_seeds()]) for m in (1, 3)
     ]
     rows += [(mth, method_spec(mth)[0], [f"{mth}_s{s}" for s in cfg.seeds]) for mth in trained_methods(cfg)]
     return rows
+
+
+def warm_eval_name(num_answers: int, warm_seed: int | None) -> str:
+    return f"warmstart_m{num_answers}" + ("" if warm_seed is None else f"_s{warm_seed}")
 
 
 def trained_methods(cfg: DemoConfig) -> tuple[str, ...]:
@@ -158,17 +179,21 @@ def train_cost(tc: dict) -> float:
     return tc["max_steps"] * tc["per_device_train_batch_size"] * (tc["max_completion_length"] + 40) / 1e3
 
 
-def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
+def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
+    """The train and eval jobs; ``ws``: ``{warm seed (None: shared): warm start directory}``, by
+    default where :func:`warm_start` puts them (:func:`warm_dir`)."""
     import yaml
 
+    wdirs = {w: warm_dir(out, w) for w in cfg.warm_seeds()} if ws is None else ws
     jobs: list[Job] = []
-    warm = cfg.warm_settings()
     for seed in cfg.seeds:
+        w = cfg.warm_seed_of(seed)
+        warm = cfg.warm_settings(w)
         for method in trained_methods(cfg):
             run = out / "runs" / f"{method}_s{seed}"
             conf = out / "configs" / f"{method}_s{seed}.yaml"
             conf.parent.mkdir(parents=True, exist_ok=True)
-            tc = train_config(cfg, method, seed, ws, run)
+            tc = train_config(cfg, method, seed, wdirs[w], run)
             conf.write_text(yaml.safe_dump(tc, sort_keys=False))
             jobs.append(
                 Job(
@@ -182,7 +207,11 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: Path) -> list[Job]:
                     cost=train_cost(tc),
                 )
             )
-    evals = [("warmstart_m1", ws, 1, [], 0, {"warm_start": warm}), ("warmstart_m3", ws, 3, [], 0, {"warm_start": warm})]
+    evals = [
+        (warm_eval_name(m, w), wdirs[w], m, [], w or 0, {"warm_start": cfg.warm_settings(w)})
+        for w in cfg.warm_seeds()
+        for m in (1, 3)
+    ]
     for seed in cfg.seeds:
         for method in trained_methods(cfg):
             train_job = next(j for j in jobs if j.name == f"train {method} s{seed}")
