@@ -6,6 +6,7 @@ Rerunning a demo and forgetting to update one of them fails here."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,13 +57,18 @@ def test_shipped_report_md_is_rendered_from_demo_json(shipped):
     assert (ROOT / "docs" / "demo" / "report.md").read_text() == markdown(shipped)
 
 
-def test_shipped_report_is_the_default_on_the_test_split(shipped):
-    """The README reports the default configuration, evaluated once on the test mazes."""
-    from vpo.demo.config import DemoConfig
+def test_shipped_report_is_the_former_default_on_the_test_split(shipped):
+    """The README reports the default configuration as it was before per-replicate warm starts and
+    replicate t intervals (one shared warm start, the two-level bootstrap), on the test mazes, and
+    says how to reproduce it."""
+    from vpo.demo.config import RECORDED_BEFORE, DemoConfig
 
-    cfg, default = _comparable(shipped["config"], DemoConfig().as_dict())
-    assert cfg == default
+    cfg, default = _comparable(shipped["config"], DemoConfig(**RECORDED_BEFORE).as_dict())
+    assert {k: v for k, v in cfg.items() if k in default} == {k: default[k] for k in cfg}
+    assert set(default) - set(cfg) <= {"warm_start", "interval", "test_seed"}
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
+    readme = (ROOT / "README.md").read_text()
+    assert "vpo demo --out runs/demo --set warm_start=shared\n  --set interval=two_level_bootstrap" in readme
 
 
 def test_readme_prog_table_and_report_are_the_shipped_prog_run(shipped_prog):
@@ -72,27 +78,87 @@ def test_readme_prog_table_and_report_are_the_shipped_prog_run(shipped_prog):
     prog = DOMAINS["prog"]
     assert _block(readme, prog.readme_begin, prog.readme_end) == readme_table(shipped_prog)
     assert (ROOT / "docs" / "demo" / "prog" / "report.md").read_text() == markdown(shipped_prog)
-    cfg, default = _comparable(shipped_prog["config"], DemoConfig(domain="prog").as_dict())
-    assert cfg == default, "the shipped prog report is not the prog default"
+    from vpo.demo.config import RECORDED_BEFORE
+
+    cfg, default = _comparable(shipped_prog["config"], DemoConfig(domain="prog", **RECORDED_BEFORE).as_dict())
+    assert {k: v for k, v in cfg.items() if k in default} == {k: default[k] for k in cfg}, (
+        "the shipped prog report is not the prog default (as it was before per-replicate warm starts)"
+    )
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
 
 
-def test_every_number_in_the_readme_demo_section_is_in_the_report(shipped, shipped_prog):
-    """Prose too: each decimal number the README's demo section quotes (0.123, +0.045, 11.3 min) is
-    one the shipped report prints, so a sentence cannot drift from the data."""
-    import re
+ANNOTATION = re.compile(r"<!-- (maze|prog):([^:]+):(\w+) -->")
+FORMATS = {
+    "ci": lambda x: f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]",
+    "mean": lambda x: f"{x['mean']:.3f}",
+    "f2": lambda x: f"{x['mean']:.2f}",
+    "value": lambda x: f"{x:.3f}",
+    "minutes": lambda x: f"{x / 60:.1f}",
+}
+NUMBER = re.compile(r"(?<![\w.@=])[+-]?\d+\.\d+(?![\w.])")
 
-    readme = (ROOT / "README.md").read_text()
+
+def _lookup(report: dict, path: str):
+    node = report
+    for key in path.split("/"):
+        node = node[key]
+    return node
+
+
+def readme_prose_problems(readme: str, reports: dict) -> list[str]:
+    """What is wrong with the numbers of the README's demo prose: each statistic is followed by a
+    comment naming it (``<!-- maze:paired_vs_vpo/max_at_k/best_at_k/30:ci -->``); the text before
+    the comment must be exactly that statistic of the shipped report, formatted as the comment says,
+    and every decimal number of the prose (outside the generated tables) must be such a statistic."""
     start = readme.index("## The demo")
-    end = readme.index("\n## ", start + 5)
-    section = readme[start:end].replace("−", "-")
-    report = (markdown(shipped) + readme_table(shipped) + markdown(shipped_prog) + readme_table(shipped_prog)).replace(
-        "−", "-"
-    )
-    numbers = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?![\w.])", section)
-    assert numbers, "the demo section quotes no numbers?"
-    missing = [n for n in numbers if n not in report and n.lstrip("+") not in report]
-    assert not missing, f"numbers in the README demo section that the report does not print: {missing}"
+    section = readme[start : readme.index("\n## ", start + 5)]
+    for dom in DOMAINS.values():  # the generated tables have their own test
+        if dom.readme_begin in section:
+            section = section[: section.index(dom.readme_begin)] + section[section.index(dom.readme_end) :]
+    section = re.sub(r"\s*\n\s*", " ", section)  # a statistic may break over a line
+    problems, covered = [], []
+    for m in ANNOTATION.finditer(section):
+        ns, path, fmt = m.groups()
+        try:
+            want = FORMATS[fmt](_lookup(reports[ns], path))
+        except (KeyError, TypeError) as e:
+            problems.append(f"{m.group(0)}: no such statistic ({e!r})")
+            continue
+        before = section[: m.start()]
+        if not before.endswith(want):
+            problems.append(f"{m.group(0)}: the README says {before[-len(want) - 8 :]!r}, the report {want!r}")
+        covered.append((m.start() - len(want), m.start()))
+    prose = ANNOTATION.sub(lambda m: " " * len(m.group(0)), section)
+    for n in NUMBER.finditer(prose):
+        if not any(a <= n.start() and n.end() <= b for a, b in covered):
+            problems.append(f"{n.group(0)!r} (…{prose[max(0, n.start() - 40) : n.end()]!r}) names no statistic")
+    return problems
+
+
+def test_every_number_of_the_readme_demo_prose_is_its_statistic(shipped, shipped_prog):
+    readme = (ROOT / "README.md").read_text()
+    assert len(ANNOTATION.findall(readme)) >= 40
+    assert readme_prose_problems(readme, {"maze": shipped, "prog": shipped_prog}) == []
+
+
+def test_a_mutated_readme_number_fails(shipped, shipped_prog):
+    """A flipped sign, two numbers swapped, a changed last digit, an unannotated number: each fails."""
+    readme = (ROOT / "README.md").read_text()
+    reports = {"maze": shipped, "prog": shipped_prog}
+    ci = "-0.042 [-0.084, -0.005]<!-- maze:paired_vs_vpo/max_at_k/best_at_k/30:ci -->"
+    assert ci in readme
+    mutants = [
+        readme.replace(ci, ci.replace("-0.042 [-0.084, -0.005]", "+0.042 [+0.084, +0.005]")),
+        readme.replace(ci, ci.replace("-0.005]", "-0.006]")),
+        readme.replace("completion 0.730<!--", "completion 0.420<!--", 1).replace(
+            "VPO's 0.420<!--", "VPO's 0.730<!--", 1
+        ),
+        readme.replace("against the warm start's 0.900<!--", "against the warm start's 0.901<!--", 1),
+        readme.replace("(the 15-minute target)", "(the 15-minute target, 2.5 s a step)", 1),
+    ]
+    for i, text in enumerate(mutants):
+        assert text != readme, i
+        assert readme_prose_problems(text, reports), f"mutant {i} passed"
 
 
 def test_readme_evolve_figures_are_the_shipped_study():
