@@ -76,7 +76,7 @@ def test_report_files_hold_the_numbers(quick_demo):
         # every interval contains its mean and comes from the seeds' own values
         s = _k(row["best_at_k"], cfg.ks[-1])
         assert s["ci_low"] - 1e-9 <= s["mean"] <= s["ci_high"] + 1e-9
-        assert len(s["per_seed"]) == (1 if key.startswith("warm") else len(cfg.seeds))
+        assert len(s["per_seed"]) == (len(cfg.warm_seeds()) if key.startswith("warm") else len(cfg.seeds))
         assert f"| {row['label']} |" in report
         assert f"{vals[-1]:.3f}" in report
     assert set(data["paired_vs_vpo"]) == set(methods) - {"vpo"}

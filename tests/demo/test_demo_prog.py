@@ -418,8 +418,9 @@ BEST_MARGIN = 0.05
 def test_prog_quick_grpo_collapses_and_vpo_keeps_searching(tmp_path):
     """The default prog regime at the CI size (`vpo demo --domain prog --quick`: GRPO and VPO, seed 0,
     24 test problems, 12 answers; about 3 minutes here): GRPO collapses onto few programs per
-    problem, VPO's pool stays diverse and reaches a higher best@12, and its pass@12 is at least
-    GRPO's (measured 0.125 vs 0.000: three problems, too few to assert a margin on). The margins
+    problem, VPO's pool stays diverse and reaches a higher best@12, and its pass@12 is above GRPO's
+    (measured 0.125 vs 0.000: three problems, too few for a margin, but a VPO that also solved none
+    fails it; "at least" could not fail while GRPO sits at 0). The margins
     leave room for another machine's float rounding, which can move RL trajectories apart."""
     from vpo.demo import run_demo
 
@@ -435,7 +436,7 @@ def test_prog_quick_grpo_collapses_and_vpo_keeps_searching(tmp_path):
     assert distinct["grpo"] < distinct["warmstart_m1"] - DISTINCT_MARGIN, distinct
     assert div["vpo"] > div["grpo"] + DIVERSITY_MARGIN, div
     assert best["vpo"] > best["grpo"] + BEST_MARGIN, best
-    assert passk["vpo"] >= passk["grpo"], passk
+    assert passk["vpo"] > passk["grpo"], passk
 
 
 def test_reports_link_training_curves_only_when_a_method_trained():
