@@ -20,14 +20,11 @@ Every draw comes from an explicit seeded ``torch.Generator`` (no global RNG); ``
 from __future__ import annotations
 
 import numbers
-import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from vpo._util import positive_int
-from vpo.errors import UserError
 
 SAMPLERS = ("iid", "sobol")
 _SOBOL_BITS = 30  # torch's SobolEngine produces 30-bit integers
@@ -36,36 +33,6 @@ FIXED_NUM_WEIGHTINGS = 64
 """K of :func:`fixed_weights` unless asked otherwise (``vpo eval --num-weightings``)."""
 FIXED_WEIGHT_SEED = 1234
 """Seed of :func:`fixed_weights`: the same draws for every method, run and report."""
-
-
-def renamed_setting(
-    where: str,
-    new: str,
-    new_value: Any,
-    default: Any,
-    old: str,
-    old_value: Any,
-    *,
-    category: type[Warning] = DeprecationWarning,
-    stacklevel: int = 3,
-) -> Any:
-    """The value of setting ``new`` when it may also have been given under its deprecated name ``old``.
-
-    ``old_value`` None means the old name was not used: ``new_value`` is returned. Otherwise a
-    ``category`` warning names the new key and the old value is returned, unless ``new_value`` is set
-    too (differs from its ``default``) to a different value: then a :class:`vpo.errors.UserError`
-    names both. (A new name set explicitly to its default cannot be told from an unset one; the old
-    name's value is taken then.) ``where`` says whose setting it is, e.g. ``"EstimatorConfig"``.
-    """
-    if old_value is None:
-        return new_value
-    if new_value != default and new_value != old_value:
-        raise UserError(
-            f"{where}: {new}={new_value!r} and its deprecated name {old}={old_value!r} are both set, to "
-            f"different values; keep only {new}"
-        )
-    warnings.warn(f"{where}: {old!r} is deprecated; use {new!r} instead", category, stacklevel=stacklevel)
-    return old_value
 
 
 @dataclass(frozen=True)
