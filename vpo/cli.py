@@ -76,6 +76,7 @@ def _list_tasks(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from vpo import __version__
+    from vpo.tasks.registry import add_import_argument
 
     p = _Parser(
         prog="vpo",
@@ -85,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="on an error, print the traceback too (anywhere on the line)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     e = sub.add_parser("estimators", help="list the advantage estimators (VPO and baselines)")
+    add_import_argument(e)
     e.set_defaults(func=_list_estimators)
-    t = sub.add_parser("tasks", help="list the built-in tasks and their objectives")
+    t = sub.add_parser("tasks", help="list the built-in and registered tasks and their objectives")
+    add_import_argument(t)
     t.set_defaults(func=_list_tasks)
     for mod in _COMMAND_MODULES:
         try:
@@ -109,11 +112,26 @@ def _split_raw(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def _asks_version(argv: list[str]) -> bool:
+    """``--version`` before any command name (``vpo --version``)."""
+    for tok in argv:
+        if tok == "--version":
+            return True
+        if not tok.startswith("-"):
+            return False
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("VPO_DEBUG", "").strip().lower() in ("1", "true", "yes")
     argv = [a for a in argv if a != "--debug"]
     command = "?"
+    if _asks_version(argv):  # at once: no command module (torch, TRL) is imported for it
+        from vpo import __version__
+
+        print(f"vpo {__version__}")
+        return 0
     try:
         parser = build_parser()
         head, raw = _split_raw(argv)
@@ -125,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 1
         args.debug = debug
+        if getattr(args, "imports", None):  # --import, for every command that takes it (vpo train: its own flag)
+            from vpo.tasks import import_user_modules
+
+            import_user_modules(args.imports)
         return int(args.func(args) or 0)
     except UserError as err:
         if debug:

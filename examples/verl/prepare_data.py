@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -33,13 +34,28 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from vpo import tasks
+    from vpo.errors import UserError
     from vpo.integrations.verl_reward import make_verl_rows
+    from vpo.tasks.registry import load_split
 
-    task = tasks.get(args.task, **json.loads(args.task_options))
+    try:  # the task's own mistakes (a factory, a split it lacks, a missing data file): one line, exit 2
+        task = tasks.get(args.task, **json.loads(args.task_options))
+        loaded = [
+            (load_split(task, split, n=n, seed=args.seed, spec=args.task), split, fname)
+            for split, n, fname in (
+                (args.train_split, args.train_n, "train"),
+                (args.val_split, args.val_n, "validation"),
+            )
+        ]
+    except UserError as e:
+        print(
+            f"prepare_data.py: error: {' '.join(str(e).split())} (--train-split / --val-split choose the splits)",
+            file=sys.stderr,
+        )
+        return 2
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    for split, n, fname in ((args.train_split, args.train_n, "train"), (args.val_split, args.val_n, "validation")):
-        examples = task.load(split, n=n, seed=args.seed)
+    for examples, split, fname in loaded:
         rows = make_verl_rows(task, examples, args.num_answers, split=split)
         pd.DataFrame(rows).to_parquet(out / f"{fname}.parquet")
         print(f"{fname}: {len(rows)} rows -> {out / f'{fname}.parquet'}")

@@ -115,6 +115,18 @@ def _import_module(name: str):
         raise
 
 
+IMPORT_HELP = (
+    "import a module (dotted name, found from the working directory too) or a .py file first, so its "
+    "register_task / register_set_objective calls run; repeatable"
+)
+
+
+def add_import_argument(parser) -> None:
+    """``--import MODULE`` (repeatable, into ``args.imports``) on a command's argparse parser;
+    ``vpo.cli.main`` imports them with :func:`import_user_modules` before the command runs."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
+
+
 def import_user_modules(modules: Iterable[str]) -> list:
     """Import each module (dotted name) or Python file (path ending in .py), so that the
     ``register_task`` calls they make run. Returns the modules."""
@@ -167,16 +179,59 @@ def get(spec: str, **options) -> base.Task:
         raise TaskSpecError(f"bad options for task {spec!r}: {e}{_options_hint(spec, options)}") from None
     except ValueError:  # no signature to check (a builtin): let the call decide
         pass
+    return _build(obj, spec, options)
+
+
+def _build(obj: Callable, spec: str, options: dict) -> base.Task:
+    """``obj(**options)``, checked to be a Task; whatever the factory raises is one line."""
     try:
         task = obj(**options)
+    except UserError:
+        raise
     except ValueError as e:
         raise TaskSpecError(f"task {spec!r}: {e}{_options_hint(spec, options)}") from e
     except TypeError as e:
-        if "keyword argument" not in str(e):  # a TypeError inside the factory is a bug in it
-            raise
+        if "keyword argument" not in str(e):  # a TypeError inside the factory: the user's code to fix
+            raise TaskSpecError(_raised(f"task {spec!r}: its factory", e, "fix the factory")) from e
         # a factory whose signature takes **options (MazeTask.__new__) rejects a name only when called
         raise TaskSpecError(f"bad options for task {spec!r}: {e}{_options_hint(spec, options)}") from None
+    except ImportError as e:
+        raise TaskSpecError(
+            _raised(f"task {spec!r}: its factory", e, "install what it imports, or fix the import")
+        ) from e
+    except Exception as e:  # noqa: BLE001 - the user's factory: one line naming it, --debug for the traceback
+        raise TaskSpecError(_raised(f"task {spec!r}: its factory", e, "fix the factory")) from e
+    if not isinstance(task, base.Task):
+        raise TaskSpecError(
+            f"task {spec!r}: its factory returned a {type(task).__name__}, not a Task; return a vpo.tasks.Task "
+            "(FunctionTask, TextTask, or a Task subclass; docs/tasks.md)"
+        )
     return task
+
+
+def _raised(what: str, err: BaseException, todo: str) -> str:
+    text = " ".join(str(err).split()) or "(no message)"
+    return f"{what} raised {type(err).__name__}: {text}; {todo} (--debug shows the traceback)"
+
+
+def load_split(task: base.Task, split: str, n: int | None = None, seed: int | None = None, spec=None) -> list:
+    """``task.load(split, n=n[, seed=seed])``, with any exception the task's ``load`` raises (a
+    missing data file, a split it does not have, a bug) turned into one :class:`TaskSpecError` line
+    naming the task, the split and the cause (``--debug`` shows the traceback)."""
+    name = spec if spec is not None else getattr(task, "name", "?")
+    try:
+        return task.load(split, n=n) if seed is None else task.load(split, n=n, seed=seed)
+    except UserError:
+        raise
+    except ValueError as e:  # the task's data settings (no such split, a bad option): the user's to fix
+        raise TaskSpecError(
+            f"task {name!r} could not load its {split!r} split: {' '.join(str(e).split())}; set the task's data in "
+            "task_options (YAML) / --task-options JSON (CLI), or choose another split (--debug shows the traceback)"
+        ) from e
+    except Exception as e:  # noqa: BLE001 - the user's load(): one line naming it, --debug for the traceback
+        raise TaskSpecError(
+            _raised(f"task {name!r} could not load its {split!r} split: load()", e, "fix the task's data or its load()")
+        ) from e
 
 
 def _options_hint(spec: str, options: dict) -> str:

@@ -70,6 +70,8 @@ _SETTINGS_FLAGS = {
 
 
 def add_parser(subparsers) -> None:
+    from vpo.tasks.registry import add_import_argument
+
     p = subparsers.add_parser(
         "evolve",
         help="OpenEvolve search with several models side by side (m candidate programs per LLM call)",
@@ -81,14 +83,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--problem", action="append", default=[], metavar="DIR", help="OpenEvolve problem folder (repeatable)"
     )
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable",
-    )
+    add_import_argument(p)
     p.add_argument("--task", help="vpo task whose examples are the problems (e.g. code)")
     p.add_argument("--task-options", default="{}", help="JSON options for --task")
     p.add_argument("--split", default="test", help="split of --task (default: test)")
@@ -243,10 +238,26 @@ def _import_user_code(modules: list[str]) -> None:
     os.environ[IMPORTS_ENV] = json.dumps(json.loads(os.environ.get(IMPORTS_ENV, "[]")) + refs)
 
 
+def check_openevolve() -> None:
+    """A one-line UserError with the install command when openevolve is not installed."""
+    from importlib.util import find_spec
+
+    try:
+        found = find_spec("openevolve") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UserError(
+            'vpo evolve needs openevolve, which is not installed; in the vpo clone: pip install -e ".[evolve]" '
+            "(openevolve==0.4.0)"
+        )
+
+
 def run(args) -> int:
     from vpo.integrations.evolve.config import EvolveError
     from vpo.integrations.evolve.report import run_comparison
 
+    check_openevolve()
     _import_user_code(args.imports)
     settings, models, problems = _build(_read_config(args.config), args)
     try:

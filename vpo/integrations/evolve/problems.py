@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from vpo.integrations.evolve.config import EvolveProblem, _import_attr
+from vpo.integrations.evolve.config import EvolveProblem
 
 
 def _code_key(code: str) -> str:
@@ -78,7 +78,9 @@ def problems_from_task(
     split's own seed and gives other problems."""
     t = _build_task(task, task_options)
     out = []
-    loaded = t.load(split, n=n) if seed is None else t.load(split, n=n, seed=seed)
+    from vpo.tasks.registry import load_split
+
+    loaded = load_split(t, split, n=n, seed=seed, spec=task)
     for i, ex in enumerate(loaded):
         start = ex.get("starter_code") or ex.get("initial_program") or "# write the solution here\n"
         pid = str(ex.get("id", i)).replace("/", "_")
@@ -98,8 +100,8 @@ def problems_from_task(
 
 
 def _build_task(task: str, options: Mapping | None):
-    if ":" in task:
-        return _import_attr(task, "task factory")(**dict(options or {}))
+    """The task ``vpo.tasks.get`` builds (the one resolver: a registered name, ``module:factory``
+    with the module found from the working directory too, or ``path/to/file.py:factory``)."""
     from vpo import tasks
 
     return tasks.get(task, **dict(options or {}))
