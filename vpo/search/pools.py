@@ -401,7 +401,7 @@ def evaluate_pool(
 
     ``ks`` answer budgets (default (1, 3, 5, 10, 30) cut to the pool), ``seeds`` eval seeds of the
     matched-budget draw, ``embed_diversity`` adds the sentence-embedding diversity of the answer
-    texts (needs ``pip install 'vpo[embed]'``); other :class:`~vpo.search.metrics.EvalConfig`
+    texts (needs ``pip install -e ".[embed]"`` in the clone); other :class:`~vpo.search.metrics.EvalConfig`
     fields as keywords. Returns the dict of :func:`vpo.search.metrics.evaluate` with ``"pool"``
     (meta: task, model, sampling) and ``"objectives"`` added.
     """

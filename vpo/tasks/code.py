@@ -469,7 +469,7 @@ class CodeTask(Task):
             import datasets
         except ImportError as e:
             raise ImportError(
-                f"hf_dataset={self.hf_dataset!r} needs the `datasets` package: pip install 'vpo[data]' ({e})"
+                f"hf_dataset={self.hf_dataset!r} needs the `datasets` package: pip install -e '.[data]' in the vpo clone ({e})"
             ) from None
         rows: list = []
         for subset in self.hf_subsets or [None]:

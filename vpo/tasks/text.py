@@ -232,7 +232,9 @@ def read_records(path: str | os.PathLike) -> list[dict]:
         try:
             import pyarrow.parquet as pq
         except ImportError:
-            raise ImportError(f"reading {p} needs pyarrow: pip install pyarrow (or pip install 'vpo[data]')") from None
+            raise ImportError(
+                f"reading {p} needs pyarrow: pip install pyarrow (or pip install -e '.[data]' in the vpo clone)"
+            ) from None
         rows = pq.read_table(p).to_pylist()
     else:
         raise ValueError(f"{p}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet")
@@ -292,7 +294,7 @@ def load_hub(hub_id: str, split: str, *, task: str, config: str | None = None) -
     except ImportError:
         raise DatasetUnavailableError(
             f"task {task!r}: loading {hub_id!r} from the Hugging Face Hub needs the 'datasets' package "
-            f"(pip install 'vpo[data]'). {hint}"
+            f"(pip install -e '.[data]' in the vpo clone). {hint}"
         ) from None
     try:
         ds = datasets.load_dataset(hub_id, config, split=split)
