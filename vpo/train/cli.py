@@ -66,6 +66,27 @@ def check_yaml(path: Path) -> None:
         raise UserError(f"{path}: must be a YAML mapping of `field: value` lines, got {type(data).__name__}")
 
 
+def help_header() -> str:
+    """What ``vpo train --help`` says before TRL's fields: the config positional, the shipped
+    configs, ``--smoke``, ``--import``, ``--resume`` and the path rule."""
+    return f"""usage: vpo train [CONFIG] [--smoke] [--import MODULE ...] [--resume] [--field value ...]
+
+CONFIG        a YAML file of the fields below, or a shipped config by name (with or without .yaml):
+              {", ".join(shipped_configs())}
+              (vpo/configs/); without CONFIG the run is given by flags alone:
+              vpo train --task maze --model_name_or_path MODEL --output_dir runs/maze
+--smoke       run any config for one step on CPU with a tiny local model (no download, no GPU): a check
+              that the config starts, not a training run
+--import M    import a module (dotted name, found from the working directory too) or a .py file first, so
+              its register_task / register_set_objective calls run; repeatable
+--resume      continue from the last complete checkpoint in output_dir (same as --resume_from_checkpoint true)
+--field value any field below; it overrides the YAML's value
+Paths: relative paths in a YAML (output_dir, a task's data files) resolve from the working directory the
+command runs in, not from the YAML's folder, as on the command line and in TRL.
+Docs: docs/training.md. The fields (TRL's GRPOConfig, vpo's VPOConfig and TRL's ModelConfig) follow.
+"""
+
+
 def _parser_error(message: str):
     raise UserError(f"{message}; `vpo train --help` lists every field")
 
@@ -153,81 +174,74 @@ def smoke_overrides(config_name: str | None) -> list[str]:
 
 
 def check_model(name: str) -> None:
-    """A one-line UserError when ``model_name_or_path`` is neither a saved model on disk nor a hub
-    model that can be loaded (offline: one in the Hugging Face cache)."""
-    p = Path(name).expanduser()
-    if p.is_dir():
-        if not any((p / f).exists() for f in ("config.json", "adapter_config.json")):
-            raise UserError(f"model_name_or_path {name!r} is a directory without a saved model (no config.json)")
-        return
-    first = name.split("/")[0]
-    if name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(first).is_dir() or p.exists():
-        raise UserError(
-            f"model_name_or_path {name!r} does not exist: no such model directory (cwd {Path.cwd()}); give the directory a run "
-            "saved (its output_dir) or a hub id such as Qwen/Qwen3-4B"
-        )
-    try:
-        from huggingface_hub import constants, try_to_load_from_cache
-    except ImportError:  # pragma: no cover - transformers brings huggingface_hub
-        return
-    try:
-        if isinstance(try_to_load_from_cache(name, "config.json"), str):
-            return
-    except Exception:  # noqa: BLE001 - an odd id: let the hub lookup below (or transformers) judge it
-        pass
-    offline = bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in (
-        "1",
-        "true",
-        "yes",
-        "on",
-    )
-    if offline:
-        raise UserError(
-            f"model_name_or_path {name!r} is not a local directory and not in the Hugging Face cache, and offline "
-            f"mode is on (HF_HUB_OFFLINE); download it first (hf download {name}) or give a saved model's directory"
-        )
-    try:
-        from huggingface_hub import model_info
-        from huggingface_hub.errors import RepositoryNotFoundError
+    """A one-line UserError when ``model_name_or_path`` is neither a saved model on disk (a LoRA
+    adapter folder included) nor a hub model that can be loaded; ``vpo eval --model`` checks its
+    model with the same function (:func:`vpo.search.backends.check_model`), in the same words."""
+    from vpo.search.backends import check_model as _check
 
-        model_info(name)
-    except RepositoryNotFoundError:
-        raise UserError(
-            f"model_name_or_path {name!r}: no such model on the Hugging Face Hub (a typo? a private repo needs "
-            "`hf auth login`), and no such local directory"
-        ) from None
-    except Exception:  # noqa: BLE001 - network trouble: transformers will report it when it loads the model
-        return
+    _check(name, "model_name_or_path")
 
 
 # optional backends a config can ask for: (setting, module, how to get it, how to turn it off)
 _REPORTERS = {
-    "tensorboard": ("tensorboard", "pip install tensorboard (or 'vpo[dev]')"),
+    "tensorboard": ("tensorboard", 'pip install tensorboard (or pip install -e ".[dev]" in the clone)'),
     "wandb": ("wandb", "pip install wandb"),
     "trackio": ("trackio", "pip install trackio"),
 }
 
 
-def check_backends(training_args, model_args) -> None:
-    """A one-line UserError when the config asks for a backend that is not installed (vLLM, a
-    ``report_to`` logger, PEFT), naming the setting, the install command and the override that runs
-    without it, instead of a traceback from deep inside TRL or transformers."""
+def backend_problems(training_args, model_args) -> list[str]:
+    """What the config asks for that is not installed (vLLM, a ``report_to`` logger, PEFT), each
+    naming the setting, the install command and the override that runs without it."""
     from importlib.util import find_spec
 
+    problems = []
     if training_args.use_vllm and find_spec("vllm") is None:
-        raise UserError(
+        problems.append(
             "use_vllm: true needs vLLM, which is not installed; pip install vllm (GPU machines), "
             "or run with --use_vllm false (generation through transformers, slower)"
         )
     for name in training_args.report_to or []:
         module, how = _REPORTERS.get(name, (None, None))
         if module is not None and find_spec(module) is None:
-            raise UserError(
+            problems.append(
                 f"report_to: {name} needs the {module!r} package, which is not installed; {how}, "
                 "or run with --report_to none"
             )
     if getattr(model_args, "use_peft", False) and find_spec("peft") is None:
-        raise UserError("use_peft: true needs the 'peft' package, which is not installed; pip install peft")
+        problems.append("use_peft: true needs the 'peft' package, which is not installed; pip install peft")
+    return problems
+
+
+def check_backends(training_args, model_args) -> None:
+    """A one-line UserError listing every backend the config asks for that is not installed
+    (:func:`backend_problems`), instead of a traceback from deep inside TRL or transformers."""
+    problems = backend_problems(training_args, model_args)
+    if problems:
+        raise UserError(_joined(problems))
+
+
+def _joined(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems: " + " | ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+
+
+def check_run(training_args, model_args) -> None:
+    """Every missing or unusable piece of a run at once (model, task, backends), in one line."""
+    problems = []
+    if not model_args.model_name_or_path:
+        problems.append("model_name_or_path is required (in the YAML or as --model_name_or_path)")
+    else:
+        try:
+            check_model(model_args.model_name_or_path)
+        except UserError as e:
+            problems.append(str(e))
+    if not training_args.task:
+        problems.append("task is required (in the YAML or as --task); `vpo tasks` lists them")
+    problems += backend_problems(training_args, model_args)
+    if problems:
+        raise UserError(_joined(problems))
 
 
 _TRUE = ("true", "yes", "1", "last")
@@ -287,12 +301,7 @@ def run_training(training_args, model_args, callbacks=None, resume_hint: str | N
 
     from vpo.train.trainer import VPOTrainer
 
-    if not model_args.model_name_or_path:
-        raise UserError("model_name_or_path is required (in the YAML or as --model_name_or_path)")
-    if not training_args.task:
-        raise UserError("task is required (in the YAML or as --task); `vpo tasks` lists them")
-    check_model(model_args.model_name_or_path)
-    check_backends(training_args, model_args)
+    check_run(training_args, model_args)
     resolve_resume(training_args, resume_hint)
     init = dict(training_args.model_init_kwargs or {})
     if model_args.dtype is not None:
@@ -343,7 +352,8 @@ def _main(args) -> int:
     argv = ([args.config] if args.config else []) + list(args.overrides or [])
     given = list(argv)
     if args.help or "-h" in argv or "--help" in argv:
-        parse_train_args(["--help"])  # prints every field with its help text, exits 0
+        print(help_header(), flush=True)
+        parse_train_args(["--help"])  # then every field with its help text; exits 0
         return 0
     imports, argv = _take_flag(argv, "--import", with_value=True)
     smoke, argv = _take_flag(argv, "--smoke", with_value=False)

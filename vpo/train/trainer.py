@@ -34,6 +34,7 @@ from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
+from vpo.tasks.base import _RewardShapeError
 from vpo.tasks.constrained import constrained
 from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig, silence_checkpointing_renames
 
@@ -74,6 +75,52 @@ def _objective_function(name: str) -> Callable:
     return f
 
 
+class RewardFunctionError(_RewardShapeError):
+    """A TRL reward function that returned something other than one number per answer (a vector
+    per answer, a string): stops training at once instead of counting every answer as invalid."""
+
+
+def _checked_reward_function(f: Callable, num_functions: int) -> Callable:
+    """``f`` (a TRL reward function) with its return value checked: one number (or None) per answer.
+    A vector per answer, or a string, is refused in one line saying what to do instead."""
+    name = getattr(f, "__name__", repr(f))
+
+    @functools.wraps(f)
+    def checked(*args, **kwargs):
+        out = f(*args, **kwargs)
+        n = len(kwargs.get("completions") or kwargs.get("prompts") or [])
+        try:
+            values = list(out)
+        except TypeError:
+            raise RewardFunctionError(
+                f"reward function {name!r} returned a {type(out).__name__}, not a list of one number per answer"
+            ) from None
+        for v in values:
+            if isinstance(v, (str, bytes)):
+                raise RewardFunctionError(
+                    f"reward function {name!r} returned a {type(v).__name__} ({v!r}) as a reward: rewards must be "
+                    "numbers, one float per answer (None for no reward); convert it with float(...) in the function"
+                )
+            if np.ndim(v) > 0 and np.size(v) != 1:
+                per = int(np.size(v))
+                raise RewardFunctionError(
+                    f"reward function {name!r} returned {per} values per answer (a vector), but VPOTrainer takes "
+                    f"one reward function per objective, each returning one float per answer: split it into {per} "
+                    f"functions (reward_funcs=[f_1, ..., f_{per}], objectives=[...] names them), or write a vpo Task "
+                    "whose objectives score the answer (docs/tasks.md)"
+                )
+        if n and len(values) != n and len(values) % n == 0 and num_functions >= 1:
+            per = len(values) // n
+            raise RewardFunctionError(
+                f"reward function {name!r} returned {len(values)} values for {n} answers ({per} values per answer, "
+                f"flattened): VPOTrainer takes one reward function per objective, each returning one float per answer; "
+                f"split it into {per} functions (reward_funcs=[f_1, ..., f_{per}]), or write a vpo Task (docs/tasks.md)"
+            )
+        return out
+
+    return checked
+
+
 def build_task_dataset(task: Task, examples: Sequence[dict], m: int, chat: bool):
     """A ``datasets.Dataset`` with the prompt TRL reads plus the example (JSON) and its index."""
     from datasets import Dataset
@@ -105,7 +152,7 @@ def check_trl_hooks() -> None:
         if not callable(getattr(GRPOTrainer, name, None)):
             raise RuntimeError(
                 f"trl {trl.__version__}: GRPOTrainer.{name} is missing, and VPOTrainer overrides it; "
-                "install the TRL version vpo pins (pip install 'vpo[trl]')"
+                'install the TRL version vpo pins (pip install -e ".[trl]" in the vpo clone)'
             )
 
 
@@ -128,6 +175,8 @@ class _GatheredScores:
     """Answers dropped as repeats."""
     completions: float
     """Completions scored."""
+    violations: float = 0.0
+    """Valid answers the ``constraints`` made invalid."""
 
 
 class TrainerSetupError(UserError, ValueError):
@@ -213,7 +262,7 @@ class VPOTrainer(GRPOTrainer):
         Other keyword arguments go to GRPOTrainer.
     """
 
-    _tag_names = ["trl", "grpo", "vpo"]
+    _tag_names = ["trl", "vpo"]  # not "grpo": the card names the estimator (create_model_card)
     _name = "VPO"
     _paper: dict = {}  # not TRL's GRPO paper: the card names the estimator instead (create_model_card)
 
@@ -242,6 +291,8 @@ class VPOTrainer(GRPOTrainer):
             raise ValueError("give exactly one of `task` (or args.task) and `reward_funcs` (one per objective)")
         if callable(reward_funcs):  # TRL accepts one function as well as a list
             reward_funcs = [reward_funcs]
+        if reward_funcs is not None:
+            reward_funcs = [_checked_reward_function(f, len(reward_funcs)) for f in reward_funcs]
         # user reward functions become a task too, so there is one scoring path (Task.score_completions)
         self._vpo_task_data = task is not None
         if task is None:
@@ -256,6 +307,7 @@ class VPOTrainer(GRPOTrainer):
         self.vpo_objectives = names
         self.vpo_target = w
 
+        self._vpo_base_model = model if isinstance(model, str) else getattr(model.config, "_name_or_path", None)
         if processing_class is None:
             from transformers import AutoTokenizer
 
@@ -292,19 +344,22 @@ class VPOTrainer(GRPOTrainer):
         # TRL's logged "reward" and the trl_* advantages use reward_weights as given (w* when unset)
         self.reward_weights = torch.tensor(trl_weights, dtype=torch.float32)
         self._zero_signal = {"total": 0, "streak": 0, "warned_at": None}
+        self._flat = {"total": 0, "warned_at": None}
+        self._local_violations = 0.0
 
     def _vpo_datasets(self, task: Task, args: VPOConfig, processing_class, train_dataset, eval_dataset):
         """The train and eval datasets: built from the task where not given (chat prompts when the
         tokenizer has a chat template); a user dataset gets the m-answer instruction appended."""
         chat = getattr(processing_class, "chat_template", None) is not None
+        spec = args.task if isinstance(args.task, str) else None
         if self._vpo_task_data:
             if train_dataset is None:
                 train_dataset = build_task_dataset(
-                    task, _load(task, "train", args.train_size, args.data_seed_task), self.num_answers, chat
+                    task, _load(task, "train", args.train_size, args.data_seed_task, spec), self.num_answers, chat
                 )
             if eval_dataset is None and args.eval_size:
                 eval_dataset = build_task_dataset(
-                    task, _load(task, "test", args.eval_size, args.data_seed_task), self.num_answers, chat
+                    task, _load(task, "test", args.eval_size, args.data_seed_task, spec), self.num_answers, chat
                 )
         elif self.num_answers > 1 and train_dataset is not None:
             train_dataset = train_dataset.map(
@@ -312,6 +367,8 @@ class VPOTrainer(GRPOTrainer):
             )
         if train_dataset is None:
             raise ValueError("no train_dataset: pass one, or a task to build it from")
+        if len(train_dataset) == 0:
+            raise TrainerSetupError("the train dataset has no rows, so there is nothing to train on")
         if args.estimator == "goal_conditioned" and (
             not self._vpo_task_data or EXAMPLE_COLUMN not in train_dataset.column_names
         ):
@@ -365,6 +422,12 @@ class VPOTrainer(GRPOTrainer):
             f"vpo: max_completion_length {a.max_completion_length}, learning_rate {a.learning_rate:g}, beta {a.beta:g}, "
             f"max_steps {a.max_steps}, vLLM {'on' if a.use_vllm else 'off'}, output_dir {a.output_dir}",
         ]
+        if a.constraints:
+            lines.insert(
+                2,
+                f"vpo: constraints: {', '.join(a.constraints)} (a violating answer scores as invalid; "
+                "vpo/constraint_violations counts them per step)",
+            )
         return "\n".join(lines)
 
     def train(self, *args, **kwargs):
@@ -384,6 +447,7 @@ class VPOTrainer(GRPOTrainer):
             return
         path = os.path.join(self.args.output_dir, "README.md")
         if os.path.exists(path):
+            self._name_local_base(path)
             objectives = ", ".join(f"{n} (w* {x:.3g})" for n, x in zip(self.vpo_objectives, self.vpo_target))
             with open(path, "a") as f:
                 f.write(
@@ -391,6 +455,16 @@ class VPOTrainer(GRPOTrainer):
                     f"(answers in <answer_i> tags)\n- task: {self.vpo_settings()['task']}\n- objectives: {objectives}\n"
                     "- `vpo eval --model DIR` reads m and the answer format from `vpo_args.json` next to the model\n"
                 )
+
+    def _name_local_base(self, path: str) -> None:
+        """TRL's card says "fine-tuned version of [None](https://huggingface.co/None)" for a base model
+        loaded from a local directory: name that directory instead."""
+        base = self._vpo_base_model or "an unnamed base model"
+        text = open(path).read()
+        fixed = text.replace("[None](https://huggingface.co/None)", f"`{base}` (a local model directory)")
+        if fixed != text:
+            with open(path, "w") as f:
+                f.write(fixed)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
         super().save_model(output_dir, _internal_call)
@@ -452,6 +526,7 @@ class VPOTrainer(GRPOTrainer):
             ) from e
         if self.args.strict_rewards:
             self._check_finite(sb.rewards, sb.valid)
+        self._local_violations = float(getattr(sb, "num_violations", 0) or 0)
         return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
 
     def _check_finite(self, rewards: np.ndarray, valid: np.ndarray) -> None:
@@ -476,7 +551,13 @@ class VPOTrainer(GRPOTrainer):
         r = torch.as_tensor(rewards, dtype=torch.float32, device=device)
         v = torch.as_tensor(valid, dtype=torch.int64, device=device)
         stats = torch.as_tensor(
-            [float((num_parsed == 0).sum()), float(num_parsed.sum()), float(dups), float(len(num_parsed))],
+            [
+                float((num_parsed == 0).sum()),
+                float(num_parsed.sum()),
+                float(dups),
+                float(len(num_parsed)),
+                self._local_violations,
+            ],
             device=device,
         )
         weights = None
@@ -486,8 +567,8 @@ class VPOTrainer(GRPOTrainer):
         v_all = gather(v).bool()
         stats_all = gather(stats.unsqueeze(0)).sum(0)
         w_all = gather(weights) if weights is not None else None
-        no_answer, parsed, dups, n = (float(x) for x in stats_all.tolist())
-        self._pending = _GatheredScores(r_all, v_all, w_all, no_answer, parsed, dups, n)
+        no_answer, parsed, dups, n, violations = (float(x) for x in stats_all.tolist())
+        self._pending = _GatheredScores(r_all, v_all, w_all, no_answer, parsed, dups, n, violations)
         # what TRL sees: the per-objective mean over each rollout's valid answers (0 without one)
         rf = r_all.nan_to_num(0.0)
         cnt = v_all.sum(1, keepdim=True).clamp(min=1)
@@ -559,10 +640,10 @@ class VPOTrainer(GRPOTrainer):
             "advantages": adv_all.detach().cpu(),
             "group_size": G,
         }
-        self._log_vpo(res.diagnostics)
+        self._log_vpo(res.diagnostics, flat_group_fraction(adv_all, G))
         return output
 
-    def _log_vpo(self, diag: dict | None) -> None:
+    def _log_vpo(self, diag: dict | None, flat_frac: float | None = None) -> None:
         mode = "train" if self.model.training else "eval"
         p = self._pending
         metrics = self._metrics[mode]
@@ -578,12 +659,40 @@ class VPOTrainer(GRPOTrainer):
             metrics["vpo/zero_std_frac"].append(diag["zero_std_frac"])
             for name, val in zip(self.vpo_objectives, diag["objective_means"]):
                 metrics[f"vpo/objective/{name}"].append(val)
+        if self.args.constraints:
+            metrics["vpo/constraint_violations"].append(p.violations)
         if self.args.log_pool_stats:  # the VPO reference's pool statistics (vpo.search.poolstats)
             from vpo.train.callbacks import pool_stat_logs
 
             for key, val in pool_stat_logs(p.rewards, p.valid, G, self.vpo_target).items():
                 metrics[key].append(val)
-        self._check_zero_signal(mode, metrics)
+        cause = self._check_zero_signal(mode, metrics)
+        if flat_frac is not None:
+            self._check_flat_groups(mode, metrics, flat_frac, zero_signal=cause is not None)
+
+    def _check_flat_groups(self, mode: str, metrics, flat_frac: float, zero_signal: bool) -> None:
+        """Log ``vpo/flat_group_frac`` (groups whose rollouts all got the same advantage 0) and
+        ``vpo/flat_group_batches`` (training batches where every group was flat, so the gradient is 0;
+        counted beside ``vpo/zero_signal_batches``), and warn about such a batch at most once every
+        ``ZERO_SIGNAL_WARN_EVERY`` steps."""
+        metrics["vpo/flat_group_frac"].append(float(flat_frac))
+        if mode != "train":
+            return
+        f = self._flat
+        flat = flat_frac >= 1.0 and not zero_signal  # a batch without signal for another cause is said there
+        f["total"] += bool(flat)
+        metrics["vpo/flat_group_batches"].append(float(f["total"]))
+        step = int(self.state.global_step)
+        if flat and (f["warned_at"] is None or step - f["warned_at"] >= ZERO_SIGNAL_WARN_EVERY):
+            f["warned_at"] = step
+            warnings.warn(
+                f"vpo: step {step}: every group is flat: all {self.num_generations} rollouts of each prompt scored "
+                f"the same, so every advantage is 0 and this batch teaches nothing ({f['total']} such batch(es) in "
+                "all, vpo/flat_group_batches); the prompts are too easy or too hard for the model now, or the "
+                "rewards too coarse: raise num_generations or temperature, or check the task's scorer",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _zero_signal_cause(self, rewards: torch.Tensor, valid: torch.Tensor, parsed: float) -> str | None:
         """Why this batch has no learning signal (no answer parsed, none valid, no finite reward), or None."""
@@ -624,14 +733,14 @@ class VPOTrainer(GRPOTrainer):
         rewards, valid = p.rewards, p.valid
         metrics["vpo/nonfinite_answers"].append(float((valid & ~torch.isfinite(rewards).all(-1)).sum()))
         if mode != "train":
-            return
+            return None
         z = self._zero_signal
         cause = self._zero_signal_cause(rewards, valid, p.parsed)
         z["streak"] = z["streak"] + 1 if cause else 0
         z["total"] += bool(cause)
         metrics["vpo/zero_signal_batches"].append(float(z["total"]))
         if cause is None:
-            return
+            return None
         step, patience = int(self.state.global_step), self.args.zero_signal_patience
         what = (
             f"vpo: step {step}: no learning signal in this batch ({z['streak']} in a row, {z['total']} in all): {cause}"
@@ -644,6 +753,7 @@ class VPOTrainer(GRPOTrainer):
         if z["warned_at"] is None or step - z["warned_at"] >= ZERO_SIGNAL_WARN_EVERY:
             z["warned_at"] = step
             warnings.warn(f"{what} (every advantage is 0)", RuntimeWarning, stacklevel=2)
+        return cause
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's, or with ``shared_prompt_forward`` the prompt prefill once per distinct prompt
@@ -731,6 +841,16 @@ class VPOTrainer(GRPOTrainer):
             self.vpo_sampler.load_state_dict(state["sampler"])
 
 
+def flat_group_fraction(advantages: torch.Tensor, group_size: int, atol: float = 1e-8) -> float:
+    """The share of groups (``group_size`` consecutive rollouts) whose advantages are all 0: every
+    rollout of the prompt scored the same, so the group adds nothing to the gradient."""
+    a = advantages.detach().reshape(advantages.shape[0], -1).abs().amax(-1)
+    g = max(int(group_size), 1)
+    if a.numel() == 0 or a.numel() % g:
+        return 0.0
+    return float((a.reshape(-1, g).amax(-1) <= atol).float().mean())
+
+
 def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_size: int) -> float:
     """Reward-space diversity (``vpo.search.metrics.reward_space_diversity``, the eval metric) of
     each group of ``group_size`` consecutive rollouts' valid answers, averaged over groups with >= 2
@@ -747,14 +867,20 @@ def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_siz
     return float(per_group[ok].mean()) if ok.any() else 0.0
 
 
-def _load(task: Task, split: str, n: int | None, seed: int | None) -> list[dict]:
-    try:
-        return task.load(split, n=n) if seed is None else task.load(split, n=n, seed=seed)
-    except ValueError as e:  # the task's data settings (a missing data file, no such split): the user's to fix
+def _load(task: Task, split: str, n: int | None, seed: int | None, spec: str | None = None) -> list[dict]:
+    """The task's ``split`` (``vpo.tasks.registry.load_split``: a failing ``load()`` is one line
+    naming the task, the split and the cause); an empty split is refused, since training or
+    evaluating on it would do nothing and report success."""
+    from vpo.tasks.registry import load_split
+
+    examples = load_split(task, split, n=n, seed=seed, spec=spec)
+    if not examples:
+        name = spec if spec is not None else getattr(task, "name", "?")
         raise TrainerSetupError(
-            f"task {getattr(task, 'name', '?')!r} could not load its {split!r} split: {e}; set the task's data in "
-            "task_options (YAML) / --task-options JSON (CLI)"
-        ) from e
+            f"task {name!r}: its {split!r} split has no examples, so there is nothing to train or evaluate on; check "
+            "the task's data (task_options / --task-options) and the split name"
+        )
+    return examples
 
 
 def _append_instruction(prompt, m: int):
