@@ -276,7 +276,7 @@ def stage_train_vllm(ctx: dict) -> dict:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        return {"skipped": "vllm: not installed (pip install 'vpo[vllm]' on the GPU machine)"}
+        return {"skipped": "vllm: not installed (pip install -e '.[vllm]' in the vpo clone on the GPU machine)"}
     if _device(ctx["dry"]) != "cuda":
         return {"skipped": "vLLM colocate needs a CUDA device (dry run)"}
     return _train(ctx, use_vllm=True)
@@ -581,11 +581,23 @@ def main(argv=None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    summary["ok"] = all(r["status"] != "failed" for r in summary["stages"].values())
+    st = summary["stages"]
+    failed = [n for n, r in st.items() if r["status"] == "failed"]
+    skipped = [n for n, r in st.items() if r["status"] == "skipped"]
+    # "ok" only when every stage ran and passed: a skipped stage checked nothing, so it is said as such
+    summary["ok"] = not failed and not skipped
+    summary["failed"], summary["skipped"] = failed, skipped
+    if failed:
+        summary["status"] = f"failed: {len(failed)} of {len(st)} stages ({', '.join(failed)})"
+    elif skipped:
+        summary["status"] = f"ok, {len(skipped)} of {len(st)} stages skipped ({', '.join(skipped)})"
+    else:
+        summary["status"] = f"ok, all {len(st)} stages ran"
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     (Path(ctx["out"]) / "gpu_check.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(f"[gpu_check] {summary['status']}", file=sys.stderr, flush=True)
     print(json.dumps(summary, default=str))
-    return 0 if summary["ok"] else 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

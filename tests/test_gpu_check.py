@@ -79,7 +79,8 @@ def test_dry_run_prints_one_json_summary(tmp_path):
     )
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0, (summary, proc.stderr[-2000:])
-    assert summary["mode"] == "dry-run (CPU)" and summary["ok"] is True
+    assert summary["mode"] == "dry-run (CPU)" and summary["ok"] is False  # the vLLM stages are skipped
+    assert "train_vllm" in summary["skipped"] and not summary["failed"]
     st = summary["stages"]
     assert list(st) == ["env", "estimator", "train", "train_vllm", "eval", "verl"]
     assert json.loads((tmp_path / "gpu_check.json").read_text())["stages"].keys() == st.keys()

@@ -73,11 +73,47 @@ def config_from_args(args):
     return replace(cfg, **over)
 
 
-def _main(args) -> int:
-    from vpo.demo.report import markdown
-    from vpo.demo.runner import run_demo
+# measured wall minutes on the 2-core CI machine (docs/demo.md): (domain, --quick) -> minutes
+_MEASURED_MIN = {("maze", False): 13.3, ("maze", True): 3.5, ("prog", False): 9.4, ("prog", True): 3.1}
 
-    agg = run_demo(config_from_args(args), workers=not args.no_workers)
+
+def estimate_minutes(cfg) -> float:
+    """A rough wall-time estimate: the measured time of the domain's default (or --quick) run,
+    scaled by its number of training jobs, the jobs at a time and rl_steps (warm start ~10%)."""
+    from vpo.demo.config import DemoConfig
+
+    quick = len(cfg.seeds) == 1 and len(cfg.methods) <= 2
+    ref = DemoConfig.quick(domain=cfg.domain) if quick else DemoConfig(domain=cfg.domain)
+    base = _MEASURED_MIN.get((cfg.domain, quick), 13.3)
+    jobs = len(cfg.methods) * len(cfg.seeds) / max(len(ref.methods) * len(ref.seeds), 1)
+    scale = jobs * (ref.jobs / max(cfg.jobs, 1)) * (cfg.rl_steps / max(ref.rl_steps, 1))
+    return base * (0.1 + 0.9 * scale)
+
+
+def _main(args) -> int:
+    import sys
+
+    from vpo.demo.report import markdown
+    from vpo.demo import runner
+
+    cfg = config_from_args(args)
+    print(
+        f"vpo demo: {len(cfg.methods)} methods x {len(cfg.seeds)} seed(s), {cfg.jobs} jobs at a time: about "
+        f"{estimate_minutes(cfg):.0f} min on 2 CPU cores (less where stages in {cfg.out} are already done); "
+        "Ctrl-C stops it, and the same command resumes",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        agg = runner.run_demo(cfg, workers=not args.no_workers)
+    except KeyboardInterrupt as err:
+        print(
+            f"\nvpo demo: interrupted; the finished stages are saved in {cfg.out}: rerun the same command "
+            f"(vpo demo --out {cfg.out} with the same settings) to resume where it stopped",
+            file=sys.stderr,
+        )
+        err.vpo_reported = True  # vpo.cli does not say "interrupted" a second time
+        raise
     print(markdown(agg))
     return 0
 
