@@ -877,11 +877,13 @@ def _children_of(ppid: int) -> list[int]:
 
 
 def _cpu_clock(job: dict):
-    """A function giving the CPU seconds used so far by the sandbox's processes: the per-sandbox
-    cgroup's ``cpu.stat`` where the host made one (every process of the test, wherever it moved),
-    else the worker's reaped children plus, in a PID namespace, every live process but the worker
-    (read from ``/proc/PID/stat`` into one buffer that is zeroed after use: no program-chosen name
-    stays in the worker's memory)."""
+    """``(clock, cheap)``: functions giving the CPU seconds used so far by the sandbox's processes.
+    ``clock``: the per-sandbox v2 cgroup's ``cpu.stat`` where there is one (every process of the
+    test, wherever it moved), else the worker's reaped children plus, in a PID namespace, every live
+    process but the worker (read from ``/proc/PID/stat`` into one buffer that is zeroed after use: no
+    program-chosen name stays in the worker's memory). ``cheap``: the same where it is one read, else
+    the reaped children only: what ``clock`` says when the worker has no live child (between tests),
+    and enough for a test that ended by itself (its processes reaped, or killed right after)."""
     path = job.get("cpu_stat")
     if path:
         try:
@@ -898,7 +900,7 @@ def _cpu_clock(job: dict):
 
             try:
                 cgroup_clock()
-                return cgroup_clock
+                return cgroup_clock, cgroup_clock
             except (OSError, ValueError):
                 os.close(fd)
     import resource
@@ -908,9 +910,12 @@ def _cpu_clock(job: dict):
     me = os.getpid()
     scan = job["namespaces"] and me == 1
 
-    def proc_clock() -> float:
+    def reaped() -> float:
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        total = ru.ru_utime + ru.ru_stime
+        return ru.ru_utime + ru.ru_stime
+
+    def proc_clock() -> float:
+        total = reaped()
         if not scan:
             return total
         ticks = 0
@@ -932,17 +937,18 @@ def _cpu_clock(job: dict):
                 buf[:] = bytes(len(buf))
         return total + ticks / tick
 
-    return proc_clock
+    return proc_clock, reaped
 
 
-def _wait_test(pid: int, t0: float, lim: dict, clock) -> tuple[str | None, int, float]:
-    """Wait for the test child until its CPU time (every process of the sandbox, from ``clock``)
-    reaches ``lim["cpu_time_s"]`` or the wall clock ``t0 + lim["timeout_s"]``; SIGKILL it past either,
-    and reap it. Returns ``(None | "cpu" | "wall", wait status, CPU seconds used)``. The CPU time is
-    read only when the child has run long enough to possibly have used it all (at most
-    ``lim["cpu_parallel"]`` CPUs at once): a short test is never polled."""
+def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int, float]:
+    """Wait for the test child until its CPU time (every process of the sandbox, from ``clocks``, see
+    :func:`_cpu_clock`) reaches ``lim["cpu_time_s"]`` or the wall clock ``t0 + lim["timeout_s"]``;
+    SIGKILL it past either, and reap it. Returns ``(None | "cpu" | "wall", wait status, CPU seconds
+    used)``. The CPU time is read only when the child has run long enough to possibly have used it
+    all (at most ``lim["cpu_parallel"]`` CPUs at once): a short test is never polled."""
+    clock, cheap = clocks
     why = None
-    cpu0 = clock()
+    cpu0 = cheap()  # no live process but the new child, which has used next to nothing yet
     cpu_limit, par = float(lim["cpu_time_s"]), max(1.0, float(lim.get("cpu_parallel", 1)))
     deadline = t0 + float(lim["timeout_s"])
     try:
@@ -981,7 +987,7 @@ def _wait_test(pid: int, t0: float, lim: dict, clock) -> tuple[str | None, int, 
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         status = 0
-    return why, status, clock() - cpu0
+    return why, status, max(used, (clock if why else cheap)() - cpu0)
 
 
 def _exit_status(status: int, timed_out: bool) -> dict:
@@ -1027,7 +1033,7 @@ def _copy_input(src: int, dst_path: str, span) -> int:
     return os.open(dst_path, os.O_RDONLY)
 
 
-def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clock) -> tuple[dict, list]:
+def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clocks) -> tuple[dict, list]:
     """Run test ``i``; returns its result record and the ``(path, offset, length)`` of the output
     bytes that follow it on the result pipe (stdout, the stderr tail, the returned value's JSON)."""
     lim = job["limits"]
@@ -1047,7 +1053,7 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clock) -> tupl
         _child(job, test, code, prelude, libc, tuple(fds))
     for fd in fds:
         os.close(fd)
-    why, status, cpu = _wait_test(pid, t0, lim, clock)
+    why, status, cpu = _wait_test(pid, t0, lim, clocks)
     elapsed = time.monotonic() - t0
     _reap_all(job)
     _wipe(job)
@@ -1231,7 +1237,7 @@ def _worker_main(result_fd: int) -> None:
             exec(prelude, {"__name__": "__prelude__"})
         except BaseException:  # noqa: BLE001 - each test re-runs it and reports the failure
             pass
-    clock = _cpu_clock(job)
+    clocks = _cpu_clock(job)
     timeouts, stop_after = 0, job.get("stop_after_timeouts")
     for i, test in enumerate(job["tests"]):
         if stop_after is not None and timeouts >= stop_after:
@@ -1247,7 +1253,7 @@ def _worker_main(result_fd: int) -> None:
             )
             continue
         try:
-            res, payload = _run_test(i, job, test, code, prelude, libc, clock)
+            res, payload = _run_test(i, job, test, code, prelude, libc, clocks)
         except _CleanupError as e:
             _emit(result_fd, {"fatal": f"sandbox cleanup failed: {e}"})
             return
