@@ -28,25 +28,35 @@ def _jsonl(paths):
 
 
 def per_step(
-    dump: str, metrics: str | None = None, completion_index: int = 0, prompts_per_step: int | None = None
+    dump: str,
+    metrics: str | None = None,
+    completion_index: int = 0,
+    prompts_per_step: int | None = None,
+    rollouts: int | None = None,
 ) -> list[dict]:
     from vpo.search.poolstats import completed_diversity, completed_mask
 
     calls = sorted(_jsonl(glob.glob(os.path.join(dump, "estimator.*.jsonl"))), key=lambda r: r["time"])
+    records = _jsonl(glob.glob(os.path.join(dump, "scores.*.jsonl")))
     scored = defaultdict(list)
-    for r in _jsonl(glob.glob(os.path.join(dump, "scores.*.jsonl"))):
-        scored[r["uid"]].append(r)
-    if not calls:
-        # veRL's own estimators (e.g. grpo) write no estimator file: the score function's records, in
-        # the order the one reward worker wrote them, are the steps' groups, prompts_per_step at a time
-        if not prompts_per_step:
-            raise SystemExit("no estimator.*.jsonl in the dump (a veRL estimator): pass --prompts-per-step")
-        uids = list(scored)
-        calls = [
-            {"uid": [u for u in chunk for _ in scored[u]], "score": [r["score"] for u in chunk for r in scored[u]]}
-            for chunk in (uids[i : i + prompts_per_step] for i in range(0, len(uids), prompts_per_step))
-            if len(chunk) == prompts_per_step
-        ]
+    if calls:
+        for r in records:
+            scored[r["uid"]].append(r)
+    else:
+        # veRL's own estimators (e.g. grpo) write no estimator file, and without VPORewardManager the
+        # score function keys a group by its prompt (repeated across epochs): the records, in the
+        # order the one reward worker wrote them, are the steps, prompts_per_step x rollouts at a time
+        if not (prompts_per_step and rollouts):
+            raise SystemExit(
+                "no estimator.*.jsonl in the dump (a veRL estimator): give --prompts-per-step and --rollouts"
+            )
+        size = prompts_per_step * rollouts
+        for k in range(len(records) // size):
+            chunk = records[k * size : (k + 1) * size]
+            keys = [f"{k}|{r['uid']}" for r in chunk]
+            for key, r in zip(keys, chunk):
+                scored[key].append(r)
+            calls.append({"uid": keys, "score": [r["score"] for r in chunk]})
     logged = {}
     if metrics:
         logged = {r["step"]: r["data"] for r in _jsonl([metrics]) if "timing_s/step" in r["data"]}
@@ -80,9 +90,10 @@ def main(argv=None) -> int:
     p.add_argument("--dump", required=True)
     p.add_argument("--metrics", default=None)
     p.add_argument("--prompts-per-step", type=int, default=None, help="for runs with a veRL estimator (grpo)")
+    p.add_argument("--rollouts", type=int, default=None, help="rollouts per prompt, for runs with a veRL estimator")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
-    rows = per_step(args.dump, args.metrics, prompts_per_step=args.prompts_per_step)
+    rows = per_step(args.dump, args.metrics, prompts_per_step=args.prompts_per_step, rollouts=args.rollouts)
     if args.json:
         print(json.dumps(rows))
         return 0
