@@ -20,6 +20,8 @@ Simplification: one advantage per rollout (no per-token credit), as the paper an
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from vpo.core.estimator_base import (
@@ -313,6 +315,89 @@ def max_at_k_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
     eff = max_at_k_transform(s, b, cfg.max_at_k)
     # a flat group is judged on s: the transform's sums of binomial shares round differently per rank
     adv, std = _zscore(eff, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(s, b))
+    return s, adv, std
+
+
+@register_estimator(
+    "vpo_at_k",
+    multi_answer=True,
+    uses_sampler=True,
+    paper="ours: the deployment objective E_w[best of k rollouts under w], w ~ Dir(alpha) (not the paper's estimator)",
+    summary="Max@k's unbiased share per weighting of each rollout's set score max_i w^T r_i, averaged over the "
+    "group's K weightings, then GRPO z-score",
+)
+def vpo_at_k_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler):
+    """VPO@k: the objective a test-time search that draws k rollouts and keeps the best under a
+    preference it does not know, ``E_w[E[max over a random k-subset of rollouts of s_n(w)]]`` with
+    ``s_n(w) = max_{valid i} w^T r_{n,i}`` (one answer per rollout: ``w^T r``) and ``w ~ Dir(alpha)``.
+    Per group, K weightings shared by its rollouts (as VPO's); for each, :func:`max_at_k_transform`
+    gives every rollout its unbiased share of E[max of k] (k = ``max_at_k`` or max(2, G // 2)); the
+    shares are averaged over the K weightings and z-scored within the group (Bessel std, as Max@k).
+    With one weighting equal to w* and m = 1 it is Max@k exactly. Reported score: the set score
+    averaged over the weightings (VPO's raw score)."""
+    w = sampler.sample(b.num_groups, b.d, dtype=cfg.torch_dtype).to(b.rewards.device)  # [P, K, d]
+    best = _best_per_weighting(b.filled(w.dtype), w, b.index).to(torch.float64)  # [N, K]
+    best = torch.where(b.valid.any(1, keepdim=True), best, torch.full_like(best, cfg.invalid_score))
+    eff = torch.stack([max_at_k_transform(best[:, j], b, cfg.max_at_k) for j in range(best.shape[1])], 1).mean(1)
+    s = best.mean(1)
+    flat = _flat_groups(best, b).all(-1)  # every weighting ranks the group's rollouts as equal
+    adv, std = _zscore(eff, b, cfg.eps, bessel=True, zero_flat=False, flat=flat)
+    return s, adv, std
+
+
+def vpo_at_k_value(scores, k: int) -> torch.Tensor:
+    """The unbiased estimate of ``E[max over a random k-subset]`` of each row of ``scores [..., n]``
+    (``sum_i C(i-1, k-1) s_(i) / C(n, k)`` over the ascending order): with ``scores`` a group's
+    per-weighting set scores ``[K, n]``, the mean of the result is the group's VPO@k objective."""
+    s = torch.sort(torch.as_tensor(scores, dtype=torch.float64), dim=-1).values
+    n = s.shape[-1]
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be in 1..{n}, got {k}")
+    total = math.comb(n, k)  # exact binomials: a reporting helper, not the training hot path
+    coef = torch.tensor([math.comb(i - 1, k - 1) / total for i in range(1, n + 1)], dtype=torch.float64)
+    return (s * coef).sum(-1)
+
+
+@register_estimator(
+    "pareto_niche",
+    multi_answer=False,
+    paper="ours: a Pareto/niche reading of VPO from a widely shared review of the paper (not the paper's estimator)",
+    summary="1/(1 + rollouts dominating it) + a 1/d share of each objective's group best, split among the "
+    "rollouts that reach it; GRPO z-score",
+)
+def pareto_niche_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
+    """Pareto/niche advantage, for comparison with VPO (docs/estimators.md). Within a group of
+    single-answer rollouts with reward vectors ``x_n``:
+
+    * **front**: ``1 / (1 + D_n)``, ``D_n`` the number of the group's valid rollouts that dominate
+      ``x_n`` (at least as good on every objective, better on one): 1 on the group's Pareto front;
+    * **niche**: for each objective j on which the group's valid rollouts differ, the rollouts that
+      reach the group's best value share ``1/d`` (a specialist alone in its niche gets all of it;
+      a mode repeated by many rollouts splits it);
+    * ``s_n`` = front + niche (``invalid_score`` without a valid answer); ``A`` = GRPO z-score (Bessel).
+
+    Sign rule: specialists of an objective no one else covers, and front members, are above the
+    group mean (A > 0); dominated answers and crowded modes are below it (A < 0)."""
+    r, v = b.rewards[:, 0, :], b.valid[:, 0]  # [N, d], [N]
+    n_rows, d = r.shape
+    P, counts = b.num_groups, b.counts
+    gmax = int(counts.max().item())
+    pos = _within_group_position(b.index, counts)
+    grid = torch.zeros(P, gmax, d, dtype=r.dtype, device=r.device)
+    ok = torch.zeros(P, gmax, dtype=torch.bool, device=r.device)
+    grid[b.index, pos] = r
+    ok[b.index, pos] = v
+    xi, xj = grid[:, :, None, :], grid[:, None, :, :]
+    dominates = (xj >= xi).all(-1) & (xj > xi).any(-1) & ok[:, None, :]  # [P, i, j]: j dominates i
+    front = 1.0 / (1.0 + dominates.sum(-1).to(r.dtype))  # [P, G]
+    hi = torch.where(ok[..., None], grid, torch.full_like(grid, float("-inf"))).amax(1, keepdim=True)  # [P, 1, d]
+    lo = torch.where(ok[..., None], grid, torch.full_like(grid, float("inf"))).amin(1, keepdim=True)
+    best = (grid == hi) & ok[..., None] & (hi > lo)  # [P, G, d]: reaches a varying objective's group best
+    share = best.to(r.dtype) / best.sum(1, keepdim=True).clamp(min=1).to(r.dtype)
+    niche = share.sum(-1) / d
+    s = (front + niche)[b.index, pos]
+    s = torch.where(v, s, torch.full_like(s, cfg.invalid_score))
+    adv, std = _zscore(s, b, cfg.eps, bessel=True, zero_flat=False, flat=_flat_groups(s, b))
     return s, adv, std
 
 

@@ -25,10 +25,12 @@ METHODS: dict[str, tuple[str, str, int, int]] = {
     "maxrl": ("MaxRL", "maxrl", 1, 1),
     "random_weight": ("Random-weighting GRPO", "random_weight", 1, 1),
     "goal_conditioned": ("Goal-conditioned GRPO", "goal_conditioned", 1, 1),
+    "vpo_at_k": ("VPO@k (m=3, ours)", "vpo_at_k", 3, 1),
+    "pareto_niche": ("Pareto/niche (ours)", "pareto_niche", 1, 1),
 }
 DEFAULT_METHODS = ("grpo", "grpo_3x", "gdpo", "max_at_k", "multi_rlvr", "vpo")
 """The paper's comparison (GRPO, Max@k, Multi-RLVR, VPO) plus the compute control and GDPO."""
-ALL_METHODS = DEFAULT_METHODS + ("maxrl", "random_weight", "goal_conditioned")
+ALL_METHODS = DEFAULT_METHODS + ("maxrl", "random_weight", "goal_conditioned", "vpo_at_k", "pareto_niche")
 """``--methods all``."""
 MULTI_ANSWER_NUM_ANSWERS = 3
 """num_answers of a registered set estimator run as a demo method."""
