@@ -33,6 +33,7 @@ _BUILTIN: dict[str, str] = {
     "toolrl": "vpo.tasks.toolrl:ToolRLTask",
     "code": "vpo.tasks.code:CodeTask",
     "prog": "vpo.tasks.prog:ProgTask",
+    "noisy": "vpo.tasks.noisy:NoisyTask",
 }
 """Built-in tasks: name -> ``module:factory``, imported on first use."""
 _REGISTRY: dict[str, Callable[..., base.Task]] = {}

@@ -1,0 +1,136 @@
+"""Noisy objectives: a task whose training rewards are corrupted and whose evaluation rewards are not.
+
+What happens to VPO when the vector structure is noisy? ``noisy`` wraps any task: on examples of the
+noisy splits (default: the training split) every valid answer's reward vector gets independent
+Gaussian noise of standard deviation ``sigma`` on each component, except the objectives named in
+``binary``, which are flipped (``r -> 1 - r``) with probability ``flip`` instead. Examples of the other splits
+score clean, so ``vpo train --task noisy`` learns from corrupted rewards while ``vpo eval`` (on the
+test or validation split, or with the plain task) measures the true ones::
+
+    vpo train --task noisy --task_options '{"task": "maze", "task_options": {"size": 5}, "sigma": 0.2}'
+    vpo eval --task maze --task-options '{"size": 5}' ...
+
+An example's split is its ``split`` key (maze, prog and the text tasks set it); an example without one
+counts as training data. Invalid answers stay invalid (their rows 0): noise never makes a failed
+answer win. The draws come from one generator seeded by ``seed``, in scoring order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from vpo.errors import UserError
+from vpo.tasks.base import Example, ScoredBatch, Task
+
+__all__ = ["NoisyTask"]
+
+
+class NoisyTask(Task):
+    """``task`` (a registered name or reference, built with ``task_options``) with corrupted training
+    rewards; see the module docstring."""
+
+    def __init__(
+        self,
+        task: str | Task,
+        task_options: dict | None = None,
+        sigma: float = 0.0,
+        flip: float = 0.0,
+        binary: Sequence[str] = (),
+        seed: int = 0,
+        splits: Sequence[str] = ("train",),
+    ) -> None:
+        from vpo.tasks.registry import get
+
+        inner = task if isinstance(task, Task) else get(task, **dict(task_options or {}))
+        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma >= 0):
+            raise UserError(f"noisy: sigma must be a number >= 0, got {sigma!r}")
+        if not (isinstance(flip, (int, float)) and 0 <= flip <= 1):
+            raise UserError(f"noisy: flip must be a probability in [0, 1], got {flip!r}")
+        unknown = [b for b in binary if b not in inner.objectives]
+        if unknown:
+            raise UserError(
+                f"noisy: binary names objective(s) {unknown} that task {inner.name!r} does not have; "
+                f"its objectives are {list(inner.objectives)}"
+            )
+        if flip > 0 and not binary:
+            raise UserError("noisy: flip > 0 needs the binary objectives it flips (binary: [name, ...])")
+        self.inner = inner
+        self.sigma, self.flip, self.seed = float(sigma), float(flip), int(seed)
+        self.binary = [list(inner.objectives).index(b) for b in binary]
+        self.splits = tuple(splits)
+        self.rng = np.random.default_rng(self.seed)
+        for attr in (
+            "name",
+            "objectives",
+            "answer_format",
+            "answer_noun",
+            "system_prompt",
+            "instruction_style",
+            "preferences",
+        ):
+            setattr(self, attr, getattr(inner, attr))
+
+    def __getattr__(self, item: str):  # anything task-specific (config, solvers, ...)
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    @property
+    def target_weights(self) -> np.ndarray:
+        return self.inner.target_weights
+
+    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, **kwargs) -> list[Example]:
+        if seed is not None:
+            kwargs["seed"] = seed
+        return self.inner.load(split, n=n, **kwargs)
+
+    def question(self, example: Example) -> str:
+        return self.inner.question(example)
+
+    def build_prompt(self, example: Example, m: int = 1, weights: Sequence[float] | None = None) -> str:
+        return self.inner.build_prompt(example, m, weights)
+
+    def describe_weights(self, weights: Sequence[float]) -> str:
+        return self.inner.describe_weights(weights)
+
+    def parse(self, completion: str, m: int) -> list[str]:
+        return self.inner.parse(completion, m)
+
+    def canonical(self, answer: str) -> Any:
+        return self.inner.canonical(answer)
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        return self.inner.score(example, answer)
+
+    def score_answers(self, examples, answers):
+        return self.inner.score_answers(examples, answers)
+
+    def corrupt(self, rewards: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """``rewards [N, m, d]`` with this task's noise on every valid answer (a copy)."""
+        r = np.array(rewards, dtype=np.float64)
+        if self.sigma > 0:
+            cont = np.ones(r.shape[-1], dtype=bool)
+            cont[self.binary] = False  # binary objectives are flipped, not blurred
+            noise = self.rng.normal(0.0, self.sigma, size=r.shape)
+            r = r + np.where(valid[..., None] & cont, noise, 0.0)
+        for j in self.binary:
+            flipped = (self.rng.random(r.shape[:2]) < self.flip) & valid
+            r[..., j] = np.where(flipped, 1.0 - r[..., j], r[..., j])
+        return r
+
+    def score_completions(
+        self, examples, completions, m: int, *, dedup_answers: bool = True, strict: bool = False
+    ) -> ScoredBatch:
+        b = self.inner.score_completions(examples, completions, m, dedup_answers=dedup_answers, strict=strict)
+        noisy = np.array([str(ex.get("split", "train")) in self.splits for ex in examples], dtype=bool)
+        if not noisy.any() or (self.sigma == 0 and self.flip == 0):
+            return b
+        r = np.where(noisy[:, None, None], self.corrupt(b.rewards, b.valid & noisy[:, None]), b.rewards)
+        kept = {k: getattr(b, k) for k in b.__dataclass_fields__ if k != "rewards"}
+        return type(b)(rewards=r, **kept)
+
+    def __repr__(self) -> str:
+        return f"noisy({self.inner!r}, sigma={self.sigma}, flip={self.flip}, binary={self.binary})"
