@@ -431,6 +431,11 @@ def evaluate_pool(
     )
     out["objectives"] = list(pool.objectives)
     out["pool"] = {k: v for k, v in pool.meta.items() if k not in ("objectives", "target_weights")}
+    from vpo.search.failures import failure_types
+
+    failures = failure_types(pool)
+    if failures is not None:
+        out["failures"] = failures
     if embed_diversity:
         from vpo.search.embed import embedding_diversity
 

@@ -152,6 +152,7 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
 
     lines += markdown_section(results, all_ks)
     lines += _pool_stats_tables(results)
+    lines += _failure_table(results)
     lines += _set_objective_table(results)
     lines += [
         "",
@@ -176,6 +177,42 @@ _POOL_STAT_COLUMNS = [
     ("subset winner share", "subset_winner_share"),
     ("Pareto fraction", "pareto_fraction"),
 ]
+
+
+def _failure_table(results: Mapping[str, dict]) -> list[str]:
+    """The "Where answers were lost" section (``result["failures"]``, :mod:`vpo.search.failures`)."""
+    from vpo.search.failures import FAILURE_TYPES
+
+    if not any(r.get("failures") for r in results.values()):
+        return []
+    words = {
+        "valid": "valid",
+        "no_tags": "no answer tags",
+        "malformed": "tags, nothing parsed",
+        "fewer_than_m": "fewer than m",
+        "duplicates": "duplicates",
+        "scored_invalid": "scored invalid",
+    }
+    lines = [
+        "",
+        "## Where answers were lost (share of answer slots; count)",
+        "",
+        "Each slot is valid or lost for exactly one reason (docs/eval.md); truncated rollouts used the whole "
+        "generation budget and overlap the other columns.",
+        "",
+        "| method | " + " | ".join(words[k] for k in FAILURE_TYPES) + " | truncated rollouts |",
+        "|" + "---|" * (len(FAILURE_TYPES) + 2),
+    ]
+    for name, r in results.items():
+        f = r.get("failures")
+        if not f:
+            lines.append(f"| {name} | " + " | ".join("–" for _ in range(len(FAILURE_TYPES) + 1)) + " |")
+            continue
+        cells = [f"{f['shares'][k]:.3f} ({f['counts'][k]})" for k in FAILURE_TYPES]
+        t = f.get("truncated_rollouts")
+        cells.append("–" if t is None else f"{f['truncated_share']:.3f} ({t})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _set_objective_table(results: Mapping[str, dict]) -> list[str]:
