@@ -200,6 +200,19 @@ def test_vpo_eval_of_an_adapter_folder(user_code, tiny_model_dir, capsys):
     assert Path("ev/report.json").exists()
 
 
+def test_a_lora_run_evaluates_without_naming_its_task(user_code, tiny_model_dir, capsys):
+    """`vpo train --use_peft true` then `vpo eval --model OUTPUT_DIR`: the adapter loads on its base
+    and the task comes from the run's vpo_args.json."""
+    argv = ["train", "--task", "my_tasks:make", "--model_name_or_path", tiny_model_dir, "--output_dir", "lora"]
+    peft = ["--use_peft", "true", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj"]
+    assert main(argv + FAST + peft) == 0, capsys.readouterr().err
+    assert Path("lora/adapter_config.json").exists() and not Path("lora/config.json").exists()
+    capsys.readouterr()
+    assert main(["eval", "--model", "lora", "--out", "ev"] + EVAL_FAST) == 0, capsys.readouterr().err
+    assert "task my_tasks:make" in capsys.readouterr().err
+    assert Path("ev/report.json").exists()
+
+
 def test_vllm_backend_on_an_adapter_folder_is_one_line(tiny_model_dir, tmp_path, monkeypatch):
     """vLLM loads merged models only: an adapter folder given to it says how to go on."""
     import types

@@ -8,7 +8,8 @@ recomputes metrics from a saved pool.
 
 ``--num-answers`` defaults to the m a VPO checkpoint was trained with (its ``vpo_args.json``, or the
 ``num_answers`` of its ``training_args.bin``), else 1. ``--task`` takes a registered name,
-``module:factory`` or ``path/to/file.py:factory``; ``--import MODULE`` imports user code first;
+``module:factory`` or ``path/to/file.py:factory`` (default: the checkpoint's, from ``vpo_args.json``);
+``--model`` may be a LoRA adapter folder (loaded on its base); ``--import MODULE`` imports user code first;
 ``--task-options JSON`` holds the task's options (the spelling ``vpo train`` and ``vpo evolve`` use).
 
 ``vpo compare RUN_A RUN_B ... --out DIR`` puts several eval runs in one table and one figure.
@@ -128,7 +129,11 @@ def add_parser(subparsers) -> None:
     src.add_argument("--endpoint", help="OpenAI-compatible server base URL, e.g. http://localhost:8000/v1")
     src.add_argument("--pool", help="an existing pool directory: recompute metrics only, no generation")
     t = e.add_argument_group("task")
-    t.add_argument("--task", help="task name (`vpo tasks` lists them), module:factory or path/to/file.py:factory")
+    t.add_argument(
+        "--task",
+        help="task name (`vpo tasks` lists them), module:factory or path/to/file.py:factory (default: the task a "
+        "checkpoint vpo train saved was trained on, from its vpo_args.json)",
+    )
     t.add_argument(
         "--task-options",
         "--task_options",
