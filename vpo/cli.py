@@ -25,6 +25,7 @@ from vpo.errors import UserError
 _COMMAND_MODULES = (
     "vpo.train.cli",  # train
     "vpo.search.cli",  # eval, compare
+    "vpo.search.check",  # check
     "vpo.integrations.evolve.cli",  # evolve
     "vpo.demo",  # demo
 )
