@@ -516,3 +516,73 @@ def test_cpu_recipe_overrides_compose_with_veRLs_config(method, task, cpu):
     assert manager == ("NaiveRewardManager" if method == "grpo" else "VPORewardManager")
     if method == "grpo":  # veRL's own GRPO on vpo's single-answer score
         assert kw.method == "vpo_grpo"
+
+
+# ---------------------------------------------------------------------------------------------
+# the CPU path's pieces (vpo.integrations.verl_cpu): sampling, hashing, where it registers
+# ---------------------------------------------------------------------------------------------
+
+
+def _server(tmp_path, stop=()):
+    from vpo.integrations.verl_cpu import HFRolloutServer
+    from vpo.train.tiny import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64)
+    return HFRolloutServer(str(path), 0, response_length=16, stop=list(stop), seed=0)
+
+
+def test_rollout_server_samples_from_the_filtered_distribution(tmp_path):
+    srv = _server(tmp_path)
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0, -1.0])
+    p = torch.softmax(logits, -1)
+    keep = int((torch.cumsum(p, -1) - p <= 0.8).sum())  # the smallest prefix reaching top_p = 0.8
+    for top_k, top_p, kept in [(-1, 1.0, 5), (2, 1.0, 2), (-1, 0.8, keep)]:
+        seen = {}
+        for _ in range(300):
+            tok, lp = srv._sample(logits, 1.0, top_k, top_p)
+            seen[tok] = lp
+        assert set(seen) <= set(range(kept)) and len(seen) == kept
+        ref = torch.log_softmax(logits[:kept], -1)  # renormalised over what survives the filters
+        assert all(abs(lp - float(ref[t])) < 1e-5 for t, lp in seen.items())
+    tok, lp = srv._sample(logits, 0.0, -1, 1.0)  # temperature 0: greedy, the raw log-prob
+    assert tok == 0 and lp == pytest.approx(float(torch.log_softmax(logits, -1)[0]))
+    t2 = torch.log_softmax(logits / 2.0, -1)  # temperature 2: the log-prob of the flattened distribution
+    tok, lp = srv._sample(logits, 2.0, -1, 1.0)
+    assert lp == pytest.approx(float(t2[tok]), abs=1e-5)
+
+
+def test_rollout_server_loads_weights_and_refuses_partial_ones(tmp_path):
+    from vpo.integrations.verl_cpu import state_hash
+
+    srv = _server(tmp_path)
+    sd = {k: v.clone() + 0.5 for k, v in srv.model.state_dict().items()}
+    h = srv.load_weights(sd, global_steps=3)
+    assert h == state_hash(sd.items()) == srv.get_weights_hash() and srv.global_steps == 3
+    assert state_hash(reversed(list(sd.items()))) == h  # order-free: names are sorted
+    with pytest.raises(ValueError, match="sent no weights"):
+        srv.load_weights({k: v for k, v in sd.items() if "layers.0.mlp" not in k})
+    with pytest.raises(ValueError, match="lacks"):
+        srv.load_weights({**sd, "extra.weight": torch.zeros(1)})
+
+
+@pytest.mark.verl
+def test_cpu_path_registers_only_where_VERL_PLATFORM_is_cpu():
+    _verl()
+    probe = (
+        "import verl\n"
+        "from verl.plugin.platform.platform_manager import PlatformRegistry\n"
+        "from verl.workers.rollout.replica import RolloutReplicaRegistry\n"
+        "import vpo.integrations.verl_cpu as c\n"
+        "print(c._REGISTERED, 'cpu' in PlatformRegistry.registered_names(), 'vpo_hf' in RolloutReplicaRegistry._registry)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    off = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd="/")
+    on = subprocess.run(
+        [sys.executable, "-c", probe + "from verl.utils.device import get_device_name as g; print(g())"],
+        capture_output=True,
+        text=True,
+        env={**env, "VERL_PLATFORM": "cpu"},
+        cwd="/",
+    )
+    assert off.returncode == 0 and off.stdout.split()[-3:] == ["False", "False", "False"], off.stderr[-800:]
+    assert on.returncode == 0 and on.stdout.split()[-4:] == ["True", "True", "True", "cpu"], on.stderr[-800:]
