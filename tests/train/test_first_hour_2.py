@@ -584,6 +584,24 @@ def test_every_missing_piece_is_reported_at_once(tmp_path, monkeypatch, capsys):
     _one_error_line(capsys, "vpo train: error:", "model_name_or_path", "task", "vLLM", "tensorboard")
 
 
+def test_bf16_on_a_cpu_is_reported_with_the_other_missing_pieces(tmp_path, monkeypatch, capsys):
+    """The bf16-without-GPU value error (raised while the config is parsed) comes in the same line as
+    the model and task that are missing."""
+    import vpo.train.cli as train_cli
+
+    real = train_cli.parse_train_args
+
+    def no_bf16_gpu(argv):  # what TRL's parser raises for bf16: true on a machine without a bf16 GPU
+        if "--bf16" not in argv:
+            raise ValueError("Your setup doesn't support bf16/gpu. You need to assign use_cpu if you want to train")
+        return real(argv)
+
+    monkeypatch.setattr(train_cli, "parse_train_args", no_bf16_gpu)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--output_dir", "o"]) == 2
+    _one_error_line(capsys, "vpo train: error:", "3 problems", "bf16", "model_name_or_path is required", "task")
+
+
 def test_yaml_relative_paths_rule_is_documented():
     text = (REPO / "docs/training.md").read_text()
     assert re.search(r"relative paths[^.]*working directory", text, re.I | re.S)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -112,6 +113,31 @@ def _config_value_error(err: ValueError) -> UserError:
             "(or --smoke to check that a config starts)"
         )
     return UserError(msg)
+
+
+def _with_other_problems(err: UserError, argv: list[str]) -> UserError:
+    """``err`` (a value the config parser rejected: bf16 on a CPU) together with the run's other
+    problems (no model, no task, a missing backend), found by parsing again on CPU settings, so that a
+    config missing several pieces says all of them in one line."""
+    if "bf16: true needs a GPU" not in str(err):
+        return err
+    try:
+        training_args, model_args = parse_train_args(
+            argv + ["--bf16", "false", "--fp16", "false", "--use_cpu", "true"]
+        )[:2]
+        check_run(training_args, model_args)
+    except (UserError, ValueError, SystemExit) as other:
+        if isinstance(other, UserError):
+            return UserError(_joined([str(err)] + _split_joined(str(other))))
+    return err
+
+
+def _split_joined(message: str) -> list[str]:
+    """The problems of a :func:`_joined` message."""
+    if not re.match(r"\d+ problems: \(1\) ", message):
+        return [message]
+    body = message.split(": ", 1)[1]
+    return [re.sub(r"^\(\d+\) ", "", part) for part in body.split(" | ")]
 
 
 def smoke_model_dir() -> Path:
@@ -380,7 +406,7 @@ def _main(args) -> int:
     try:
         training_args, model_args = parse_train_args(head + argv)[:2]
     except ValueError as e:
-        raise _config_value_error(e) from None
+        raise _with_other_problems(_config_value_error(e), head + argv) from None
     if resume and str(training_args.resume_from_checkpoint or "").strip().lower() in _FALSE:
         training_args.resume_from_checkpoint = "true"
     from vpo.train.resume import EpochOrderCallback, SignalCheckpointCallback, resume_command
