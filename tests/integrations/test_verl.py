@@ -586,3 +586,15 @@ def test_cpu_path_registers_only_where_VERL_PLATFORM_is_cpu():
     )
     assert off.returncode == 0 and off.stdout.split()[-3:] == ["False", "False", "False"], off.stderr[-800:]
     assert on.returncode == 0 and on.stdout.split()[-4:] == ["True", "True", "True", "cpu"], on.stderr[-800:]
+
+
+def test_task_options_from_hydra_containers_reach_the_task():
+    """veRL hands reward_kwargs over as OmegaConf containers (not list/dict); the prog task's option
+    checks take them once they are plain (a pair given as a ListConfig-like sequence)."""
+    from collections import UserDict, UserList
+
+    from vpo.integrations.verl_reward import _get_task
+
+    opts = UserDict({"tests": 8, "pieces": 2, "slope": UserList([0, 0]), "intercept": UserList([0, 9])})
+    task = _get_task("prog", opts)
+    assert task is _get_task("prog", {"tests": 8, "pieces": 2, "slope": [0, 0], "intercept": [0, 9]})

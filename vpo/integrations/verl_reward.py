@@ -173,12 +173,23 @@ class HashedGroupSampler(SimplexSampler):
 _TASKS: dict[str, Any] = {}
 
 
+def _plain(x: Any) -> Any:
+    """``x`` with mappings as dicts and sequences as lists: reward_kwargs arrive from Hydra as
+    OmegaConf ``DictConfig``/``ListConfig``, which a task's option checks do not take for a list."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, Sequence) and not isinstance(x, (str, bytes)):
+        return [_plain(v) for v in x]
+    return x
+
+
 def _get_task(name: str, options: Mapping | None):
     from vpo import tasks
 
-    key = f"{name}|{json.dumps(dict(options or {}), sort_keys=True, default=str)}"
+    options = _plain(dict(options or {}))
+    key = f"{name}|{json.dumps(options, sort_keys=True, default=str)}"
     if key not in _TASKS:
-        _TASKS[key] = tasks.get(name, **dict(options or {}))
+        _TASKS[key] = tasks.get(name, **options)
     return _TASKS[key]
 
 
