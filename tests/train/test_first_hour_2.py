@@ -602,6 +602,24 @@ def test_bf16_on_a_cpu_is_reported_with_the_other_missing_pieces(tmp_path, monke
     _one_error_line(capsys, "vpo train: error:", "3 problems", "bf16", "model_name_or_path is required", "task")
 
 
+def test_a_yaml_path_that_exists_only_beside_the_yaml_is_noted(tmp_path, monkeypatch, capsys):
+    """Relative paths resolve from the working directory; one that exists only next to the YAML gets a note."""
+    from vpo.train.cli import note_yaml_relative_paths
+
+    (tmp_path / "exp" / "data").mkdir(parents=True)
+    (tmp_path / "exp" / "data" / "train.jsonl").write_text("{}\n")
+    cfg = tmp_path / "exp" / "run.yaml"
+    cfg.write_text("task: code\ntask_options:\n  data: data/train.jsonl\noutput_dir: runs/x\n")
+    monkeypatch.chdir(tmp_path)
+    note_yaml_relative_paths(cfg)
+    err = capsys.readouterr().err
+    assert "task_options.data: data/train.jsonl" in err and "working directory" in err
+    assert str(tmp_path / "exp" / "data" / "train.jsonl") in err and "output_dir" not in err
+    monkeypatch.chdir(tmp_path / "exp")  # from the YAML's folder the path resolves: nothing to say
+    note_yaml_relative_paths(Path("run.yaml"))
+    assert capsys.readouterr().err == ""
+
+
 def test_yaml_relative_paths_rule_is_documented():
     text = (REPO / "docs/training.md").read_text()
     assert re.search(r"relative paths[^.]*working directory", text, re.I | re.S)

@@ -88,6 +88,37 @@ Docs: docs/training.md. The fields (TRL's GRPOConfig, vpo's VPOConfig and TRL's 
 """
 
 
+def _path_values(data, key=""):
+    """``(key, value)`` of the strings in a YAML mapping that look like relative file paths."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _path_values(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _path_values(v, f"{key}[{i}]")
+    elif isinstance(data, str) and data and not Path(data).is_absolute() and ("/" in data or Path(data).suffix):
+        yield key, data
+
+
+def note_yaml_relative_paths(path: Path) -> None:
+    """The rule: relative paths in a YAML resolve from the working directory. When one does not exist
+    there but does next to the YAML, say so on stderr (the run may still fail on it)."""
+    import yaml
+
+    here, beside = Path.cwd(), path.resolve().parent
+    if beside == here.resolve():
+        return
+    for key, value in _path_values(yaml.safe_load(path.read_text()) or {}):
+        if key == "output_dir" or Path(value).exists() or not (beside / value).exists():
+            continue
+        print(
+            f"vpo train: note: {path}: {key}: {value} is resolved from the working directory ({here}), where it "
+            f"does not exist; {beside / value} does: relative paths in a YAML are relative to the working "
+            "directory, not to the YAML's folder; run from that folder or write the path from here",
+            file=sys.stderr,
+        )
+
+
 def _parser_error(message: str):
     raise UserError(f"{message}; `vpo train --help` lists every field")
 
@@ -399,6 +430,7 @@ def _main(args) -> int:
     if config is not None:
         path = resolve_config(config)
         check_yaml(path)
+        note_yaml_relative_paths(path)
         head = ["--config", str(path)]
     if smoke:
         head += smoke_overrides(config)
