@@ -504,17 +504,20 @@ def _prompts_dataset(n=8):
     return Dataset.from_list([{"prompt": f"Write something #{i}."} for i in range(n)])
 
 
-def test_a_vector_returning_reward_function_is_named(tiny_model_dir, tmp_path):
-    """One TRL reward function returning a vector per answer: the error says one function per objective."""
+@pytest.mark.parametrize("flattened", [False, True])
+def test_a_vector_returning_reward_function_is_named(flattened, tiny_model_dir, tmp_path):
+    """One TRL reward function returning a vector per answer (nested or flattened): the error says
+    one function per objective."""
     from vpo.errors import UserError
 
     def scores(completions, **kw):
-        return [[0.1, 0.2, 0.3] for _ in completions]
+        rows = [[0.1, 0.2, 0.3] for _ in completions]
+        return [x for r in rows for x in r] if flattened else rows
 
     tr = _trainer(
         tiny_model_dir, tmp_path / "o", num_answers=1, reward_funcs=[scores], train_dataset=_prompts_dataset()
     )
-    with pytest.raises(UserError, match=r"'scores' returned 3 values per answer.*one reward function per objective"):
+    with pytest.raises(UserError, match=r"'scores' returned .*3 values per answer.*one reward function per objective"):
         tr.train()
 
 

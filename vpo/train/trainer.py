@@ -80,7 +80,7 @@ class RewardFunctionError(_RewardShapeError):
     per answer, a string): stops training at once instead of counting every answer as invalid."""
 
 
-def _checked_reward_function(f: Callable, num_functions: int) -> Callable:
+def _checked_reward_function(f: Callable) -> Callable:
     """``f`` (a TRL reward function) with its return value checked: one number (or None) per answer.
     A vector per answer, or a string, is refused in one line saying what to do instead."""
     name = getattr(f, "__name__", repr(f))
@@ -109,7 +109,7 @@ def _checked_reward_function(f: Callable, num_functions: int) -> Callable:
                     f"functions (reward_funcs=[f_1, ..., f_{per}], objectives=[...] names them), or write a vpo Task "
                     "whose objectives score the answer (docs/tasks.md)"
                 )
-        if n and len(values) != n and len(values) % n == 0 and num_functions >= 1:
+        if n and len(values) != n and len(values) % n == 0:
             per = len(values) // n
             raise RewardFunctionError(
                 f"reward function {name!r} returned {len(values)} values for {n} answers ({per} values per answer, "
@@ -292,7 +292,7 @@ class VPOTrainer(GRPOTrainer):
         if callable(reward_funcs):  # TRL accepts one function as well as a list
             reward_funcs = [reward_funcs]
         if reward_funcs is not None:
-            reward_funcs = [_checked_reward_function(f, len(reward_funcs)) for f in reward_funcs]
+            reward_funcs = [_checked_reward_function(f) for f in reward_funcs]
         # user reward functions become a task too, so there is one scoring path (Task.score_completions)
         self._vpo_task_data = task is not None
         if task is None:
