@@ -409,6 +409,20 @@ def test_user_task_mistakes_in_eval_are_one_line(spec, needles, user_code, tiny_
     _one_error_line(capsys, "vpo eval: error:", *needles)
 
 
+@pytest.mark.parametrize("command", ["train", "eval"])
+@pytest.mark.parametrize("form", ["broken_mod:make", "broken_mod.py:make"])
+def test_a_task_module_that_fails_to_import_is_one_line(form, command, user_code, tiny_model_dir, capsys):
+    """A task module whose own import fails (a missing dependency) is one line naming it, exit 2."""
+    Path("broken_mod.py").write_text("import not_installed_pkg_xyz\n\ndef make():\n    pass\n")
+    sys.modules.pop("broken_mod", None)
+    if command == "eval":
+        argv = ["eval", "--model", tiny_model_dir, "--task", form, "--out", "o"] + EVAL_FAST
+    else:
+        argv = ["train", "--task", form, "--model_name_or_path", tiny_model_dir, "--output_dir", "o"] + FAST
+    assert main(argv) == 2
+    _one_error_line(capsys, f"vpo {command}: error:", "broken_mod", "ModuleNotFoundError", "not_installed_pkg_xyz")
+
+
 def test_user_task_mistake_with_debug_has_the_traceback(user_code, tiny_model_dir, capsys):
     rc = main(["eval", "--model", tiny_model_dir, "--task", "my_tasks:raises", "--out", "o", "--debug"])
     assert rc == 2

@@ -94,6 +94,12 @@ def _import_file(path: str | Path):
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
+    except UserError:
+        sys.modules.pop(mod_name, None)
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's file: one line naming it, --debug for the traceback
+        sys.modules.pop(mod_name, None)
+        raise TaskSpecError(_raised(f"importing {path}", e, "fix that file or what it imports")) from e
     except BaseException:
         sys.modules.pop(mod_name, None)
         raise
@@ -113,7 +119,11 @@ def _import_module(name: str):
                 f"module {name!r} not found (searched sys.path and {cwd}); check the spelling, "
                 "install it, or give a file path such as path/to/file.py"
             ) from None
+        raise TaskSpecError(_raised(f"importing module {name!r}", e, "install what it imports")) from e
+    except UserError:
         raise
+    except Exception as e:  # noqa: BLE001 - the user's module: one line naming it, --debug for the traceback
+        raise TaskSpecError(_raised(f"importing module {name!r}", e, "fix that module or what it imports")) from e
 
 
 IMPORT_HELP = (
