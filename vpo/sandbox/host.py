@@ -4,7 +4,8 @@ results; :class:`SandboxConfig` holds the limits; :class:`TestInput`, :class:`Te
 
 :meth:`Sandbox.run` makes a scratch directory and the per-sandbox cgroups, starts
 :mod:`vpo.sandbox.worker` by path (inside ``unshare`` when namespaces work here, else with rlimits
-only, with a warning), sends it the job, reads its JSON-line results under a hard outer timeout and
+only, with a warning), sends it the job (the tests' inputs in a memfd it inherits), reads its
+results (a JSON line per test, then the test's raw output bytes) under a hard outer timeout and
 always kills and removes whatever the sandbox left. :meth:`Sandbox.run_many` runs ``concurrency``
 sandboxes at once on threads. Outcomes are raw (stdout, the returned value's JSON): the caller
 compares them with the expected outputs, which never enter the sandbox. Linux only.
@@ -160,11 +161,6 @@ class TestInput:
     stdin: str = ""
     call: str | None = None
     args: tuple = ()
-
-    def to_job(self) -> dict:
-        if self.call is None:
-            return {"stdin": self.stdin}
-        return {"call": self.call, "args_json": json.dumps(list(self.args)), "stdin": self.stdin}
 
 
 @dataclass
