@@ -24,6 +24,7 @@ from vpo.errors import UserError
 # module -> registers these subcommands
 _COMMAND_MODULES = (
     "vpo.train.cli",  # train
+    "vpo.train.models",  # models fetch
     "vpo.search.cli",  # eval, compare
     "vpo.search.check",  # check
     "vpo.integrations.evolve.cli",  # evolve

