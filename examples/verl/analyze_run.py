@@ -2,7 +2,8 @@
 
 For every training step: the step time veRL logged, the mean score, and, pooling each prompt's G
 rollouts x m answers as the TRL demo does (:mod:`vpo.search.poolstats`): the fraction of answers
-that complete the maze (``completion`` = 1) and the reward-space diversity among the completed ones
+that complete the maze (``completion`` = 1; ``--completion-index -1`` for tasks without such a
+component, e.g. prog: an answer completes when any component is > 0) and the reward-space diversity among the completed ones
 (mean pairwise L1 over a prompt's completed answers, 0 with fewer than two; averaged over prompts).
 
     python examples/verl/analyze_run.py --dump runs/verl_cpu/vpo/dump --metrics runs/verl_cpu/vpo/metrics.long.jsonl
@@ -30,7 +31,7 @@ def _jsonl(paths):
 def per_step(
     dump: str,
     metrics: str | None = None,
-    completion_index: int = 0,
+    completion_index: int | None = 0,
     prompts_per_step: int | None = None,
     rollouts: int | None = None,
 ) -> list[dict]:
@@ -91,9 +92,11 @@ def main(argv=None) -> int:
     p.add_argument("--metrics", default=None)
     p.add_argument("--prompts-per-step", type=int, default=None, help="for runs with a veRL estimator (grpo)")
     p.add_argument("--rollouts", type=int, default=None, help="rollouts per prompt, for runs with a veRL estimator")
+    p.add_argument("--completion-index", type=int, default=0, help="the 0/1 completion component; -1: any > 0")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
-    rows = per_step(args.dump, args.metrics, prompts_per_step=args.prompts_per_step, rollouts=args.rollouts)
+    ci = None if args.completion_index < 0 else args.completion_index
+    rows = per_step(args.dump, args.metrics, ci, prompts_per_step=args.prompts_per_step, rollouts=args.rollouts)
     if args.json:
         print(json.dumps(rows))
         return 0

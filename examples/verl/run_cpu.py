@@ -183,6 +183,9 @@ def overrides(
             "+ray_kwargs.ray_init.num_cpus=16",
             # TransferQueue's storage units each hold a logical CPU
             "transfer_queue.backend.SimpleStorage.num_data_storage_units=2",
+            # no KV cache or device memory to free between rollout and training on the CPU (veRL would
+            # otherwise resume the replica's weights and cache and hold a barrier in a side thread)
+            "actor_rollout_ref.rollout.free_cache_engine=False",
         ]
     return ov
 
@@ -410,8 +413,14 @@ def main(argv=None) -> int:
     rec = run(args, extra)
     print(json.dumps(rec))
     if rec["returncode"] != 0:
-        print(f"main_ppo failed (exit {rec['returncode']}); last lines of {rec['log']}:", file=sys.stderr)
-        print("".join(open(rec["log"], errors="replace").readlines()[-40:]), file=sys.stderr)
+        lines = open(rec["log"], errors="replace").readlines()
+        # Ray interleaves the workers' output: the cause (a Python error, a native abort) is rarely last
+        marks = ("Error", "Traceback", "SIGABRT", "SIGSEGV", "malloc", "Killed", "OOM")
+        errors = list(dict.fromkeys(line for line in lines if any(k in line for k in marks) and "Warning" not in line))
+        print(f"main_ppo failed (exit {rec['returncode']}); error lines of {rec['log']}:", file=sys.stderr)
+        print("".join(errors[:40]), file=sys.stderr)
+        print("last lines:", file=sys.stderr)
+        print("".join(lines[-25:]), file=sys.stderr)
     return 0 if rec["returncode"] == 0 else 1
 
 

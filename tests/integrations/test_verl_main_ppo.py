@@ -256,7 +256,7 @@ def test_server_log_probs_are_the_policys_own(runs):
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(POLICY or runs["root"] / "policy_maze", torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(POLICY or runs["root"] / "policy_maze", dtype=torch.float32)
     model.eval()
     recs = [r for r in _read_jsonl(runs["dumps"][0].glob("rollout.*.jsonl")) if r["global_steps"] == 0]
     assert len(recs) >= PROMPTS * ROLLOUTS

@@ -369,7 +369,7 @@ class HFRolloutServer:
         self.replica_rank = replica_rank
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, torch_dtype=torch.float32, trust_remote_code=trust_remote_code
+            model_path, dtype=torch.float32, trust_remote_code=trust_remote_code
         )
         self.model.eval()
         self.response_length = int(response_length)
