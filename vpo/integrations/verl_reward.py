@@ -269,7 +269,7 @@ def compute_score(
 ) -> dict[str, float]:
     """veRL score function (``reward.custom_reward_function``): one completion in, a dict out.
 
-    Parses up to ``m`` answers from ``solution_str``, scores them with the vpo task (``task`` or the
+    Parses up to ``num_answers`` (m) answers from ``solution_str``, scores them with the vpo task (``task`` or the
     ``vpo/<task>`` suffix of ``data_source``) against the example in ``ground_truth`` (JSON), and
     returns
 
