@@ -112,7 +112,10 @@ def test_every_expected_skip_is_commented_and_names_a_real_test():
     src = (TESTS / "expected_skips.py").read_text()
     for pattern, _, why in EXPECTED_SKIPS:
         assert why.strip()
-        line = next(i for i, ln in enumerate(src.splitlines()) if repr(pattern)[1:-1] in ln)
-        assert src.splitlines()[line - 1].strip().startswith("#"), f"{pattern}: no comment above it"
+        lines = src.splitlines()
+        line = next(i for i, ln in enumerate(lines) if repr(pattern)[1:-1] in ln)
+        if lines[line - 1].strip() == "(":  # the formatter put a long entry's tuple on lines of its own
+            line -= 1
+        assert lines[line - 1].strip().startswith("#"), f"{pattern}: no comment above it"
         path, _, name = pattern.partition("::")
         assert f"def {name}(" in (TESTS.parent / path).read_text(), f"{pattern}: no such test"

@@ -42,9 +42,12 @@ def _parse_setting(name: str, value: str, current):
             return tuple(int(x) for x in value.split(",") if x.strip())
         if isinstance(current, bool):
             return value.lower() in ("1", "true", "yes")
+        if current is None:  # an optional integer setting (test_seed)
+            return None if value.strip().lower() in ("", "none") else int(value)
         return type(current)(value)
     except ValueError:
-        raise UserError(f"--set {name}={value}: expected {type(current).__name__}") from None
+        kind = "an integer or none" if current is None else type(current).__name__
+        raise UserError(f"--set {name}={value}: expected {kind}") from None
 
 
 def config_from_args(args):
