@@ -438,3 +438,62 @@ def _check_target_weights(target_weights: Sequence[float] | None, d: int) -> np.
     if w.shape != (d,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
         raise ValueError(f"target_weights must be {d} non-negative numbers summing to 1, got {target_weights}")
     return w
+
+
+class TaskWrapper(Task):
+    """A task that is another task (``inner``) with one thing changed: prompts, data, parsing and
+    scores are the inner task's unless a subclass overrides them (``constrained`` refuses some answers,
+    ``noisy`` corrupts training rewards). Attributes the wrapper does not have come from ``inner``."""
+
+    _COPIED = (
+        "name",
+        "objectives",
+        "answer_format",
+        "answer_noun",
+        "system_prompt",
+        "instruction_style",
+        "preferences",
+    )
+
+    def __init__(self, inner: Task) -> None:
+        if not isinstance(inner, Task):
+            raise TypeError(f"{type(self).__name__} wraps a vpo Task; got {type(inner).__name__}")
+        self.inner = inner
+        for attr in self._COPIED:
+            setattr(self, attr, getattr(inner, attr))
+
+    def __getattr__(self, item: str):  # anything task-specific (config, solvers, ...)
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    @property
+    def target_weights(self) -> np.ndarray:
+        return self.inner.target_weights
+
+    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, **kwargs) -> list[Example]:
+        """The inner task's examples: its own default seed unless one is given."""
+        if seed is not None:
+            kwargs["seed"] = seed
+        return self.inner.load(split, n=n, **kwargs)
+
+    def question(self, example: Example) -> str:
+        return self.inner.question(example)
+
+    def build_prompt(self, example: Example, m: int = 1, weights: Sequence[float] | None = None) -> str:
+        return self.inner.build_prompt(example, m, weights)
+
+    def describe_weights(self, weights: Sequence[float]) -> str:
+        return self.inner.describe_weights(weights)
+
+    def parse(self, completion: str, m: int) -> list[str]:
+        return self.inner.parse(completion, m)
+
+    def canonical(self, answer: str) -> Any:
+        return self.inner.canonical(answer)
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        return self.inner.score(example, answer)
+
+    def score_answers(self, examples, answers):
+        return self.inner.score_answers(examples, answers)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from vpo.errors import UserError
-from vpo.tasks.base import Example, ScoredBatch, Task
+from vpo.tasks.base import ScoredBatch, Task, TaskWrapper
 
 __all__ = [
     "Constraint",
@@ -155,7 +155,7 @@ class ConstrainedBatch(ScoredBatch):
     num_violations: int = 0
 
 
-class ConstrainedTask(Task):
+class ConstrainedTask(TaskWrapper):
     """``task`` with hard constraints: prompts, data and scores are the task's own, but
     :meth:`score_completions` marks every answer that breaks a constraint invalid (its reward row 0),
     so a trainer counts it as an invalid answer. :meth:`score` still returns the raw vector."""
@@ -163,55 +163,8 @@ class ConstrainedTask(Task):
     def __init__(self, task: Task, constraints) -> None:
         if not isinstance(task, Task):
             raise TypeError(f"constrained() wraps a vpo Task; got {type(task).__name__}")
-        self.inner = task
+        super().__init__(task)
         self.constraints = parse_constraints(constraints, task.objectives)
-        for attr in (
-            "name",
-            "objectives",
-            "answer_format",
-            "answer_noun",
-            "system_prompt",
-            "instruction_style",
-            "preferences",
-        ):
-            setattr(self, attr, getattr(task, attr))
-
-    def __getattr__(self, item: str):  # anything task-specific (config, solvers, ...)
-        if item == "inner":
-            raise AttributeError(item)
-        return getattr(self.inner, item)
-
-    @property
-    def target_weights(self) -> np.ndarray:
-        return self.inner.target_weights
-
-    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, **kwargs) -> list[Example]:
-        """The wrapped task's examples: its own default seed unless one is given (a constraint never
-        changes which problems a split holds)."""
-        if seed is not None:
-            kwargs["seed"] = seed
-        return self.inner.load(split, n=n, **kwargs)
-
-    def question(self, example: Example) -> str:
-        return self.inner.question(example)
-
-    def build_prompt(self, example: Example, m: int = 1, weights: Sequence[float] | None = None) -> str:
-        return self.inner.build_prompt(example, m, weights)
-
-    def describe_weights(self, weights: Sequence[float]) -> str:
-        return self.inner.describe_weights(weights)
-
-    def parse(self, completion: str, m: int) -> list[str]:
-        return self.inner.parse(completion, m)
-
-    def canonical(self, answer: str) -> Any:
-        return self.inner.canonical(answer)
-
-    def score(self, example: Example, answer: str) -> np.ndarray:
-        return self.inner.score(example, answer)
-
-    def score_answers(self, examples, answers):
-        return self.inner.score_answers(examples, answers)
 
     def score_completions(
         self, examples, completions, m: int, *, dedup_answers: bool = True, strict: bool = False

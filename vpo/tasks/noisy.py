@@ -18,17 +18,17 @@ answer win. The draws come from one generator seeded by ``seed``, in scoring ord
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from vpo.errors import UserError
-from vpo.tasks.base import Example, ScoredBatch, Task
+from vpo.tasks.base import ScoredBatch, Task, TaskWrapper
 
 __all__ = ["NoisyTask"]
 
 
-class NoisyTask(Task):
+class NoisyTask(TaskWrapper):
     """``task`` (a registered name or reference, built with ``task_options``) with corrupted training
     rewards; see the module docstring."""
 
@@ -57,56 +57,11 @@ class NoisyTask(Task):
             )
         if flip > 0 and not binary:
             raise UserError("noisy: flip > 0 needs the binary objectives it flips (binary: [name, ...])")
-        self.inner = inner
+        super().__init__(inner)
         self.sigma, self.flip, self.seed = float(sigma), float(flip), int(seed)
         self.binary = [list(inner.objectives).index(b) for b in binary]
         self.splits = tuple(splits)
         self.rng = np.random.default_rng(self.seed)
-        for attr in (
-            "name",
-            "objectives",
-            "answer_format",
-            "answer_noun",
-            "system_prompt",
-            "instruction_style",
-            "preferences",
-        ):
-            setattr(self, attr, getattr(inner, attr))
-
-    def __getattr__(self, item: str):  # anything task-specific (config, solvers, ...)
-        if item == "inner":
-            raise AttributeError(item)
-        return getattr(self.inner, item)
-
-    @property
-    def target_weights(self) -> np.ndarray:
-        return self.inner.target_weights
-
-    def load(self, split: str = "train", n: int | None = None, seed: int | None = None, **kwargs) -> list[Example]:
-        if seed is not None:
-            kwargs["seed"] = seed
-        return self.inner.load(split, n=n, **kwargs)
-
-    def question(self, example: Example) -> str:
-        return self.inner.question(example)
-
-    def build_prompt(self, example: Example, m: int = 1, weights: Sequence[float] | None = None) -> str:
-        return self.inner.build_prompt(example, m, weights)
-
-    def describe_weights(self, weights: Sequence[float]) -> str:
-        return self.inner.describe_weights(weights)
-
-    def parse(self, completion: str, m: int) -> list[str]:
-        return self.inner.parse(completion, m)
-
-    def canonical(self, answer: str) -> Any:
-        return self.inner.canonical(answer)
-
-    def score(self, example: Example, answer: str) -> np.ndarray:
-        return self.inner.score(example, answer)
-
-    def score_answers(self, examples, answers):
-        return self.inner.score_answers(examples, answers)
 
     def corrupt(self, rewards: np.ndarray, valid: np.ndarray) -> np.ndarray:
         """``rewards [N, m, d]`` with this task's noise on every valid answer (a copy)."""
