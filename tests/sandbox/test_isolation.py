@@ -381,3 +381,42 @@ def test_the_worker_runs_without_the_capabilities_it_no_longer_needs(tmp_path):
     for name in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"):
         assert caps[name] & ~allowed == 0, (name, hex(caps[name]))
     assert caps["CapInh"] == caps["CapAmb"] == 0
+
+
+def test_cpu_cgroups_are_pooled_limited_and_removed_at_exit(tmp_path):
+    """Where the cpu controller has a v1 hierarchy of its own, sandboxes reuse empty cpu cgroups
+    (creating and removing one per sandbox cost throughput) limited to ``cpu_cores``; a scoring
+    process removes its pool when it exits, and one that was killed leaves it to the sweep."""
+    import subprocess
+    import sys
+
+    from vpo.sandbox.probe import _cgroup_dirs
+
+    base = _cgroup_dirs().get("cpu")
+    if not (CAPS["cgroup_cpu"] and base and not os.path.exists(os.path.join(base, "cgroup.controllers"))):
+        pytest.skip("no v1 cpu hierarchy here")  # pure v2: the cpu limit is in the sandbox's own cgroup
+    prog = "print([l for l in open('/proc/self/cgroup').read().splitlines() if ':cpu:' in l][0])"
+    sb = Sandbox(SandboxConfig(timeout_s=5.0, cpu_cores=0.5, scratch_root=str(tmp_path)))
+    first, second = (sb.run(prog, [TestInput()]).outcomes[0].stdout.strip() for _ in range(2))
+    name = first.rsplit("/", 1)[1]
+    assert first == second and name.startswith(f"vpo-pool-{os.getpid()}-cpu"), (first, second)
+    with open(os.path.join(base, name, "cpu.cfs_quota_us")) as f:
+        assert int(f.read()) == 50_000  # half of the 100 ms period
+    code = (
+        "import os, sys\nfrom vpo.sandbox import Sandbox, SandboxConfig, TestInput\n"
+        f"Sandbox(SandboxConfig(timeout_s=5.0, scratch_root={str(tmp_path)!r})).run('print(1)', [TestInput()])\n"
+        "print(os.getpid())\nif sys.argv[1] == 'kill':\n    sys.stdout.flush()\n    os._exit(0)\n"
+    )
+    for how in ("exit", "kill"):
+        child = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, timeout=60)
+        pid = int(child.stdout.split()[-1])
+        left = [d for d in os.listdir(base) if d.startswith(f"vpo-pool-{pid}-")]
+        if how == "exit":
+            assert left == [], left  # removed by the exiting process itself
+        else:
+            assert left, "a killed process cannot clean up: its pool stays for the sweep"
+    from vpo.sandbox.cleanup import _SWEPT, _sweep_stale
+
+    _SWEPT.clear()
+    _sweep_stale(str(tmp_path), True)  # as the next Sandbox does: the dead owner's pool goes
+    assert [d for d in os.listdir(base) if d.startswith(f"vpo-pool-{pid}-")] == []

@@ -22,12 +22,13 @@ _SWEPT: set = set()
 """(scratch root, cgroups) pairs already swept by this process."""
 
 
-_STALE_NAME = re.compile(r"vpo-sbx-(\d+)-")
+_STALE_NAME = re.compile(r"vpo-(?:sbx|pool)-(\d+)-")
 
 
 def _owner_dead(name: str) -> bool:
-    """Whether ``name`` is a sandbox entry (``vpo-sbx-<pid>-...``) of another process that no longer
-    exists; False for anything else, including our own entries and owners we cannot signal."""
+    """Whether ``name`` is a sandbox entry (``vpo-sbx-<pid>-...``, or a pooled cgroup
+    ``vpo-pool-<pid>-...``) of another process that no longer exists; False for anything else,
+    including our own entries and owners we cannot signal."""
     m = _STALE_NAME.match(name)
     if not m or int(m.group(1)) == os.getpid():
         return False
