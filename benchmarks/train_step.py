@@ -108,6 +108,26 @@ def _spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "iqr": [q[0], q[2]], "min": min(xs), "max": max(xs)}
 
 
+def step_settings(batch: int, length: int, steps: int) -> dict:
+    """The trainer settings every benchmarked trainer shares: G = 8, ``batch`` rollouts of exactly
+    ``length`` tokens, ``steps`` steps, no KL, CPU, no logging or saving (benchmarks/step_memory.py too)."""
+    return dict(
+        num_generations=8,
+        per_device_train_batch_size=batch,
+        max_completion_length=length,
+        generation_kwargs={"min_new_tokens": length},
+        max_steps=steps,
+        learning_rate=1e-4,
+        beta=0.0,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        logging_steps=1,
+        disable_tqdm=True,
+        seed=0,
+    )
+
+
 def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=10, help="timed rounds (one step of each trainer per round)")
@@ -150,21 +170,7 @@ def main(argv=None) -> dict:
     steps = a.warmup + a.rounds
 
     def common(length):
-        return dict(
-            num_generations=8,
-            per_device_train_batch_size=a.batch,
-            max_completion_length=length,
-            generation_kwargs={"min_new_tokens": length},
-            max_steps=steps,
-            learning_rate=1e-4,
-            beta=0.0,
-            report_to="none",
-            save_strategy="no",
-            use_cpu=True,
-            logging_steps=1,
-            disable_tqdm=True,
-            seed=0,
-        )
+        return step_settings(a.batch, length, steps)
 
     task = SliceTask.make(64)
     # one dataset (the m = 3 prompts) for all three trainers, so prompt lengths are identical

@@ -133,6 +133,18 @@ QUOTED_KEYS = {
             "archive_size_mean",
         )
     ],
+    # docs/training.md "Speed", README "Measured figures" (VPO step memory against GRPO)
+    "step_memory": [
+        "step_mb_grpo",
+        "step_mb_vpo",
+        "peak_mb_grpo",
+        "peak_mb_vpo",
+        "step_mem_ratio_vpo_vs_grpo",
+        "step_mem_ratio_pairs_median",
+        "s_per_step_ratio_vpo_vs_grpo",
+        "tokens_per_rollout_grpo",
+        "tokens_per_rollout_vpo",
+    ],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
@@ -148,6 +160,7 @@ FAST = [
 ]  # ~5 s each here
 SLOW = [
     "train_step",
+    "step_memory",
     "metrics",
     "search_eval",
     "evolve_islands",
