@@ -54,8 +54,7 @@ SIBLINGS_ALLOWED = {("train", "search"), ("integrations", "search")}
 STDLIB_ONLY = {"errors", "_util", "sandbox"}
 OPTIONAL_LAZY = {"tqdm"}  # third-party packages a stdlib-only module may import inside a function
 ROOT_MAX_LAYER = 0  # what vpo/__init__.py may import
-# the sandbox's rule also covers its old home while it moves from vpo/tasks/sandbox.py to vpo/sandbox/
-SANDBOX_MODULES = ("vpo.sandbox", "vpo.tasks.sandbox")
+SANDBOX_MODULES = ("vpo.sandbox",)
 
 _MODULE_STRING = re.compile(r"^vpo(\.[A-Za-z_]\w*)+(:\w+)?$")
 
@@ -206,7 +205,6 @@ def test_the_walk_sees_lazy_and_dynamic_imports():
         ("vpo.sandbox.fake", "from vpo.core.answers import dedup\n", "the sandbox imports"),
         ("vpo.sandbox.fake", "import torch\n", "only the stdlib"),
         ("vpo.sandbox.fake", "import tqdm\n", "only the stdlib"),  # optional only inside a function
-        ("vpo.tasks.sandbox", "import numpy as np\n", "only the stdlib"),
         ("vpo.search.fake", "from vpo.train.trainer import VPOTrainer\n", "sibling"),
         ("vpo.train.fake", "from vpo.integrations import verl_reward\n", "sibling"),
         ("vpo", "from vpo.core import dedup\n", "package root"),

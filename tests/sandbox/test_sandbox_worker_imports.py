@@ -1,17 +1,16 @@
 """The sandbox worker (vpo/sandbox/worker.py) imports only the standard library, never vpo: it runs
 by path in a scrubbed ``python -I -S`` interpreter, where site-packages (and so vpo) may be absent,
 next to hostile code. Checked twice: statically (every import in the file, at any depth) and by
-loading the file in such an interpreter. Also: the deprecated ``vpo.tasks.sandbox`` alias still
-gives the same objects as ``vpo.sandbox``.
+loading the file in such an interpreter. Also: ``vpo.sandbox`` is the sandbox's one module name.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -76,14 +75,9 @@ def test_worker_loads_without_vpo(flags):
     assert p.stdout.strip() == "[]"
 
 
-def test_deprecated_alias_still_works():
-    sys.modules.pop("vpo.tasks.sandbox", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        alias = importlib.import_module("vpo.tasks.sandbox")
-    assert any(issubclass(w.category, DeprecationWarning) and "vpo.sandbox" in str(w.message) for w in caught)
-    for name in vpo.sandbox.__all__:
-        assert getattr(alias, name) is getattr(vpo.sandbox, name), name
+def test_the_sandbox_has_one_home():
+    """``vpo.sandbox`` is the sandbox's only module name (the old ``vpo.tasks.sandbox`` alias is gone)."""
+    assert importlib.util.find_spec("vpo.tasks.sandbox") is None
     assert {"Sandbox", "SandboxConfig", "TestInput", "TestOutcome", "ProgramResult", "sandbox_capabilities"} <= set(
         vpo.sandbox.__all__
     )
