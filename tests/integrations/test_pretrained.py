@@ -57,3 +57,28 @@ def test_eval_and_check_on_the_real_model(smollm2, tmp_path, m):
     check = next(iter(json.loads((out / "check.json").read_text()).values()))
     # the verdict follows the figures: an untuned 135M model rarely writes the tags on a maze
     assert (check["verdict"] == "warm start first") == (check["valid_share"] < 0.10)
+
+
+def test_lora_training_through_trl_and_the_adapter_evaluates(smollm2, tmp_path):
+    """`vpo train` with LoRA on the real model (TRL's loop: its chat template, multi-token tags, the
+    completion cap), then `vpo eval` of the adapter folder, task and m read from the checkpoint."""
+    from vpo.cli import main
+    from vpo.search.report import load_report
+
+    out = tmp_path / "lora"
+    argv = ["train", "--task", "maze", "--task_options", '{"size": 5}', "--model_name_or_path", str(smollm2)]
+    argv += ["--use_peft", "true", "--lora_r", "8", "--lora_target_modules", "q_proj", "v_proj"]
+    argv += ["--estimator", "vpo", "--num_answers", "3", "--num_generations", "2", "--per_device_train_batch_size", "4"]
+    argv += ["--max_completion_length", "16", "--max_steps", "1", "--train_size", "4", "--zero_signal_patience", "0"]
+    argv += ["--output_dir", str(out), "--use_cpu", "true", "--bf16", "false", "--report_to", "none"]
+    argv += ["--save_strategy", "no", "--logging_steps", "1"]
+    assert main(argv) == 0
+    assert (out / "adapter_config.json").exists() and not (out / "config.json").exists()
+    state = json.loads((out / "trainer_state.json").read_text())
+    logged = next(h for h in state["log_history"] if "vpo/parse_failure_rate" in h)
+    assert logged["completions/max_length"] <= 16  # TRL's cap held on BPE tokens
+    ev = tmp_path / "ev"
+    assert main(["eval", "--model", str(out), "--num-prompts", "1", "--rollouts", "2", "--max-new-tokens", "8",
+                 "--ks", "1,2", "--out", str(ev), "--quiet", "--no-plots", "--threads", "2"]) == 0  # fmt: skip
+    res = next(iter(load_report(ev).values()))
+    assert res["shape"]["m"] == 3 and res["pool"]["task"] == "maze"
