@@ -32,6 +32,26 @@ DEFAULT_DOMAIN = "maze"
 """The domain of ``DemoConfig()`` and of records written before the demo had a second one."""
 
 
+_PLOT_TITLES = {
+    "best_at_k": "best@k",
+    "pareto_coverage": "Pareto coverage",
+    "preferences": "preferences",
+    "pass_at_k": "pass@k",
+    "diversity": "diversity",
+}
+
+
+def report_tail(agg: dict, plots: list[str]) -> list[str]:
+    """The end of every domain's report: where the time went, its plots, the training curves' link
+    and the command that reproduces it."""
+    from vpo.demo.report import _timing_lines, _training_link, reproduce_command
+
+    lines = list(_timing_lines(agg))
+    for name in plots:
+        lines += [f"![{_PLOT_TITLES[name]}]({name}.png)", ""]
+    return lines + [*_training_link(agg), f"Reproduce: `{reproduce_command(agg['config'])}`."]
+
+
 def interval_name(agg: dict, unit: str, form: str = "colon") -> str:
     """How a report's intervals were computed, in its words (a report from before the ``interval``
     setting used the two-level bootstrap, and renders as it always did). ``form``: where the words go
@@ -273,7 +293,7 @@ class MazeDomain(Domain):
 
     def markdown(self, agg: dict) -> str:
         """The maze report: best@k, Pareto coverage, diversity among completed answers, other preferences."""
-        from vpo.demo.report import _ci, _fmt, _k, _timing_lines, _training_link, reproduce_command
+        from vpo.demo.report import _ci, _fmt, _k
 
         cfg = agg["config"]
         ks = cfg["ks"]
@@ -397,19 +417,7 @@ class MazeDomain(Domain):
                 + f" | {_ci(_k(r['ew_best_at_k'], kmax))} |"
             )
         L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
-        L += _timing_lines(agg)
-        L += [
-            "![best@k](best_at_k.png)",
-            "",
-            "![Pareto coverage](pareto_coverage.png)",
-            "",
-            "![preferences](preferences.png)",
-            "",
-            "![diversity](diversity.png)",
-            "",
-            *_training_link(agg),
-            f"Reproduce: `{reproduce_command(cfg)}`.",
-        ]
+        L += report_tail(agg, ["best_at_k", "pareto_coverage", "preferences", "diversity"])
         return "\n".join(L) + "\n"
 
     def readme_table(self, agg: dict) -> str:
@@ -542,7 +550,7 @@ class ProgDomain(Domain):
     def markdown(self, agg: dict) -> str:
         """The prog domain's report: pass@1, pass@k and best@k, ρ̄ of the test components, diversity among
         answers passing at least one test, distinct programs; the ceiling is 1 (the reference passes all)."""
-        from vpo.demo.report import _ci, _fmt, _k, _timing_lines, _training_link, reproduce_command
+        from vpo.demo.report import _ci, _fmt, _k
 
         cfg = agg["config"]
         ks = cfg["ks"]
@@ -659,17 +667,7 @@ class ProgDomain(Domain):
             + ".",
             "",
         ]
-        L += _timing_lines(agg)
-        L += [
-            "![best@k](best_at_k.png)",
-            "",
-            "![pass@k](pass_at_k.png)",
-            "",
-            "![diversity](diversity.png)",
-            "",
-            *_training_link(agg),
-            f"Reproduce: `{reproduce_command(cfg)}`.",
-        ]
+        L += report_tail(agg, ["best_at_k", "pass_at_k", "diversity"])
         return "\n".join(L) + "\n"
 
     def readme_table(self, agg: dict) -> str:

@@ -219,11 +219,12 @@ def _training_link(agg: dict) -> list[str]:
 
 def reproduce_command(cfg: dict) -> str:
     """The ``vpo demo`` command that reruns a report: every setting that differs from the defaults."""
-    from vpo.demo.config import DemoConfig, current_names
+    from vpo.demo.config import RECORDED_BEFORE, DemoConfig, current_names
 
     default = DemoConfig().as_dict()
     parts = [f"vpo demo --out {cfg['out']}"]
-    for name, value in current_names(cfg).items():
+    # a record from before a setting existed was run with what RECORDED_BEFORE says: name it
+    for name, value in {**RECORDED_BEFORE, **current_names(cfg)}.items():
         if name in ("out", "jobs") or name not in default or value == default[name]:
             continue
         if name == "warm_only":
