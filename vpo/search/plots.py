@@ -156,13 +156,22 @@ def plot_diversity(results: Mapping[str, dict], path, title: str | None = None) 
 
 
 def plot_summary(results: Mapping[str, dict], path, title: str | None = None) -> Path:
-    """One comparison figure: best@k, pass@k, diversity, pass@1 -> ``path`` (PNG)."""
+    """One comparison figure: best@k, diversity, and pass@k with pass@1 where some answer passes;
+    for rewards no answer passes (continuous ones), E_w[best@k] and the Pareto front size instead
+    of panels of zeros -> ``path`` (PNG)."""
     d = next(iter(results.values()))["shape"]["d"]
+    passes = any(any((x or 0) > 0 for x in r["metrics"]["pass_at_k"]["mean"]) for r in results.values())
     fig, axes = _figure(17.0, 4.4, 4)
     _curve(axes[0], results, "best_at_k", "best@k on w*", "best@k on w* (matched budget)")
-    _curve(axes[1], results, "pass_at_k", "pass@k", "pass@k (all components pass)")
+    if passes:
+        _curve(axes[1], results, "pass_at_k", "pass@k", "pass@k (all components pass)")
+    else:
+        _curve(axes[1], results, "ew_best_at_k", "E_w[best@k]", "E_w[best@k] (fixed Dir weightings)")
     _bars(axes[2], results, "diversity", f"mean pairwise L1 (0..{d})", "reward-space diversity")
-    _bars(axes[3], results, "pass_at_1", "pass@1 (first answer)", "pass@1")
+    if passes:
+        _bars(axes[3], results, "pass_at_1", "pass@1 (first answer)", "pass@1")
+    else:
+        _bars(axes[3], results, "pareto_front_size", "distinct non-dominated vectors", "Pareto front size")
     _suptitle(fig, title, results)
     fig.savefig(path)
     return Path(path)

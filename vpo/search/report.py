@@ -20,6 +20,8 @@ import math
 from pathlib import Path
 from typing import Mapping
 
+import numpy as np
+
 from vpo.errors import UserError
 
 __all__ = ["write_report", "markdown_report", "load_report", "ReportError"]
@@ -97,8 +99,12 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
             f"{'' if s['min_rollouts_per_prompt'] == s['max_rollouts_per_prompt'] else '-' + str(s['max_rollouts_per_prompt'])}"
             f" | {s['m']} | {s['min_rollouts_per_prompt'] * s['m']} |"
         )
+    from vpo.search.paired import budget_warnings
+
+    lines += [f"**Warning**: {w}." for w in budget_warnings(results)]
     lines += ["", "## best@k on w* (matched answer budget)", ""]
     lines += _curve_table(results, "best_at_k", all_ks)
+    lines += _paired_table(results)
     lines += ["", "## Pool quality and compute", ""]
     cols = [
         ("pass@1", "pass_at_1"),
@@ -178,6 +184,45 @@ _POOL_STAT_COLUMNS = [
     ("subset winner share", "subset_winner_share"),
     ("Pareto fraction", "pareto_fraction"),
 ]
+
+
+def _paired_table(results: Mapping[str, dict]) -> list[str]:
+    """The "Is it better?" section: the first method minus each other one, paired by prompt
+    (:mod:`vpo.search.paired`); ``*`` marks an interval that excludes 0."""
+    from vpo.search.paired import paired_differences
+
+    pd = paired_differences(results)
+    if pd is None:
+        return []
+    level = int(round(100 * next(iter(results.values()))["config"]["ci_level"]))
+
+    def cell(x, j=None):
+        m, lo, hi = (x[k] if j is None else x[k][j] for k in ("mean", "ci_low", "ci_high"))
+        if m is None or lo is None or hi is None or not all(np.isfinite([m, lo, hi])):
+            return "–"
+        star = " *" if lo > 0 or hi < 0 else ""
+        return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]{star}"
+
+    first = next(iter(pd["vs"].values()))
+    ks = first["best_at_k"]["k"] if "best_at_k" in first else []
+    lines = [
+        "",
+        f"## Is it better? {pd['baseline']} minus each method, paired by prompt",
+        "",
+        f"Mean over the prompts both evaluated of the per-prompt difference [{level}% bootstrap over those prompts]; "
+        "* : the interval excludes 0.",
+        "",
+        "| vs | prompts | " + " | ".join(f"Δbest@{k}" for k in ks) + " | ΔE_w[best@k max] | Δdiversity |",
+        "|" + "---|" * (len(ks) + 4),
+    ]
+    for other, e in pd["vs"].items():
+        bk = e.get("best_at_k")
+        cells = [cell(bk, j) if bk and k in bk["k"] else "–" for j, k in enumerate(ks)]
+        ew = e.get("ew_best_at_k")
+        cells.append(cell(ew, len(ew["k"]) - 1) if ew and ew["k"] else "–")
+        cells.append(cell(e["diversity"]) if "diversity" in e else "–")
+        lines.append(f"| {other} | {e['num_prompts']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _selection_table(results: Mapping[str, dict], ks) -> list[str]:
@@ -329,7 +374,15 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
+    from vpo.search.metrics import _jsonable
+    from vpo.search.paired import budget_warnings, paired_differences
+
     doc = {"title": title, "methods": list(results), "results": dict(results)}
+    pd = paired_differences(results)
+    if pd is not None:
+        doc["paired"] = _jsonable(pd)
+    if budget_warnings(results):
+        doc["warnings"] = budget_warnings(results)
     p = out / "report.json"
     p.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     paths["json"] = p
