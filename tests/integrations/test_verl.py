@@ -333,6 +333,33 @@ def test_entry_point_registers_on_plain_import_verl():
     assert json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')) == sorted(VERL_METHODS)
 
 
+@pytest.mark.verl
+def test_a_user_set_objective_named_in_verl_use_external_modules_is_an_estimator_in_every_process(tmp_path):
+    """docs/verl.md's recipe: a module that registers a set objective and calls register(), named in
+    VERL_USE_EXTERNAL_MODULES, makes vpo_<name> one of veRL's estimators on a plain `import verl`
+    (what every veRL process does)."""
+    _verl()
+    (tmp_path / "my_objectives.py").write_text(
+        "import torch\n"
+        "from vpo.core import register_set_objective\n"
+        "from vpo.integrations.verl_plugin import register\n"
+        "def worst_case(rewards, valid, weights, group_index, target_weights):\n"
+        "    per = torch.where(valid, rewards @ target_weights, torch.full(valid.shape, float('inf'), dtype=torch.float64))\n"
+        "    return torch.where(valid.any(1), per.amin(1), torch.zeros(per.shape[0], dtype=torch.float64))\n"
+        "register_set_objective('worst_case', worst_case)\n"
+        "register()\n"
+    )
+    code = (
+        "import verl\n"
+        "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as R\n"
+        "print('vpo_worst_case' in R)\n"
+    )
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "my_objectives", "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
 def _data_proto(scores, uids, lengths, T=6):
     from verl import DataProto
 
