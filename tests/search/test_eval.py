@@ -459,6 +459,7 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
         "best_at_k.png",
         "diversity.png",
         "summary.png",
+        "pareto.png",
         "pool/rollouts.jsonl",
         "pool/pool.npz",
     ):
@@ -474,7 +475,7 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
     assert again["metrics"] == res["metrics"]
     md = (run / "report.md").read_text()
     assert "| tiny-m3 | 3 |" in md and "best@k on w*" in md
-    for png in ("best_at_k.png", "diversity.png", "summary.png"):
+    for png in ("best_at_k.png", "diversity.png", "summary.png", "pareto.png"):
         img = imread(run / png)
         assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 400
     # --pool recomputes from disk without generating, here with other ks

@@ -16,7 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["draw_bars", "draw_curve", "new_figure", "plot_best_at_k", "plot_diversity", "plot_summary"]
+__all__ = [
+    "draw_bars",
+    "draw_curve",
+    "new_figure",
+    "plot_best_at_k",
+    "plot_diversity",
+    "plot_pareto",
+    "plot_summary",
+]
 
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -137,6 +145,18 @@ def plot_best_at_k(results: Mapping[str, dict], path, title: str | None = None) 
     """best@k on w* vs k per method with CI bands -> ``path`` (PNG)."""
     fig, (ax,) = _figure(6.0, 4.2)
     _curve(ax, results, "best_at_k", "best@k on w*", "best@k (higher is better)")
+    _suptitle(fig, title, results)
+    fig.savefig(path)
+    return Path(path)
+
+
+def plot_pareto(results: Mapping[str, dict], path, title: str | None = None) -> Path:
+    """Per method: the Pareto front size of its pools (distinct non-dominated reward vectors) beside
+    E_w[best@k] over k: how many trade-offs the pool offers, and what search reaches when the
+    preference is not known in advance -> ``path`` (PNG)."""
+    fig, axes = _figure(10.0 + 0.4 * len(results), 4.2, 2)
+    _bars(axes[0], results, "pareto_front_size", "distinct non-dominated vectors per prompt", "Pareto front size")
+    _curve(axes[1], results, "ew_best_at_k", "E_w[best@k]", "E_w[best@k] (fixed Dir weightings)")
     _suptitle(fig, title, results)
     fig.savefig(path)
     return Path(path)

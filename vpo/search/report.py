@@ -390,11 +390,12 @@ def write_report(
     p.write_text(markdown_report(results, title), encoding="utf-8")
     paths["markdown"] = p
     if plots:
-        from vpo.search.plots import plot_best_at_k, plot_diversity, plot_summary
+        from vpo.search.plots import plot_best_at_k, plot_diversity, plot_pareto, plot_summary
 
         paths["best_at_k"] = plot_best_at_k(results, out / "best_at_k.png", title=title)
         paths["diversity"] = plot_diversity(results, out / "diversity.png", title=title)
         paths["summary"] = plot_summary(results, out / "summary.png", title=title)
+        paths["pareto"] = plot_pareto(results, out / "pareto.png", title=title)
     return paths
 
 
