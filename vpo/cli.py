@@ -72,7 +72,10 @@ def _list_tasks(args) -> int:
             t = get(name)
             print(f"{name:10s} d={t.d:<3d} objectives: {', '.join(t.objectives)}")
         except Exception as e:  # noqa: BLE001 - listing must not die on one task's optional dependency
-            print(f"{name:10s} (unavailable: {e})")
+            if "missing a required argument" in str(e):  # a wrapper such as noisy: built with options only
+                print(f"{name:10s} (needs task options: {str(e).split(': ', 1)[-1].split(';')[0]})")
+            else:
+                print(f"{name:10s} (unavailable: {e})")
     return 0
 
 
