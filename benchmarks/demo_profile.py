@@ -72,7 +72,7 @@ def profile_method(demo_dir: Path, method: str, steps: int, seed: int = 0) -> di
     )
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        conf = train_config(cfg, method, seed, demo_dir / "warmstart", Path(tmp) / "run")
+        conf = train_config(cfg, method, seed, warm_dir_of(demo_dir), Path(tmp) / "run")
         conf["max_steps"] = steps
         path = Path(tmp) / "conf.yaml"
         path.write_text(yaml.safe_dump(conf))
@@ -131,11 +131,16 @@ def time_eval(demo_dir: Path) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     for m in (1, 3):
         with tempfile.TemporaryDirectory() as tmp:
-            argv = eval_argv(cfg, demo_dir / "warmstart", m, Path(tmp) / "ev", f"warm_m{m}", 0)
+            argv = eval_argv(cfg, warm_dir_of(demo_dir), m, Path(tmp) / "ev", f"warm_m{m}", 0)
             t0 = time.perf_counter()
             subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             out[f"eval_m{m}_s"] = time.perf_counter() - t0
     return out
+
+
+def warm_dir_of(demo_dir: Path) -> Path:
+    """Replicate 0's warm start (one per seed, the default) or the shared one (``warm_start=shared``)."""
+    return next((p for p in (demo_dir / "warmstart_s0", demo_dir / "warmstart") if p.exists()), demo_dir / "warmstart")
 
 
 def main() -> None:
@@ -147,7 +152,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     demo_dir = Path(args.demo_dir)
-    if not (demo_dir / "warmstart" / "config.json").exists():
+    if not (warm_dir_of(demo_dir) / "config.json").exists():
         sys.exit(f"{demo_dir}: no warm start here; run `vpo demo --warm-only --out {demo_dir}` first")
     methods = ["grpo"] if args.quick else [m for m in args.methods.split(",") if m]
     steps = 2 if args.quick else args.steps

@@ -44,7 +44,7 @@ def one_run(problem: str, selection: str, seed: int, budget: int, answers: int, 
     from vpo.integrations.evolve import EvolveModel, EvolveSettings, MutationLLM, evolve_problem, problem_from_dir
 
     prob = problem_from_dir(ROOT / "examples" / "evolve" / problem)
-    model = EvolveModel("mutation", answers=answers, client=MutationLLM(seed=seed))
+    model = EvolveModel("mutation", num_answers=answers, client=MutationLLM(seed=seed))
     settings = EvolveSettings(
         budget=budget,
         num_islands=islands,

@@ -182,7 +182,7 @@ def main(argv=None) -> int:
                     "task_options": opts,
                     "split": cfg.split,
                     "n": cfg.eval_problems,
-                    "answers": m,
+                    "num_answers": m,
                     "temperature": args.temperature,
                     "seed": 1000 + seed,
                     "max_new_tokens": cfg.max_tokens_multi if m > 1 else cfg.max_tokens_single,
