@@ -205,6 +205,10 @@ def test_a_reward_function_that_raises_is_a_counted_scorer_error(tmp_path, tiny_
         rewards, valid, _, _ = tr._score_local(inputs, ["p", "q"], texts)
     assert valid.tolist() == [[True, False, False], [True, False, False]]
     assert rewards[0, 0, 0] == 1.0 and rewards[1, 0, 0] == 1.0
+    # the count reaches the step's gathered scores, which log it as vpo/score_errors
+    with pytest.warns(RuntimeWarning):
+        tr._calculate_rewards(inputs, ["p", "q"], texts, None)
+    assert tr._pending.score_errors == 1.0
 
     task = RewardFunctionsTask([picky])
     examples = [{"prompt": "p"}, {"prompt": "q"}]

@@ -177,6 +177,8 @@ class _GatheredScores:
     """Completions scored."""
     violations: float = 0.0
     """Valid answers the ``constraints`` made invalid."""
+    score_errors: float = 0.0
+    """Answers whose scorer raised (counted invalid)."""
 
 
 class TrainerSetupError(UserError, ValueError):
@@ -346,6 +348,7 @@ class VPOTrainer(GRPOTrainer):
         self._zero_signal = {"total": 0, "streak": 0, "warned_at": None}
         self._flat = {"total": 0, "warned_at": None}
         self._local_violations = 0.0
+        self._local_score_errors = 0.0
 
     def _vpo_datasets(self, task: Task, args: VPOConfig, processing_class, train_dataset, eval_dataset):
         """The train and eval datasets: built from the task where not given (chat prompts when the
@@ -527,6 +530,7 @@ class VPOTrainer(GRPOTrainer):
         if self.args.strict_rewards:
             self._check_finite(sb.rewards, sb.valid)
         self._local_violations = float(getattr(sb, "num_violations", 0) or 0)
+        self._local_score_errors = float(sb.score_errors)
         return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
 
     def _check_finite(self, rewards: np.ndarray, valid: np.ndarray) -> None:
@@ -557,6 +561,7 @@ class VPOTrainer(GRPOTrainer):
                 float(dups),
                 float(len(num_parsed)),
                 self._local_violations,
+                self._local_score_errors,
             ],
             device=device,
         )
@@ -567,8 +572,8 @@ class VPOTrainer(GRPOTrainer):
         v_all = gather(v).bool()
         stats_all = gather(stats.unsqueeze(0)).sum(0)
         w_all = gather(weights) if weights is not None else None
-        no_answer, parsed, dups, n, violations = (float(x) for x in stats_all.tolist())
-        self._pending = _GatheredScores(r_all, v_all, w_all, no_answer, parsed, dups, n, violations)
+        no_answer, parsed, dups, n, violations, errors = (float(x) for x in stats_all.tolist())
+        self._pending = _GatheredScores(r_all, v_all, w_all, no_answer, parsed, dups, n, violations, errors)
         # what TRL sees: the per-objective mean over each rollout's valid answers (0 without one)
         rf = r_all.nan_to_num(0.0)
         cnt = v_all.sum(1, keepdim=True).clamp(min=1)
@@ -661,6 +666,7 @@ class VPOTrainer(GRPOTrainer):
                 metrics[f"vpo/objective/{name}"].append(val)
         if self.args.constraints:
             metrics["vpo/constraint_violations"].append(p.violations)
+        metrics["vpo/score_errors"].append(p.score_errors)
         if self.args.log_pool_stats:  # the VPO reference's pool statistics (vpo.search.poolstats)
             from vpo.train.callbacks import pool_stat_logs
 
