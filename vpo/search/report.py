@@ -72,8 +72,11 @@ def _curve_table(results: Mapping[str, dict], metric: str, all_ks: list[int]) ->
     return rows
 
 
-def markdown_report(results: Mapping[str, dict], title: str | None = None) -> str:
-    """The markdown text of ``report.md``."""
+def markdown_report(
+    results: Mapping[str, dict], title: str | None = None, *, paired=None, warnings: list[str] | None = None
+) -> str:
+    """The markdown text of ``report.md``. ``paired`` / ``warnings``: the paired differences and the
+    budget warnings (:mod:`vpo.search.paired`) when the caller has them already; computed otherwise."""
     _check(results)
     first = next(iter(results.values()))
     all_ks = sorted({k for r in results.values() for k in r["metrics"]["best_at_k"]["k"]})
@@ -99,12 +102,12 @@ def markdown_report(results: Mapping[str, dict], title: str | None = None) -> st
             f"{'' if s['min_rollouts_per_prompt'] == s['max_rollouts_per_prompt'] else '-' + str(s['max_rollouts_per_prompt'])}"
             f" | {s['m']} | {s['min_rollouts_per_prompt'] * s['m']} |"
         )
-    from vpo.search.paired import budget_warnings
+    from vpo.search.paired import budget_warnings, paired_differences
 
-    lines += [f"**Warning**: {w}." for w in budget_warnings(results)]
+    lines += [f"**Warning**: {w}." for w in (budget_warnings(results) if warnings is None else warnings)]
     lines += ["", "## best@k on w* (matched answer budget)", ""]
     lines += _curve_table(results, "best_at_k", all_ks)
-    lines += _paired_table(results)
+    lines += _paired_table(results, paired_differences(results) if paired is None else paired)
     lines += ["", "## Pool quality and compute", ""]
     cols = [
         ("pass@1", "pass_at_1"),
@@ -186,12 +189,9 @@ _POOL_STAT_COLUMNS = [
 ]
 
 
-def _paired_table(results: Mapping[str, dict]) -> list[str]:
+def _paired_table(results: Mapping[str, dict], pd: dict | None) -> list[str]:
     """The "Is it better?" section: the first method minus each other one, paired by prompt
     (:mod:`vpo.search.paired`); ``*`` marks an interval that excludes 0."""
-    from vpo.search.paired import paired_differences
-
-    pd = paired_differences(results)
     if pd is None:
         return []
     level = int(round(100 * next(iter(results.values()))["config"]["ci_level"]))
@@ -378,16 +378,17 @@ def write_report(
     from vpo.search.paired import budget_warnings, paired_differences
 
     doc = {"title": title, "methods": list(results), "results": dict(results)}
-    pd = paired_differences(results)
+    pd = paired_differences(results)  # once: report.json and report.md both show them
+    warnings = budget_warnings(results)
     if pd is not None:
         doc["paired"] = _jsonable(pd)
-    if budget_warnings(results):
-        doc["warnings"] = budget_warnings(results)
+    if warnings:
+        doc["warnings"] = warnings
     p = out / "report.json"
     p.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     paths["json"] = p
     p = out / "report.md"
-    p.write_text(markdown_report(results, title), encoding="utf-8")
+    p.write_text(markdown_report(results, title, paired=pd, warnings=warnings), encoding="utf-8")
     paths["markdown"] = p
     if plots:
         from vpo.search.plots import plot_best_at_k, plot_diversity, plot_pareto, plot_summary
