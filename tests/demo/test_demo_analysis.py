@@ -11,7 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vpo.demo.analysis import DemoDataError, aggregate_runs, paired, run_stats, summarize, two_level_interval
+from vpo.demo.analysis import (
+    SCALARS,
+    DemoDataError,
+    aggregate_runs,
+    paired,
+    run_stats,
+    summarize,
+    two_level_interval,
+)
 from vpo.demo.config import DemoConfig
 from vpo.demo.jobs import Job, changed_settings, mark_done, run_jobs, stage_state
 from vpo.search.poolstats import (
@@ -145,21 +153,7 @@ def test_paired_difference_broadcasts_a_one_seed_baseline_and_refuses_mismatches
 
 def _fake_run(best: list[float], rng, ks=(1, 3)):
     P = len(best)
-    run = {
-        name: rng.random(P)
-        for name in (
-            "reward_at_1",
-            "pass_at_1",
-            "diversity",
-            "tokens_per_rollout",
-            "tokens_per_answer",
-            "completion_rate",
-            "completed_diversity",
-            "distinct_routes",
-            "union_coverage",
-            "collinearity",
-        )
-    }
+    run = {name: rng.random(P) for name in SCALARS}  # every scalar the aggregation reads
     b = np.asarray(best, dtype=float)
     for name in ("best_at_k", "ew_best_at_k", "pareto_coverage", "pref_w*"):
         run[name] = np.stack([b * (i + 1) for i in range(len(ks))], 1)
