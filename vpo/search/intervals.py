@@ -14,7 +14,7 @@ side) and takes the half-width ``sqrt(t_{S-1}^2 A + t_{P-1}^2 B)``: each term wi
 quantile of its own degrees of freedom. When the replicates dominate it is the t interval over the S
 replicate means with S - 1 degrees of freedom; when the problems dominate, the t interval over the P
 problem means. A Welch-Satterthwaite t on ``A + B`` was tried first and undercovered at S = 3
-(92.5 % of 3000 simulated data sets, against >= 95.6 % for this rule): its estimated degrees of
+(92.5 % of 3000 simulated data sets in an exploratory run, not shipped): its estimated degrees of
 freedom are too often large when A happens to come out small. ``tests/search/test_intervals.py``
 checks the coverage by simulation at S = 3, 5 and 10 with variance components taken from the
 shipped demo runs.
