@@ -138,7 +138,16 @@ class DemoConfig:
     warm_lr: float = 3e-3
     """Warm-start peak learning rate (cosine decay)."""
     warm_threads: int = 2
-    """Torch threads of the warm start (it runs alone, before the jobs)."""
+    """Torch threads of a warm start. More than 1 (default 2): each warm start runs alone, in the
+    demo's process, before the jobs; 1: the warm starts are jobs, ``jobs`` at a time beside the
+    others (the better choice with many cores: ``--jobs 8 --set warm_threads=1`` trains eight at a
+    time). A warm start is compute-bound, so on 2 cores the two come out even (docs/demo.md, "Where
+    the time goes"). The thread count changes float rounding, so it is a setting of the warm start."""
+    shared_warm_seed: int = 0
+    """With ``warm_start='shared'``: the seed of the one warm start every replicate trains from (0:
+    the shipped runs' warm start; another seed s: the warm start replicate s trains with
+    ``per_replicate``). For measuring how much a shared warm start moves results
+    (``scripts/variance_decomposition.py``)."""
     warm_answers_per_problem: int = 1
     """Random answers (routes, programs) drawn per training problem and format for the warm start."""
     rl_steps: int = 60
@@ -232,6 +241,13 @@ class DemoConfig:
             raise UserError(f"warm_start must be one of {', '.join(WARM_STARTS)}, got {self.warm_start!r}")
         if self.interval not in INTERVALS:
             raise UserError(f"interval must be one of {', '.join(INTERVALS)}, got {self.interval!r}")
+        if isinstance(self.shared_warm_seed, bool) or not isinstance(self.shared_warm_seed, int):
+            raise UserError(f"shared_warm_seed must be an integer, got {self.shared_warm_seed!r}")
+        if self.shared_warm_seed and self.warm_start != "shared":
+            raise UserError(
+                f"shared_warm_seed={self.shared_warm_seed} applies to warm_start=shared only; with "
+                f"warm_start={self.warm_start!r} each replicate trains from its own warm start"
+            )
         if self.test_seed is not None and (isinstance(self.test_seed, bool) or not isinstance(self.test_seed, int)):
             raise UserError(f"test_seed must be an integer (or unset), got {self.test_seed!r}")
         self.domain_spec.check(self)
@@ -304,12 +320,13 @@ class DemoConfig:
         return opts if self.test_seed is None else {**opts, "test_seed": self.test_seed}
 
     def warm_seeds(self) -> tuple[int | None, ...]:
-        """The warm starts a run trains: one per seed (``per_replicate``), or one shared (``None``)."""
-        return tuple(self.seeds) if self.warm_start == "per_replicate" else (None,)
+        """The warm starts a run trains: one per seed (``per_replicate``), or one shared (``None``
+        for seed 0, the shipped runs' warm start, else ``shared_warm_seed``)."""
+        return tuple(self.seeds) if self.warm_start == "per_replicate" else (self.shared_warm_seed or None,)
 
     def warm_seed_of(self, seed: int) -> int | None:
-        """The warm start a replicate trains from (``None``: the shared one)."""
-        return seed if self.warm_start == "per_replicate" else None
+        """The warm start a replicate trains from (``None``: the shared seed-0 one)."""
+        return seed if self.warm_start == "per_replicate" else (self.shared_warm_seed or None)
 
     def _record(self, names: tuple[str, ...]) -> dict:
         """These settings under the names the resume records have always used (:data:`RECORD_NAMES`)."""

@@ -201,14 +201,52 @@ def _timing_lines(agg: dict) -> list[str]:
         per: dict[str, list[float]] = {}
         for name, sec in timing["jobs_s"].items():
             kind, run = name.split(" ", 1)
-            key = f"{kind} {run.rsplit(' s', 1)[0] if kind == 'train' else ('warm start' if run.startswith('warmstart') else 'model')}"
+            if name.startswith("warm start"):  # a warm start run as a job (one thread, beside another job)
+                key = "warm start"
+            elif kind == "train":
+                key = f"train {run.rsplit(' s', 1)[0]}"
+            else:
+                key = f"eval {'warm start' if run.startswith('warmstart') else 'model'}"
             per.setdefault(key, []).append(sec)
         parts = [f"{k} {np.mean(v):.0f} s" for k, v in per.items()]
+        # warm starts trained in this process before the jobs (several threads, alone), if any
+        alone = f"warm start {timing['warm_start_s']:.0f} s (alone); " if timing.get("warm_start_s", 0) >= 1 else ""
         L += [
-            f"Time per job (mean over seeds, two jobs sharing the cores): warm start {timing['warm_start_s']:.0f} s "
-            f"(alone); " + ", ".join(parts) + f"; report {timing.get('report_s', 0):.0f} s.",
+            f"Time per job (mean over seeds, {cfg['jobs']} jobs sharing the cores): "
+            + alone
+            + ", ".join(parts)
+            + f"; report {timing.get('report_s', 0):.0f} s.",
             "",
         ]
+    return L + _environment_lines(agg)
+
+
+def _environment_lines(agg: dict) -> list[str]:
+    """What produced the run (``environment``) and each warm start's fingerprint (first loss and
+    weights hash): a rerun can tell whether it trained the same warm start bit for bit."""
+    L: list[str] = []
+    env = agg.get("environment")
+    if env:
+        v = env.get("versions", {})
+        libs = ", ".join(f"{k} {v[k]}" for k in ("torch", "transformers", "trl", "numpy") if v.get(k))
+        commit = env.get("git_commit")
+        at = f" at commit {commit[:10]}{' (with uncommitted changes)' if env.get('git_dirty') else ''}" if commit else ""
+        L += [
+            f"Environment: vpo {v.get('vpo')}{at}; Python {env.get('python')}, {libs}; {env.get('platform')}, "
+            f"{env.get('cpu_count')} CPUs.",
+            "",
+        ]
+    ws = agg.get("warm_start") or {}
+    infos = ws.get("replicates") or [ws]
+    seeds = agg["config"].get("seeds", [])
+    prints = []
+    for i, info in enumerate(infos):
+        if "weights_sha256" not in info:
+            continue
+        name = f"s{seeds[i]}" if len(infos) > 1 and i < len(seeds) else "shared"
+        prints.append(f"{name} {info['loss_first']:.5f} / {info['weights_sha256'][:12]}")
+    if prints:
+        L += ["Warm-start fingerprints (first loss / weights SHA-256): " + "; ".join(prints) + ".", ""]
     return L
 
 

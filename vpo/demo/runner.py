@@ -29,11 +29,52 @@ def training_curves(out: Path, cfg: DemoConfig) -> dict:
     return curves
 
 
+PACKAGES = ("vpo", "torch", "transformers", "trl", "accelerate", "peft", "numpy", "tokenizers", "safetensors")
+"""The libraries whose versions a run records (``demo.json``'s ``environment``)."""
+
+
+def environment() -> dict:
+    """What produced a run: Python, the platform, the CPU count, the versions of :data:`PACKAGES` and
+    vpo's git commit (when vpo runs from a checkout; ``dirty`` when it had uncommitted changes). A
+    rerun elsewhere differs in float rounding at least (docs/demo.md, "How far a rerun moves")."""
+    import importlib.metadata as md
+    import os
+    import platform
+    import subprocess
+
+    versions = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    commit = dirty = None
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        try:
+            git = ["git", "-C", str(root)]
+            commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
+            commit = commit.strip()
+            st = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+            dirty = bool(st.stdout.strip())
+        except (OSError, subprocess.CalledProcessError):
+            commit = dirty = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "versions": versions,
+        "git_commit": commit,
+        "git_dirty": dirty,
+    }
+
+
 def aggregate(cfg: DemoConfig, out: Path) -> dict:
     """Everything the report shows, from a demo directory whose jobs have finished."""
     runs, labels, ms, extra = collect(cfg, out)
     agg = aggregate_runs(cfg, runs, labels, ms, [p for p in extra["preferences"] if p != "w*"] + ["w*"], extra)
     agg["training_curves"] = training_curves(out, cfg)
+    agg["environment"] = environment()
     infos = []
     for w in cfg.warm_seeds():
         marker = warm_dir(out, w) / "warmstart.json"
@@ -48,11 +89,14 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
-    ws = {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()}
+    # several threads per warm start (the default): each alone, in this process, before the jobs; one
+    # thread: the warm starts are jobs, `jobs` at a time beside the others
+    ws = {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()} if cfg.warm_threads > 1 else None
     t_warm = time.time() - t0
     jobs = build_jobs(cfg, out, ws)
     status(
-        f"{len(jobs)} jobs ({len(cfg.methods)} methods x {len(cfg.seeds)} seeds + evaluations), {cfg.jobs} at a time"
+        f"{len(jobs)} jobs ({'' if ws is not None else f'{len(cfg.warm_seeds())} warm start(s), '}"
+        f"{len(cfg.methods)} methods x {len(cfg.seeds)} seeds, evaluations), {cfg.jobs} at a time"
     )
     job_seconds = run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs")
     t_report = time.time()

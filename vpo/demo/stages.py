@@ -83,10 +83,44 @@ def warm_start(cfg: DemoConfig, out: Path, warm_seed: int | None = None) -> Path
     info = supervised_warm_start(
         init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=warm_seed or 0
     )
-    marker.write_text(json.dumps({**info, "seconds": time.time() - t0}, indent=1))
+    fingerprint = {"weights_sha256": weights_sha256(ws), "threads": torch.get_num_threads()}
+    marker.write_text(json.dumps({**info, **fingerprint, "seconds": time.time() - t0}, indent=1))
     mark_done(marker, settings)
     status(f"warm start done in {time.time() - t0:.0f} s, loss {info['loss_first']:.2f} -> {info['loss_last']:.3f}")
     return ws
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """SHA-256 of a checkpoint's weight files (``*.safetensors``, in name order): with the first
+    loss, the warm start's fingerprint in ``warmstart.json``. Two runs that agree on it trained the
+    same model bit for bit; a rerun on another CPU or library version usually does not (float rounding)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(Path(model_dir).glob("*.safetensors")):
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def warm_job(cfg: DemoConfig, out: Path, warm_seed: int | None) -> Job:
+    """A warm start as a demo job (``python -m vpo.demo.warm_job OUT SEED``), run in a job slot
+    beside the others: with one torch thread per warm start, two slots train two warm starts at a
+    time instead of one after the other on two threads (docs/demo.md, "Where the time goes")."""
+    ws = warm_dir(out, warm_seed)
+    return Job(
+        warm_job_name(warm_seed),
+        [sys.executable, "-m", "vpo.demo.warm_job", str(out), "shared" if warm_seed is None else str(warm_seed)],
+        out / "logs" / f"{ws.name}.log",
+        ws / "warmstart.json",
+        settings=cfg.warm_settings(warm_seed),
+        cost=1e9,  # every other job of its replicate waits for it: first
+    )
+
+
+def warm_job_name(warm_seed: int | None) -> str:
+    return "warm start" + ("" if warm_seed is None else f" s{warm_seed}")
 
 
 def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: Path) -> dict:
@@ -181,11 +215,15 @@ def train_cost(tc: dict) -> float:
 
 def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
     """The train and eval jobs; ``ws``: ``{warm seed (None: shared): warm start directory}``, by
-    default where :func:`warm_start` puts them (:func:`warm_dir`)."""
+    default where :func:`warm_start` puts them (:func:`warm_dir`). With ``warm_threads=1`` and no
+    ``ws`` (warm starts not trained yet) the warm starts are jobs too (:func:`warm_job`), and each
+    train and warm-start eval job runs after its own."""
     import yaml
 
+    as_jobs = ws is None and cfg.warm_threads == 1
     wdirs = {w: warm_dir(out, w) for w in cfg.warm_seeds()} if ws is None else ws
-    jobs: list[Job] = []
+    jobs: list[Job] = [warm_job(cfg, out, w) for w in cfg.warm_seeds()] if as_jobs else []
+    warm_after = {w: ([warm_job_name(w)] if as_jobs else []) for w in cfg.warm_seeds()}
     for seed in cfg.seeds:
         w = cfg.warm_seed_of(seed)
         warm = cfg.warm_settings(w)
@@ -202,13 +240,14 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
                     out / "logs" / f"train_{method}_s{seed}.log",
                     run / "model.safetensors",
                     settings={"warm_start": warm, "train": _without_paths(tc)},
+                    after=list(warm_after[w]),
                     progress_total=cfg.rl_steps,
                     output_dir=run,
                     cost=train_cost(tc),
                 )
             )
     evals = [
-        (warm_eval_name(m, w), wdirs[w], m, [], w or 0, {"warm_start": cfg.warm_settings(w)})
+        (warm_eval_name(m, w), wdirs[w], m, list(warm_after[w]), w or 0, {"warm_start": cfg.warm_settings(w)})
         for w in cfg.warm_seeds()
         for m in (1, 3)
     ]
