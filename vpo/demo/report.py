@@ -230,7 +230,9 @@ def _environment_lines(agg: dict) -> list[str]:
         v = env.get("versions", {})
         libs = ", ".join(f"{k} {v[k]}" for k in ("torch", "transformers", "trl", "numpy") if v.get(k))
         commit = env.get("git_commit")
-        at = f" at commit {commit[:10]}{' (with uncommitted changes)' if env.get('git_dirty') else ''}" if commit else ""
+        at = (
+            f" at commit {commit[:10]}{' (with uncommitted changes)' if env.get('git_dirty') else ''}" if commit else ""
+        )
         L += [
             f"Environment: vpo {v.get('vpo')}{at}; Python {env.get('python')}, {libs}; {env.get('platform')}, "
             f"{env.get('cpu_count')} CPUs.",
