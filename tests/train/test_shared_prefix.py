@@ -155,13 +155,32 @@ def test_support_check():
 
 
 def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir, char_task, monkeypatch):
-    """One step of real training both ways from the same seed: the same loss (to float rounding),
-    and the shared path was the one used when the switch is on."""
+    """One step of real training both ways from the same seed: the same completions and advantages,
+    the same float32 gradients (to float rounding), and the shared path was the one used when the
+    switch is on.
+
+    The gradients, not the loss: at step 1 the loss is ~1e-8 whatever the log-probabilities are (the
+    ratio is 1 and the advantages sum to zero per group), but its gradient is ``-sum A * grad log p``,
+    so rows scored against the wrong prompt give other gradients. Checked against two mutants of
+    ``shared_prefix_logps`` that repeat the prompt cache to the wrong rows (``inverse`` rolled by one
+    distinct prompt; every row given prompt 0's cache): this test fails under each, at the first
+    tensor compared."""
     import vpo.train.shared_prefix as sp
+    from transformers import TrainerCallback
     from vpo.train import VPOConfig, VPOTrainer
 
+    class GradCapture(TrainerCallback):
+        """The gradients the optimizer is about to apply (after clipping, which is off here)."""
+
+        def __init__(self):
+            self.grads: dict[str, torch.Tensor] = {}
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
+            assert {p.dtype for p in model.parameters()} == {torch.float32}
+            self.grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
     real, real_gen = sp.shared_prefix_logps, sp.shared_prefix_generate
-    losses, calls, gens = {}, {}, {}
+    grads, outputs, calls, gens = {}, {}, {}, {}
     for shared in (False, True):
         args = VPOConfig(
             output_dir=str(tmp_path / f"out{shared}"),
@@ -170,6 +189,8 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
             max_completion_length=12,
             max_steps=1,
             learning_rate=1e-2,
+            max_grad_norm=0.0,  # the raw gradients, not rescaled by their (path-dependent) norm
+            bf16=False,  # TRL's default autocasts to bf16 (even on CPU): compare in float32
             beta=0.01,
             logging_steps=1,
             report_to="none",
@@ -183,6 +204,8 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
             gradient_checkpointing=False,
         )
         trainer = VPOTrainer(model=tiny_model_dir, args=args, task=char_task)
+        capture = GradCapture()
+        trainer.add_callback(capture)
         n: list[int] = []
 
         def counting(*a, _n=n, **k):
@@ -195,6 +218,15 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
             _g.append(1)
             return real_gen(*a, **k)
 
+        seen: list[dict] = []
+        score = trainer._generate_and_score_completions
+
+        def recording(inputs, _seen=seen, _score=score):
+            out = _score(inputs)
+            _seen.append({k: out[k].detach().clone() for k in ("prompt_ids", "completion_ids", "advantages")})
+            return out
+
+        trainer._generate_and_score_completions = recording
         monkeypatch.setattr(sp, "shared_prefix_logps", counting)
         monkeypatch.setattr(sp, "shared_prefix_generate", counting_gen)
         trainer.train()
@@ -202,7 +234,24 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
         monkeypatch.setattr(sp, "shared_prefix_generate", real_gen)
         gens[shared] = len(g)
         calls[shared] = len(n)
-        losses[shared] = next(h["loss"] for h in trainer.state.log_history if "loss" in h)
+        assert len(seen) == 1
+        outputs[shared] = seen[0]
+        grads[shared] = capture.grads
     assert calls[False] == 0 and calls[True] >= 2  # policy and reference model
     assert gens[False] == 0 and gens[True] == 1  # the rollouts' prefill too
-    assert losses[True] == pytest.approx(losses[False], abs=1e-5)
+    # the same rollouts scored both ways, else the gradients need not agree
+    for k in ("prompt_ids", "completion_ids", "advantages"):
+        assert torch.equal(outputs[True][k], outputs[False][k]), k
+    assert outputs[False]["prompt_ids"].unique(dim=0).size(0) >= 2  # a prompt mix-up is possible
+    assert outputs[False]["advantages"].abs().max() > 1e-3  # a learning signal: the gradient is not 0
+    ref, got = grads[False], grads[True]
+    assert ref.keys() == got.keys() and len(ref) > 5
+    assert all(float(t.abs().max()) > 0 for t in ref.values())  # every tensor gets a gradient to compare
+    assert max(float(t.abs().max()) for t in ref.values()) > 1e-2  # not (near) zero: agreeing means something
+    for name in ref:
+        # Float rounding only: the two paths sum the same float32 products in another order (the prompt's
+        # gradient over its rows vs per row), which moved each tensor by <= ~5e-7 of its largest entry
+        # here; 1e-5 of it leaves 20x room. Rows given another prompt's cache move every tensor by
+        # 8e-3 to 1e-1 of its largest entry, 800x past the bound or more.
+        bound = 1e-5 * float(ref[name].abs().max())
+        torch.testing.assert_close(got[name], ref[name], rtol=1e-5, atol=bound, msg=lambda m, _n=name: f"{_n}: {m}")
