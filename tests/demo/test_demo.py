@@ -82,6 +82,14 @@ def test_report_files_hold_the_numbers(quick_demo):
     assert set(data["paired_vs_vpo"]) == set(methods) - {"vpo"}
     for d in data["paired_vs_vpo"].values():
         assert all(math.isfinite(_k(d["best_at_k"], k)["mean"]) for k in cfg.ks)
+    # what produced the run, and the warm start's fingerprint (a rerun can tell if it trained the same one)
+    from vpo.demo.stages import warm_dir, weights_sha256
+
+    assert data["environment"]["versions"]["torch"] and data["environment"]["python"]
+    ws = warm_dir(out, cfg.warm_seeds()[0])
+    info = json.loads((ws / "warmstart.json").read_text())
+    assert info["weights_sha256"] == weights_sha256(ws) and len(info["weights_sha256"]) == 64
+    assert f"{info['loss_first']:.5f} / {info['weights_sha256'][:12]}" in report
     curves = data["training_curves"]
     assert set(curves) == set(cfg.methods)
     assert all(len(run) == cfg.rl_steps for c in curves.values() for run in c["diversity"])

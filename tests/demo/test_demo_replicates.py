@@ -1,78 +1,97 @@
-"""A replicate is independent end to end: with ``warm_start='per_replicate'`` (the default) each seed
-trains from its own warm start, drawn from the seed (seed 0 draws what the shared warm start drew),
-and the warm start is evaluated once per replicate; ``'shared'`` is the former design. A fresh test
-split (``test_seed``) reaches the evaluations only. Records written before these settings read as the
-shared warm start and the two-level bootstrap they were made with."""
+"""The demo's replication settings: warm starts as jobs (``warm_threads=1``), one shared warm start of
+any seed (``shared_warm_seed``), noisy training rewards, and what a run records about where it ran."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import yaml
+import pytest
 
-from vpo.demo.config import DemoConfig
-from vpo.demo.stages import build_jobs, eval_entries, make_task, warm_dir, warm_pairs
+pytest.importorskip("trl")
 
-
-def _train_inits(jobs) -> dict[str, str]:
-    out = {}
-    for j in jobs:
-        if j.name.startswith("train"):
-            conf = yaml.safe_load(open(j.argv[-1]).read())
-            out[j.name] = conf["model_name_or_path"]
-    return out
+from vpo.demo.config import DemoConfig  # noqa: E402
+from vpo.demo.stages import build_jobs, eval_argv, train_config, warm_dir  # noqa: E402
+from vpo.errors import UserError  # noqa: E402
 
 
-def test_each_replicate_trains_from_its_own_warm_start(tmp_path):
-    cfg = DemoConfig(out=str(tmp_path), seeds=(0, 1), methods=("grpo", "vpo"))
-    assert cfg.warm_start == "per_replicate" and cfg.warm_seeds() == (0, 1)
-    jobs = build_jobs(cfg, tmp_path)
-    inits = _train_inits(jobs)
-    assert inits["train vpo s0"] == inits["train grpo s0"] == str(warm_dir(tmp_path, 0))
-    assert inits["train vpo s1"] == str(warm_dir(tmp_path, 1)) != inits["train vpo s0"]
-    names = {j.name for j in jobs}
-    assert {"eval warmstart_m1_s0", "eval warmstart_m1_s1", "eval warmstart_m3_s0", "eval warmstart_m3_s1"} <= names
-    assert "eval warmstart_m1" not in names
-    by_name = {j.name: j for j in jobs}
-    # each replicate's jobs depend on its own warm start's settings, and the two differ
-    w0, w1 = cfg.warm_settings(0), cfg.warm_settings(1)
-    assert w0 != w1 and by_name["train vpo s1"].settings["warm_start"] == w1
-    assert by_name["eval warmstart_m3_s1"].settings["upstream"]["warm_start"] == w1
-    rows = dict((k, runs) for k, _, runs in eval_entries(cfg))
-    assert rows["warmstart_m1"] == ["warmstart_m1_s0", "warmstart_m1_s1"]
-
-
-def test_the_shared_warm_start_is_the_former_design(tmp_path):
-    cfg = DemoConfig(out=str(tmp_path), seeds=(0, 1), methods=("vpo",), warm_start="shared")
-    jobs = build_jobs(cfg, tmp_path)
-    assert set(_train_inits(jobs).values()) == {str(tmp_path / "warmstart")}
-    assert {j.name for j in jobs if "warmstart" in j.name} == {"eval warmstart_m1", "eval warmstart_m3"}
-    assert "replicate_seed" not in cfg.warm_settings()  # the shared record (and its hash) as before
-
-
-def test_replicate_zero_draws_the_shared_warm_starts_answers_and_others_differ():
-    cfg = DemoConfig(warm_answers_per_problem=2)
-    task = make_task(cfg)
-    train = task.load("train", n=6)
-    shared = warm_pairs(cfg, task, train)
-    assert warm_pairs(cfg, task, train, 0) == shared
-    assert warm_pairs(cfg, task, train, 1) != shared
-
-
-def test_a_fresh_test_split_reaches_the_evaluations_only(tmp_path):
-    cfg = DemoConfig(out=str(tmp_path), seeds=(0,), methods=("vpo",), test_seed=7331)
+def test_warm_starts_become_jobs_with_one_thread(tmp_path):
+    cfg = DemoConfig(out=str(tmp_path), seeds=(3, 4), methods=("grpo", "vpo"), warm_threads=1)
     jobs = {j.name: j for j in build_jobs(cfg, tmp_path)}
-    ev = jobs["eval vpo_s0"].argv
-    assert json.loads(ev[ev.index("--task-options") + 1])["test_seed"] == 7331
-    conf = yaml.safe_load(open(jobs["train vpo s0"].argv[-1]).read())
-    assert "test_seed" not in json.loads(conf["task_options"])
-    assert make_task(cfg).load("test", n=3) == make_task(DemoConfig()).load("test", n=3)  # training's task
+    assert {"warm start s3", "warm start s4"} <= set(jobs)
+    w3 = jobs["warm start s3"]
+    assert w3.argv[1:] == ["-m", "vpo.demo.warm_job", str(tmp_path), "3"]
+    assert w3.done_marker == warm_dir(tmp_path, 3) / "warmstart.json"
+    assert w3.settings == cfg.warm_settings(3)
+    # every job of replicate 3 waits for its own warm start, and only for it
+    assert jobs["train vpo s3"].after == ["warm start s3"]
+    assert jobs["eval warmstart_m1_s3"].after == ["warm start s3"]
+    assert jobs["eval vpo_s4"].after == ["train vpo s4"]
+    assert max(jobs.values(), key=lambda j: j.cost).name.startswith("warm start")
+    # two threads (the default): trained in process before the jobs, so no warm-start jobs
+    two = DemoConfig(out=str(tmp_path / "b"), seeds=(3,), methods=("grpo",))
+    assert not [j for j in build_jobs(two, tmp_path / "b") if j.name.startswith("warm start")]
 
 
-def test_records_from_before_these_settings_read_as_what_they_were_run_with():
-    shipped = json.loads((Path(__file__).resolve().parents[2] / "docs" / "demo" / "demo.json").read_text())["config"]
-    cfg = DemoConfig.from_dict(shipped)
-    assert cfg.warm_start == "shared" and cfg.interval == "two_level_bootstrap" and cfg.test_seed is None
-    now = DemoConfig.from_dict(DemoConfig().as_dict())
-    assert now.warm_start == "per_replicate" and now.interval == "replicate_t"
+def test_warm_job_refuses_a_seed_the_run_does_not_have(tmp_path, capsys):
+    from vpo.demo.warm_job import main
+
+    cfg = DemoConfig(out=str(tmp_path), seeds=(0, 1), methods=("grpo",), warm_threads=1)
+    (tmp_path / "demo_config.json").write_text(json.dumps(cfg.as_dict()))
+    assert main([str(tmp_path), "7"]) == 2
+    assert "no warm start '7'" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+
+
+def test_shared_warm_seed_picks_which_warm_start_every_replicate_shares(tmp_path):
+    base = dict(out=str(tmp_path), seeds=(0, 1, 2), methods=("vpo",), warm_start="shared")
+    zero = DemoConfig(**base)
+    assert zero.warm_seeds() == (None,) and zero.warm_seed_of(2) is None
+    one = DemoConfig(**base, shared_warm_seed=1)
+    assert one.warm_seeds() == (1,) and {one.warm_seed_of(s) for s in (0, 1, 2)} == {1}
+    # the shared warm start of seed 1 is replicate 1's own warm start: same record, same directory
+    per = DemoConfig(out=str(tmp_path), seeds=(1,), methods=("vpo",))
+    assert one.warm_settings(1) == per.warm_settings(1) and warm_dir(tmp_path, 1).name == "warmstart_s1"
+    jobs = {j.name: j for j in build_jobs(one, tmp_path)}
+    assert all(str(warm_dir(tmp_path, 1)) in " ".join(j.argv) for n, j in jobs.items() if n.startswith("eval warm"))
+    with pytest.raises(UserError, match="warm_start=shared only"):
+        DemoConfig(out=str(tmp_path), shared_warm_seed=1)
+
+
+@pytest.mark.parametrize("domain,binary", [("maze", ["completion", "avoid_lava"]), ("prog", None)])
+def test_noisy_training_rewards_reach_the_trainer_and_not_the_evaluation(tmp_path, domain, binary):
+    cfg = DemoConfig(out=str(tmp_path), domain=domain, train_noise_sigma=0.2, train_noise_flip=0.1)
+    tc = train_config(cfg, "vpo", 5, tmp_path / "init", tmp_path / "run")
+    assert tc["task"] == "noisy"
+    opts = json.loads(tc["task_options"])
+    assert opts["task"] == cfg.domain_spec.task and opts["task_options"] == cfg.task_options()
+    assert (opts["sigma"], opts["flip"], opts["seed"]) == (0.2, 0.1, 7005)
+    assert opts["binary"] == (binary or [f"test_{i}" for i in range(1, cfg.prog_tests + 1)])
+    task = cfg.domain_spec.make_task(cfg)
+    assert set(opts["binary"]) <= set(task.objectives)
+    argv = eval_argv(cfg, tmp_path / "run", 3, tmp_path / "ev", "vpo_s5", 5)
+    assert argv[argv.index("--task") + 1] == cfg.domain_spec.task  # evaluation scores clean
+    clean = train_config(DemoConfig(out=str(tmp_path), domain=domain), "vpo", 5, tmp_path / "init", tmp_path / "r")
+    assert clean["task"] == cfg.domain_spec.task
+    with pytest.raises(UserError, match="train_noise"):
+        DemoConfig(out=str(tmp_path), train_noise_flip=1.5)
+
+
+def test_a_run_records_its_environment_and_warm_start_fingerprints():
+    from vpo.demo.report import _environment_lines
+    from vpo.demo.runner import environment
+
+    env = environment()
+    assert env["versions"]["torch"] and env["versions"]["transformers"] and env["python"].count(".") == 2
+    agg = {
+        "config": {"seeds": [4, 5]},
+        "environment": env,
+        "warm_start": {
+            "replicates": [
+                {"loss_first": 1.8399655, "weights_sha256": "ab" * 32},
+                {"loss_first": 1.84116, "weights_sha256": "cd" * 32},
+            ]
+        },
+    }
+    text = "\n".join(_environment_lines(agg))
+    assert f"torch {env['versions']['torch']}" in text
+    assert "s4 1.83997 / abababababab" in text and "s5 1.84116 / cdcdcdcdcdcd" in text

@@ -162,6 +162,13 @@ class DemoConfig:
     """KL coefficient to the warm start (paper: 1e-3)."""
     train_temperature: float = 1.0
     """Sampling temperature during RL (paper: 1.0)."""
+    train_noise_sigma: float = 0.0
+    """Noisy objectives: standard deviation of the Gaussian noise added to each non-binary component
+    of the reward the trainer sees (``vpo.tasks.noisy``); evaluation always scores clean."""
+    train_noise_flip: float = 0.0
+    """Noisy objectives: probability that a binary component (the domain's
+    :meth:`~vpo.demo.domains.Domain.binary_objectives`, e.g. maze completion, a program's test) of
+    the training reward is flipped."""
     num_weightings: int = 100
     """K for VPO."""
     weight_alpha: float = 1.0
@@ -237,6 +244,11 @@ class DemoConfig:
             raise UserError(f"weight_alpha must be > 0, got {self.weight_alpha}")
         if self.bootstrap < 0:
             raise UserError(f"bootstrap must be >= 0, got {self.bootstrap}")
+        if not (0 <= self.train_noise_sigma) or not (0 <= self.train_noise_flip <= 1):
+            raise UserError(
+                f"train_noise_sigma must be >= 0 and train_noise_flip in [0, 1], got "
+                f"{self.train_noise_sigma!r} and {self.train_noise_flip!r}"
+            )
         if self.warm_start not in WARM_STARTS:
             raise UserError(f"warm_start must be one of {', '.join(WARM_STARTS)}, got {self.warm_start!r}")
         if self.interval not in INTERVALS:

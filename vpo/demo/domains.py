@@ -145,6 +145,11 @@ class Domain:
         """This domain's settings that the warm start reads besides the task options."""
         return {}
 
+    def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
+        """The objectives whose rewards are 0 or 1: training-reward noise flips them
+        (``train_noise_flip``) instead of adding Gaussian noise (``train_noise_sigma``)."""
+        return ()
+
     # -- the warm start -----------------------------------------------------------------------
     def warm_answer_sampler(self, cfg: DemoConfig, rng: np.random.Generator) -> Callable[[dict], str]:
         """``sample(example) -> answer text``: the warm start's random (valid, mediocre) answers."""
@@ -233,6 +238,9 @@ class MazeDomain(Domain):
         from vpo.tasks.maze import MazeTask
 
         return MazeTask(**self.task_options(cfg))
+
+    def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
+        return ("completion", "avoid_lava")
 
     def check(self, cfg: DemoConfig) -> None:
         if not 0.0 <= cfg.warm_wander <= 1.0:
@@ -509,6 +517,9 @@ class ProgDomain(Domain):
             "compact": True,
             "instruction": cfg.instruction,
         }
+
+    def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
+        return tuple(f"test_{i}" for i in range(1, cfg.prog_tests + 1))  # a test passes or fails
 
     def make_task(self, cfg: DemoConfig):
         from vpo.tasks.prog import ProgTask

@@ -127,10 +127,20 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
     """The ``vpo train`` YAML of one method and seed."""
     _, estimator, num_answers, mult = method_spec(method)
     G = cfg.num_generations * mult
+    task, options = cfg.domain_spec.task, cfg.task_options()
+    if cfg.train_noise_sigma or cfg.train_noise_flip:  # the trainer sees corrupted rewards; eval scores clean
+        task, options = "noisy", {
+            "task": task,
+            "task_options": options,
+            "sigma": cfg.train_noise_sigma,
+            "flip": cfg.train_noise_flip,
+            "binary": list(cfg.domain_spec.binary_objectives(cfg)),
+            "seed": 7000 + seed,
+        }
     return {
         "model_name_or_path": str(init),
-        "task": cfg.domain_spec.task,
-        "task_options": json.dumps(cfg.task_options()),
+        "task": task,
+        "task_options": json.dumps(options),
         "train_size": cfg.train_problems,
         "estimator": estimator,
         "num_answers": num_answers,

@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["replicate_interval", "t_cdf", "t_quantile"]
+__all__ = ["nested_variance_components", "replicate_interval", "t_cdf", "t_quantile"]
 
 
 def _t_pdf_log_norm(df: float) -> float:
@@ -130,3 +130,47 @@ def replicate_interval(values, level: float = 0.95) -> dict:
     se = math.sqrt(se2)
     df = S - 1 if S > 1 else P - 1
     return {**out, "ci_low": out["mean"] - half, "ci_high": out["mean"] + half, "se": se, "df": df, **res}
+
+
+def nested_variance_components(values) -> dict:
+    """Method-of-moments variance components of a balanced nested design ``values [W, R, E]``: W
+    warm starts, R RL seeds within each warm start, E evaluation draws within each trained model
+    (each entry one run's mean over the problems, e.g. a paired difference averaged over mazes).
+
+    Under ``x_wre = mu + a_w + b_wr + c_wre`` with independent zero-mean effects, the mean squares of
+    the nested ANOVA give unbiased estimates (negative ones are clipped to 0 and flagged):
+
+        sigma_eval^2 = MS_E,  sigma_seed^2 = (MS_R - MS_E) / E,  sigma_warm^2 = (MS_W - MS_R) / (R E).
+
+    Returns the three components, their sum (the variance of one replicate run: its own warm start,
+    seed and draws), each one's share of the sum, the degrees of freedom behind each
+    (``W - 1``, ``W (R - 1)``, ``W R (E - 1)``) and ``clipped`` (the components whose estimate came out
+    negative). With ``W = 1`` (or R, E = 1) that component is not estimable and is NaN. What a
+    replication unit that shares a warm start cannot see is ``sigma_warm^2``: an interval over seeds of
+    one warm start estimates ``sigma_seed^2 + sigma_eval^2`` only."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 3 or not np.isfinite(x).all():
+        raise ValueError(f"values must be a finite [warm starts, seeds, eval draws] array, got shape {x.shape}")
+    W, R, E = x.shape
+    nan = float("nan")
+    cell = x.mean(axis=2)  # [W, R]
+    warm = cell.mean(axis=1)  # [W]
+    ms_e = float(((x - cell[..., None]) ** 2).sum() / (W * R * (E - 1))) if E > 1 else nan
+    ms_r = float(E * ((cell - warm[:, None]) ** 2).sum() / (W * (R - 1))) if R > 1 else nan
+    ms_w = float(R * E * ((warm - warm.mean()) ** 2).sum() / (W - 1)) if W > 1 else nan
+    raw = {
+        "eval": ms_e,
+        "seed": (ms_r - (ms_e if E > 1 else 0.0)) / E if R > 1 else nan,
+        "warm_start": (ms_w - (ms_r if R > 1 else 0.0)) / (R * E) if W > 1 else nan,
+    }
+    clipped = [k for k, v in raw.items() if math.isfinite(v) and v < 0]
+    comp = {k: (max(v, 0.0) if math.isfinite(v) else v) for k, v in raw.items()}
+    total = sum(v for v in comp.values() if math.isfinite(v))
+    return {
+        "mean": float(x.mean()),
+        "components": comp,
+        "total": total,
+        "shares": {k: (v / total if total > 0 and math.isfinite(v) else nan) for k, v in comp.items()},
+        "df": {"warm_start": W - 1, "seed": W * (R - 1), "eval": W * R * (E - 1)},
+        "clipped": clipped,
+    }
