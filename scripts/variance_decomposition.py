@@ -169,6 +169,10 @@ def repeat_warm(cfg) -> dict:
     }
 
 
+def _pct(share: float) -> str:
+    return "—" if not np.isfinite(share) else f"{100 * share:.0f} %"
+
+
 def markdown(res: dict, args) -> str:
     W, R, E = len(args.warm_seeds), len(args.rl_seeds), args.eval_draws
     L = [
@@ -192,8 +196,7 @@ def markdown(res: dict, args) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for label, c in per.items():
-            sh = c["shares"]
-            pct = lambda k: "—" if not np.isfinite(sh[k]) else f"{100 * sh[k]:.0f} %"  # noqa: E731
+            pct = lambda k, sh=c["shares"]: _pct(sh[k])  # noqa: E731
             L.append(
                 f"| {label} | {c['mean']:+.3f} | {np.sqrt(c['total']):.3f} | {pct('warm_start')} | {pct('seed')} | "
                 f"{pct('eval')} | {np.sqrt(c['maze_var_of_mean']):.3f} |"
@@ -206,8 +209,7 @@ def markdown(res: dict, args) -> str:
     L += ["|---|---|---|---|---|---|---|"]
     for method, per in res["levels"].items():
         for label, c in per.items():
-            sh = c["shares"]
-            f = lambda k: "—" if not np.isfinite(sh[k]) else f"{100 * sh[k]:.0f} %"  # noqa: E731
+            f = lambda k, sh=c["shares"]: _pct(sh[k])  # noqa: E731
             L.append(
                 f"| {method} | {label} | {c['mean']:.3f} | {np.sqrt(c['total']):.3f} | {f('warm_start')} | "
                 f"{f('seed')} | {f('eval')} |"
