@@ -129,14 +129,17 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
     G = cfg.num_generations * mult
     task, options = cfg.domain_spec.task, cfg.task_options()
     if cfg.train_noise_sigma or cfg.train_noise_flip:  # the trainer sees corrupted rewards; eval scores clean
-        task, options = "noisy", {
-            "task": task,
-            "task_options": options,
-            "sigma": cfg.train_noise_sigma,
-            "flip": cfg.train_noise_flip,
-            "binary": list(cfg.domain_spec.binary_objectives(cfg)),
-            "seed": 7000 + seed,
-        }
+        task, options = (
+            "noisy",
+            {
+                "task": task,
+                "task_options": options,
+                "sigma": cfg.train_noise_sigma,
+                "flip": cfg.train_noise_flip,
+                "binary": list(cfg.domain_spec.binary_objectives(cfg)),
+                "seed": 7000 + seed,
+            },
+        )
     return {
         "model_name_or_path": str(init),
         "task": task,
