@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vpo.demo.domains import DOMAINS
@@ -17,14 +18,37 @@ from vpo.demo.report import markdown, readme_table
 ROOT = Path(__file__).resolve().parents[1]
 
 
+MAZE10 = ROOT / "docs" / "demo" / "maze10"
+PROG10 = ROOT / "docs" / "demo" / "prog10"
+"""The README's runs: ten independent replicates per domain on a fresh test split."""
+
+
 @pytest.fixture(scope="module")
 def shipped():
+    """The maze run of three seeds sharing one warm start (the README's until the ten-replicate run)."""
     return json.loads((ROOT / "docs" / "demo" / "demo.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def shipped_prog():
     return json.loads((ROOT / "docs" / "demo" / "prog" / "demo.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def maze10():
+    return json.loads((MAZE10 / "demo.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def prog10():
+    return json.loads((PROG10 / "demo.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reports(shipped, shipped_prog, maze10, prog10):
+    """The README prose's namespaces: ``maze``/``prog`` the ten-replicate runs, ``maze3``/``prog3`` the
+    three-seed runs they replaced."""
+    return {"maze": maze10, "prog": prog10, "maze3": shipped, "prog3": shipped_prog}
 
 
 def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
@@ -47,14 +71,53 @@ def _block(text: str, begin: str, end: str) -> str:
     return text[text.index(begin) : text.index(end) + len(end)]
 
 
-def test_readme_demo_table_is_the_shipped_report(shipped):
+def test_readme_demo_tables_are_the_ten_replicate_runs(maze10, prog10):
     readme = (ROOT / "README.md").read_text()
-    maze = DOMAINS["maze"]
-    assert _block(readme, maze.readme_begin, maze.readme_end) == readme_table(shipped)
+    for dom, agg in (("maze", maze10), ("prog", prog10)):
+        spec = DOMAINS[dom]
+        assert _block(readme, spec.readme_begin, spec.readme_end) == readme_table(agg), dom
 
 
-def test_shipped_report_md_is_rendered_from_demo_json(shipped):
+def test_shipped_reports_md_are_rendered_from_demo_json(shipped, shipped_prog, maze10, prog10):
     assert (ROOT / "docs" / "demo" / "report.md").read_text() == markdown(shipped)
+    assert (ROOT / "docs" / "demo" / "prog" / "report.md").read_text() == markdown(shipped_prog)
+    assert (MAZE10 / "report.md").read_text() == markdown(maze10)
+    assert (PROG10 / "report.md").read_text() == markdown(prog10)
+
+
+@pytest.mark.parametrize("domain", ["maze", "prog"])
+def test_the_ten_replicate_runs_are_the_default_on_a_fresh_test_split(domain, maze10, prog10):
+    """Today's defaults (a warm start per replicate, replicate t intervals) with ten seeds, on a test
+    split that no other run has evaluated (docs/demo/splits.json)."""
+    from vpo.demo.config import DemoConfig
+
+    agg = {"maze": maze10, "prog": prog10}[domain]
+    cfg, default = _comparable(agg["config"], DemoConfig(domain=domain).as_dict())
+    assert {k: v for k, v in cfg.items() if k not in ("seeds", "test_seed")} == {
+        k: v for k, v in default.items() if k not in ("seeds", "test_seed")
+    }
+    assert cfg["split"] == "test" and len(cfg["seeds"]) >= 10 and cfg["test_seed"] is not None
+    assert cfg["warm_start"] == "per_replicate" and cfg["interval"] == "replicate_t"
+    splits = json.loads((ROOT / "docs" / "demo" / "splits.json").read_text())["splits"]
+    entry = [e for e in splits if e["domain"] == domain and e["test_seed"] == cfg["test_seed"]]
+    assert len(entry) == 1 and entry[0]["shipped"] == [f"docs/demo/{domain}10"] and not entry[0]["other"]
+    # each replicate trained its own warm start, and the run records which
+    ws = agg["warm_start"]["replicates"]
+    assert len(ws) == len(cfg["seeds"]) and len({w["weights_sha256"] for w in ws}) == len(ws)
+    assert agg["environment"]["versions"]["torch"]
+
+
+def test_every_shipped_test_split_report_is_in_the_split_log():
+    """A shipped report on a test split is listed under its split, so the count of evaluations the
+    README gives is the log's."""
+    splits = json.loads((ROOT / "docs" / "demo" / "splits.json").read_text())["splits"]
+    listed = {(e["domain"], e["test_seed"], p) for e in splits for p in e["shipped"]}
+    for f in (ROOT / "docs" / "demo").rglob("demo.json"):
+        c = json.loads(f.read_text())["config"]
+        if c["split"] != "test":
+            continue
+        rel = str(f.parent.relative_to(ROOT))
+        assert (c.get("domain", "maze"), c.get("test_seed"), rel) in listed, rel
 
 
 def test_shipped_report_is_the_former_default_on_the_test_split(shipped):
@@ -71,14 +134,8 @@ def test_shipped_report_is_the_former_default_on_the_test_split(shipped):
     assert "vpo demo --out runs/demo --set warm_start=shared\n  --set interval=two_level_bootstrap" in readme
 
 
-def test_readme_prog_table_and_report_are_the_shipped_prog_run(shipped_prog):
-    from vpo.demo.config import DemoConfig
-
-    readme = (ROOT / "README.md").read_text()
-    prog = DOMAINS["prog"]
-    assert _block(readme, prog.readme_begin, prog.readme_end) == readme_table(shipped_prog)
-    assert (ROOT / "docs" / "demo" / "prog" / "report.md").read_text() == markdown(shipped_prog)
-    from vpo.demo.config import RECORDED_BEFORE
+def test_the_three_seed_prog_run_is_the_former_prog_default(shipped_prog):
+    from vpo.demo.config import RECORDED_BEFORE, DemoConfig
 
     cfg, default = _comparable(shipped_prog["config"], DemoConfig(domain="prog", **RECORDED_BEFORE).as_dict())
     assert {k: v for k, v in cfg.items() if k in default} == {k: default[k] for k in cfg}, (
@@ -87,13 +144,20 @@ def test_readme_prog_table_and_report_are_the_shipped_prog_run(shipped_prog):
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
 
 
-ANNOTATION = re.compile(r"<!-- (maze|prog):([^:]+):(\w+) -->")
+ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze|prog):([^:]+):(\w+) -->")
 FORMATS = {
     "ci": lambda x: f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]",
     "mean": lambda x: f"{x['mean']:.3f}",
+    "signed": lambda x: f"{x['mean']:+.3f}",
     "f2": lambda x: f"{x['mean']:.2f}",
     "value": lambda x: f"{x:.3f}",
     "minutes": lambda x: f"{x / 60:.1f}",
+    "count": lambda x: f"{len(x)}",
+    "int": lambda x: f"{int(x)}",
+    # the standard deviation of one replicate's value (the spread a rerun of one replicate has)
+    "sd": lambda x: f"{float(np.std(x['per_seed'], ddof=1)):.3f}",
+    # how many replicates' own values are above 0
+    "above0": lambda x: f"{sum(v > 0 for v in x['per_seed'])}",
 }
 NUMBER = re.compile(r"(?<![\w.@=])[+-]?\d+\.\d+(?![\w.])")
 
@@ -135,30 +199,52 @@ def readme_prose_problems(readme: str, reports: dict) -> list[str]:
     return problems
 
 
-def test_every_number_of_the_readme_demo_prose_is_its_statistic(shipped, shipped_prog):
+def test_every_number_of_the_readme_demo_prose_is_its_statistic(reports):
     readme = (ROOT / "README.md").read_text()
     assert len(ANNOTATION.findall(readme)) >= 40
-    assert readme_prose_problems(readme, {"maze": shipped, "prog": shipped_prog}) == []
+    assert readme_prose_problems(readme, reports) == []
 
 
-def test_a_mutated_readme_number_fails(shipped, shipped_prog):
-    """A flipped sign, two numbers swapped, a changed last digit, an unannotated number: each fails."""
+def _annotated(readme: str, fmt: str) -> list[tuple[str, str]]:
+    """``(text, comment)`` of every prose statistic with this format, in README order."""
+    section = readme[readme.index("## The demo") :]
+    out = []
+    for m in ANNOTATION.finditer(section):
+        if m.group(3) == fmt:
+            before = section[: m.start()]
+            # the statistic's text: the longest tail of the prose before the comment that reads as one
+            text = next(
+                before[-n:]
+                for n in range(40, 0, -1)
+                if re.fullmatch(r"[+-]?\d+\.\d+( \[[+-]?\d+\.\d+, [+-]?\d+\.\d+\])?|\d+", before[-n:])
+            )
+            out.append((text, m.group(0)))
+    return out
+
+
+def test_a_mutated_readme_number_fails(reports):
+    """A flipped sign, two numbers swapped, a changed last digit, a changed integer, an unannotated
+    number: each fails."""
     readme = (ROOT / "README.md").read_text()
-    reports = {"maze": shipped, "prog": shipped_prog}
-    ci = "-0.042 [-0.084, -0.005]<!-- maze:paired_vs_vpo/max_at_k/best_at_k/30:ci -->"
-    assert ci in readme
+    cis = _annotated(readme, "ci")
+    means = [(t, c) for t, c in _annotated(readme, "mean")]
+    ints = _annotated(readme, "count") + _annotated(readme, "int") + _annotated(readme, "above0")
+    assert cis and len(means) >= 2 and ints
+    text, comment = cis[0]
+    flipped = text.translate(str.maketrans("+-", "-+"))
+    last = text[:-2] + str((int(text[-2]) + 1) % 10) + text[-1]  # "... +0.098]" -> "... +0.099]"
+    (a, ca), (b, cb) = next(((x, y) for x, y in zip(means, means[1:]) if x[0] != y[0]))
+    it, ic = ints[0]
     mutants = [
-        readme.replace(ci, ci.replace("-0.042 [-0.084, -0.005]", "+0.042 [+0.084, +0.005]")),
-        readme.replace(ci, ci.replace("-0.005]", "-0.006]")),
-        readme.replace("completion 0.730<!--", "completion 0.420<!--", 1).replace(
-            "VPO's 0.420<!--", "VPO's 0.730<!--", 1
-        ),
-        readme.replace("against the warm start's 0.900<!--", "against the warm start's 0.901<!--", 1),
-        readme.replace("(the 15-minute target)", "(the 15-minute target, 2.5 s a step)", 1),
+        readme.replace(text + comment, flipped + comment, 1),
+        readme.replace(text + comment, last + comment, 1),
+        readme.replace(a + ca, b + ca, 1).replace(b + cb, a + cb, 1),
+        readme.replace(it + ic, str(int(it) + 1) + ic, 1),
+        readme.replace(text + comment, text + comment + " (2.5 s a step)", 1),
     ]
-    for i, text in enumerate(mutants):
-        assert text != readme, i
-        assert readme_prose_problems(text, reports), f"mutant {i} passed"
+    for i, m in enumerate(mutants):
+        assert m != readme, i
+        assert readme_prose_problems(m, reports), f"mutant {i} passed"
 
 
 def test_readme_evolve_figures_are_the_shipped_study():

@@ -62,3 +62,66 @@ def test_summary_plot_shows_no_panels_of_zeros_for_continuous_rewards(tmp_path, 
     passing = {"A": evaluate_pool(_pool(0.6), ks=(1, 4), bootstrap=0)}  # clipped to 1: some pass
     plots.plot_summary(passing, tmp_path / "p.png")
     assert "pass_at_k" in drawn and "pass_at_1" in drawn
+
+
+def test_replicates_pair_replicate_with_replicate_and_carry_their_spread():
+    """Three replicates per method: the difference is replicate i minus replicate i, per prompt, and
+    the interval is replicate_interval's over [replicates, prompts] (checked against it directly).
+    When the replicates disagree (one replicate of B far better), the replicate interval is wider
+    than the by-prompt bootstrap of one pair of runs, which cannot see that spread."""
+    from vpo.search.intervals import replicate_interval
+    from vpo.search.paired import paired_replicates
+
+    shifts_a, shifts_b = (0.30, 0.35, 0.25), (0.0, 0.3, 0.05)
+    res = {}
+    for i, s in enumerate(shifts_a):
+        res[f"A{i}"] = evaluate_pool(_pool(s, seed=i), ks=(1, 4), bootstrap=200)
+    for i, s in enumerate(shifts_b):
+        res[f"B{i}"] = evaluate_pool(_pool(s, seed=10 + i), ks=(1, 4), bootstrap=200)
+    groups = {"A": ["A0", "A1", "A2"], "B": ["B0", "B1", "B2"]}
+    pr = paired_replicates(res, groups)
+    d = np.stack(
+        [
+            np.asarray(res[f"A{i}"]["per_prompt"]["best_at_k"]) - np.asarray(res[f"B{i}"]["per_prompt"]["best_at_k"])
+            for i in range(3)
+        ]
+    )  # [S, P, K]
+    got = pr["vs"]["B"]["best_at_k"]
+    for j in range(2):
+        want = replicate_interval(d[:, :, j])
+        assert (
+            got["mean"][j] == want["mean"]
+            and got["ci_low"][j] == want["ci_low"]
+            and got["ci_high"][j] == want["ci_high"]
+        )
+    assert pr["num_replicates"] == 3 and pr["vs"]["B"]["num_prompts"] == 10
+    one_pair = paired_differences({"A0": res["A0"], "B0": res["B0"]})["vs"]["B0"]["best_at_k"]
+    assert got["ci_high"][1] - got["ci_low"][1] > one_pair["ci_high"][1] - one_pair["ci_low"][1]
+    import pytest
+
+    from vpo.errors import UserError
+
+    with pytest.raises(UserError, match="pair one to one"):
+        paired_replicates(res, {"A": ["A0", "A1"], "B": ["B0"]})
+
+
+def test_vpo_compare_replicates_from_names(tmp_path):
+    from vpo.cli import main
+
+    runs = []
+    for i, s in enumerate((0.4, 0.45, 0.35)):
+        _pool(s, seed=i).save(tmp_path / f"a{i}" / "pool")
+        runs.append(str(tmp_path / f"a{i}" / "pool"))
+    for i, s in enumerate((0.0, 0.1, 0.05)):
+        _pool(s, seed=10 + i).save(tmp_path / f"b{i}" / "pool")
+        runs.append(str(tmp_path / f"b{i}" / "pool"))
+    out = tmp_path / "cmp"
+    args = ["compare", *runs, "--out", str(out), "--ks", "1,4", "--bootstrap", "100", "--no-plots"]
+    assert main([*args, "--names", "vpo,vpo,vpo,grpo,grpo,grpo", "--replicates"]) == 0
+    md = (out / "report.md").read_text()
+    assert "## Is it better across replicates? vpo minus each method, 3 replicates" in md
+    doc = json.loads((out / "report.json").read_text())
+    assert len(doc["replicates"]["vpo"]) == len(doc["replicates"]["grpo"]) == 3
+    assert doc["paired_replicates"]["vs"]["grpo"]["best_at_k"]["ci_low"][0] > 0
+    # --replicates without repeated names is a user error (exit 2)
+    assert main([*args, "--replicates"]) == 2

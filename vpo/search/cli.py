@@ -222,6 +222,13 @@ def add_parser(subparsers) -> None:
         "--names", default=None, help="comma-separated method names, one per run (default: names in the reports)"
     )
     c.add_argument(
+        "--replicates",
+        action="store_true",
+        help="runs that share a --names name are independent replicates of one method (the same number per "
+        "method, in replicate order): the report adds paired differences by replicate and prompt with a t interval "
+        "over both, which carries the replicates' spread",
+    )
+    c.add_argument(
         "--recompute", action="store_true", help="recompute metrics from the runs' pools with the metric options below"
     )
     c.add_argument("--title", help="report title")
@@ -576,6 +583,13 @@ def run_compare(args) -> int:
     names = [n.strip() for n in args.names.split(",")] if args.names else None
     if names is not None and len(names) != len(args.runs):
         raise UserError(f"--names has {len(names)} names for {len(args.runs)} runs")
+    replicates = getattr(args, "replicates", False)
+    if replicates and (names is None or len(set(names)) == len(names)):
+        raise UserError(
+            "--replicates groups runs by their --names: give each method's runs the same name, e.g. "
+            "--names vpo,vpo,vpo,grpo,grpo,grpo"
+        )
+    groups: dict[str, list[str]] = {}
     merged: dict[str, dict] = {}
     for i, run in enumerate(args.runs):
         p = Path(run)
@@ -604,6 +618,14 @@ def run_compare(args) -> int:
                 key = f"{label} ({p.name})" if n == 2 else f"{label} #{n}"
                 n += 1
             merged[key] = res
-    paths = write_report(merged, args.out, title=args.title or "Comparison", plots=not args.no_plots)
+            if replicates:
+                if len(found) != 1:
+                    raise UserError(
+                        f"{run}: with --replicates each run must hold one method's result, it holds {len(found)}"
+                    )
+                groups.setdefault(names[i], []).append(key)
+    paths = write_report(
+        merged, args.out, title=args.title or "Comparison", plots=not args.no_plots, replicate_groups=groups or None
+    )
     _print_summary(merged, paths)
     return 0

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["paired_differences", "budget_warnings"]
+__all__ = ["paired_differences", "paired_replicates", "budget_warnings"]
 
 CURVES = ("best_at_k", "ew_best_at_k", "pass_at_k")
 SCALARS = ("diversity", "pareto_front_size", "reward_at_1")
@@ -78,6 +78,57 @@ def paired_differences(results: Mapping[str, dict]) -> dict | None:
             )
             lo, hi = bootstrap_ci(d[None], cfg["bootstrap"], cfg["ci_level"], cfg["bootstrap_seed"])
             entry[name] = {"mean": float(np.nanmean(d)), "ci_low": float(lo[0]), "ci_high": float(hi[0])}
+        out["vs"][other] = entry
+    return out if out["vs"] else None
+
+
+def _per_prompt(run: dict, ids: dict, prompts: list, name: str, ks) -> np.ndarray:
+    """``[P, K]`` values of a curve at ``ks`` (or ``[P, 1]`` of a scalar when ``ks`` is None) for ``prompts``."""
+    a = np.asarray(run["per_prompt"][name], dtype=float)[[ids[p] for p in prompts]]
+    return a[:, [run["metrics"][name]["k"].index(k) for k in ks]] if ks is not None else a[:, None]
+
+
+def paired_replicates(results: Mapping[str, dict], groups: Mapping[str, list[str]]) -> dict | None:
+    """The first method minus each other one when each method has several independent replicates
+    (``groups``: method -> its runs' names in ``results``, in replicate order): replicate i is paired
+    with replicate i and each prompt with itself, over the prompts every run of both evaluated, and
+    the interval is :func:`vpo.search.intervals.replicate_interval` (t over replicates and prompts,
+    the demo's), so it carries the replicate-to-replicate spread that an interval over prompts of one
+    run cannot see. None with fewer than two methods."""
+    from vpo.errors import UserError
+    from vpo.search.intervals import replicate_interval
+
+    methods = list(groups)
+    if len(methods) < 2:
+        return None
+    base = methods[0]
+    S = len(groups[base])
+    out = {"baseline": base, "num_replicates": S, "vs": {}}
+    for other in methods[1:]:
+        if len(groups[other]) != S:
+            raise UserError(f"replicates must pair one to one: {base!r} has {S} runs, {other!r} {len(groups[other])}")
+        runs = [results[r] for r in groups[base] + groups[other]]
+        maps = [_by_prompt(r) for r in runs]
+        if any(m is None for m in maps):
+            continue
+        shared = [p for p in maps[0] if all(p in m for m in maps)]
+        if not shared:
+            continue
+        entry: dict = {"num_prompts": len(shared), "num_replicates": S}
+        for name in CURVES + SCALARS:
+            if not all(name in r.get("per_prompt", {}) for r in runs):
+                continue
+            curve = name in CURVES
+            ks = (
+                [k for k in runs[0]["metrics"][name]["k"] if all(k in r["metrics"][name]["k"] for r in runs)]
+                if curve
+                else [None]
+            )
+            per = [_per_prompt(r, mp, shared, name, ks if curve else None) for r, mp in zip(runs, maps)]
+            d = np.stack([per[i] - per[S + i] for i in range(S)])  # [S, P, K]
+            cis = [replicate_interval(d[:, :, j]) for j in range(d.shape[2])]
+            vals = {k: [c[k] for c in cis] for k in ("mean", "ci_low", "ci_high")}
+            entry[name] = {"k": ks, **vals} if curve else {k: v[0] for k, v in vals.items()}
         out["vs"][other] = entry
     return out if out["vs"] else None
 

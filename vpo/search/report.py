@@ -73,7 +73,12 @@ def _curve_table(results: Mapping[str, dict], metric: str, all_ks: list[int]) ->
 
 
 def markdown_report(
-    results: Mapping[str, dict], title: str | None = None, *, paired=None, warnings: list[str] | None = None
+    results: Mapping[str, dict],
+    title: str | None = None,
+    *,
+    paired=None,
+    warnings: list[str] | None = None,
+    replicated=None,
 ) -> str:
     """The markdown text of ``report.md``. ``paired`` / ``warnings``: the paired differences and the
     budget warnings (:mod:`vpo.search.paired`) when the caller has them already; computed otherwise."""
@@ -108,6 +113,7 @@ def markdown_report(
     lines += ["", "## best@k on w* (matched answer budget)", ""]
     lines += _curve_table(results, "best_at_k", all_ks)
     lines += _paired_table(results, paired_differences(results) if paired is None else paired)
+    lines += _paired_table(results, replicated, replicates=True)
     lines += ["", "## Pool quality and compute", ""]
     cols = [
         ("pass@1", "pass_at_1"),
@@ -189,9 +195,10 @@ _POOL_STAT_COLUMNS = [
 ]
 
 
-def _paired_table(results: Mapping[str, dict], pd: dict | None) -> list[str]:
+def _paired_table(results: Mapping[str, dict], pd: dict | None, replicates: bool = False) -> list[str]:
     """The "Is it better?" section: the first method minus each other one, paired by prompt
-    (:mod:`vpo.search.paired`); ``*`` marks an interval that excludes 0."""
+    (:mod:`vpo.search.paired`), or with ``replicates`` by replicate and prompt
+    (:func:`~vpo.search.paired.paired_replicates`); ``*`` marks an interval that excludes 0."""
     if pd is None:
         return []
     level = int(round(100 * next(iter(results.values()))["config"]["ci_level"]))
@@ -205,12 +212,24 @@ def _paired_table(results: Mapping[str, dict], pd: dict | None) -> list[str]:
 
     first = next(iter(pd["vs"].values()))
     ks = first["best_at_k"]["k"] if "best_at_k" in first else []
+    if replicates:
+        head = [
+            f"## Is it better across replicates? {pd['baseline']} minus each method, {pd['num_replicates']} replicates",
+            "",
+            "Replicate i paired with replicate i and each prompt with itself, over the prompts every run evaluated "
+            f"[{level}% t interval over replicates and prompts: the replicates' spread included]; * : the interval "
+            "excludes 0.",
+        ]
+    else:
+        head = [
+            f"## Is it better? {pd['baseline']} minus each method, paired by prompt",
+            "",
+            f"Mean over the prompts both evaluated of the per-prompt difference [{level}% bootstrap over those prompts, "
+            "given these trained models]; * : the interval excludes 0.",
+        ]
     lines = [
         "",
-        f"## Is it better? {pd['baseline']} minus each method, paired by prompt",
-        "",
-        f"Mean over the prompts both evaluated of the per-prompt difference [{level}% bootstrap over those prompts]; "
-        "* : the interval excludes 0.",
+        *head,
         "",
         "| vs | prompts | " + " | ".join(f"Δbest@{k}" for k in ks) + " | ΔE_w[best@k max] | Δdiversity |",
         "|" + "---|" * (len(ks) + 4),
@@ -362,7 +381,12 @@ def _pool_stats_tables(results: Mapping[str, dict]) -> list[str]:
 
 
 def write_report(
-    results: Mapping[str, dict], out_dir, *, title: str | None = None, plots: bool = True
+    results: Mapping[str, dict],
+    out_dir,
+    *,
+    title: str | None = None,
+    plots: bool = True,
+    replicate_groups: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Path]:
     """Write ``report.json``, ``report.md`` and (``plots=True``) the PNGs into ``out_dir``.
 
@@ -380,6 +404,14 @@ def write_report(
     doc = {"title": title, "methods": list(results), "results": dict(results)}
     pd = paired_differences(results)  # once: report.json and report.md both show them
     warnings = budget_warnings(results)
+    rep = None
+    if replicate_groups:
+        from vpo.search.paired import paired_replicates
+
+        rep = paired_replicates(results, replicate_groups)
+        doc["replicates"] = {k: list(v) for k, v in replicate_groups.items()}
+        if rep is not None:
+            doc["paired_replicates"] = _jsonable(rep)
     if pd is not None:
         doc["paired"] = _jsonable(pd)
     if warnings:
@@ -388,7 +420,7 @@ def write_report(
     p.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     paths["json"] = p
     p = out / "report.md"
-    p.write_text(markdown_report(results, title, paired=pd, warnings=warnings), encoding="utf-8")
+    p.write_text(markdown_report(results, title, paired=pd, warnings=warnings, replicated=rep), encoding="utf-8")
     paths["markdown"] = p
     if plots:
         from vpo.search.plots import plot_best_at_k, plot_diversity, plot_pareto, plot_summary
