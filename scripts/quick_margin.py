@@ -77,7 +77,7 @@ def main(argv=None) -> int:
                 )
             )
     run_jobs(jobs, args.jobs, log_dir=args.out / "logs")
-    task = make_task(cfg)
+    task = make_task(cfg, evaluation=True)
     examples = task.load(cfg.split, n=cfg.eval_problems)
     fronts = cfg.domain_spec.fronts(examples)
     prefs = {"w*": np.full(task.d, 1.0 / task.d)}

@@ -101,7 +101,7 @@ def per_run_stats(cfgs, methods, rl_seeds, eval_draws) -> dict:
     from vpo.demo.stages import make_task
 
     cfg0 = cfgs[0]
-    task = make_task(cfg0)
+    task = make_task(cfg0, evaluation=True)
     examples = task.load(cfg0.split, n=cfg0.eval_problems)
     fronts = cfg0.domain_spec.fronts(examples)
     prefs = {"w*": np.full(task.d, 1.0 / task.d)}

@@ -95,3 +95,21 @@ def test_a_run_records_its_environment_and_warm_start_fingerprints():
     text = "\n".join(_environment_lines(agg))
     assert f"torch {env['versions']['torch']}" in text
     assert "s4 1.83997 / abababababab" in text and "s5 1.84116 / cdcdcdcdcdcd" in text
+
+
+@pytest.mark.parametrize("domain", ["maze", "prog"])
+def test_the_report_reads_the_problems_the_evaluations_ran_on(tmp_path, domain):
+    """With a fresh test split (test_seed) the report's problems are that split's, as the eval jobs
+    (`vpo eval --task-options` with test_seed) drew them, not the task's default test split."""
+    from vpo.demo.analysis import evaluation_examples
+
+    cfg = DemoConfig(out=str(tmp_path), domain=domain, test_seed=20261201, eval_problems=5)
+    task, examples = evaluation_examples(cfg)
+    argv = eval_argv(cfg, tmp_path / "m", 1, tmp_path / "ev", "x", 0)
+    opts = json.loads(argv[argv.index("--task-options") + 1])
+    from vpo.tasks import get
+
+    ran = get(cfg.domain_spec.task, **opts).load("test", n=5)
+    assert [e["id"] for e in examples] == [e["id"] for e in ran]
+    default = DemoConfig(out=str(tmp_path), domain=domain, eval_problems=5)
+    assert [e["id"] for e in evaluation_examples(default)[1]] != [e["id"] for e in examples]

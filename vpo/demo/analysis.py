@@ -288,10 +288,15 @@ def _load_run(out: Path, name: str):
     return rep, load_pool(out / "eval" / name / "pool")
 
 
+def evaluation_examples(cfg: DemoConfig) -> tuple:
+    """``(task, problems)`` the evaluation jobs ran on: the split, its size and the ``test_seed``."""
+    task = make_task(cfg, evaluation=True)
+    return task, task.load(cfg.split, n=cfg.eval_problems)
+
+
 def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str, str], dict[str, int], dict]:
     """Per-run statistics of every evaluation of a finished demo directory."""
-    task = make_task(cfg)
-    examples = task.load(cfg.split, n=cfg.eval_problems)
+    task, examples = evaluation_examples(cfg)
     fronts = cfg.domain_spec.fronts(examples)
     prefs = {
         "w*": np.full(task.d, 1.0 / task.d),

@@ -128,10 +128,12 @@ class Domain:
         """The task's options (``vpo train``'s ``task_options``, ``vpo eval --task-options``)."""
         raise NotImplementedError
 
-    def make_task(self, cfg: DemoConfig):
-        from vpo.tasks import get_task
+    def make_task(self, cfg: DemoConfig, evaluation: bool = False):
+        """The task with the config's options; ``evaluation``: as the evaluations build it (with
+        ``test_seed``, :meth:`DemoConfig.eval_task_options`), which the report must read its problems from."""
+        from vpo.tasks import get
 
-        return get_task(self.task, **self.task_options(cfg))
+        return get(self.task, **(cfg.eval_task_options() if evaluation else self.task_options(cfg)))
 
     def check(self, cfg: DemoConfig) -> None:
         """Raise :class:`~vpo.errors.UserError` on a setting of this domain that a later stage would refuse."""
@@ -234,10 +236,10 @@ class MazeDomain(Domain):
             "instruction": cfg.instruction,
         }
 
-    def make_task(self, cfg: DemoConfig):
+    def make_task(self, cfg: DemoConfig, evaluation: bool = False):
         from vpo.tasks.maze import MazeTask
 
-        return MazeTask(**self.task_options(cfg))
+        return MazeTask(**(cfg.eval_task_options() if evaluation else self.task_options(cfg)))
 
     def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
         return ("completion", "avoid_lava")
@@ -521,10 +523,10 @@ class ProgDomain(Domain):
     def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
         return tuple(f"test_{i}" for i in range(1, cfg.prog_tests + 1))  # a test passes or fails
 
-    def make_task(self, cfg: DemoConfig):
+    def make_task(self, cfg: DemoConfig, evaluation: bool = False):
         from vpo.tasks.prog import ProgTask
 
-        return ProgTask(**self.task_options(cfg))
+        return ProgTask(**(cfg.eval_task_options() if evaluation else self.task_options(cfg)))
 
     def check(self, cfg: DemoConfig) -> None:
         try:

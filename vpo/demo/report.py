@@ -233,9 +233,15 @@ def _environment_lines(agg: dict) -> list[str]:
         at = (
             f" at commit {commit[:10]}{' (with uncommitted changes)' if env.get('git_dirty') else ''}" if commit else ""
         )
+        rep = env.get("report") or {}
+        later = (
+            f" (report written at commit {rep['git_commit'][:10]})"
+            if rep.get("git_commit") and rep.get("git_commit") != commit
+            else ""
+        )
         L += [
             f"Environment: vpo {v.get('vpo')}{at}; Python {env.get('python')}, {libs}; {env.get('platform')}, "
-            f"{env.get('cpu_count')} CPUs.",
+            f"{env.get('cpu_count')} CPUs{later}.",
             "",
         ]
     ws = agg.get("warm_start") or {}

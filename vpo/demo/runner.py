@@ -84,10 +84,31 @@ def aggregate(cfg: DemoConfig, out: Path) -> dict:
     return agg
 
 
+def _timing_key(cfg: DemoConfig) -> str:
+    """Invocations with the same settings (``out`` and ``jobs`` aside) are one run's work."""
+    from vpo.demo.jobs import settings_hash
+
+    return settings_hash({k: v for k, v in cfg.as_dict().items() if k not in ("out", "jobs")})
+
+
+def _read_invocations(out: Path) -> list[dict]:
+    p = out / "invocations.json"
+    return json.loads(p.read_text()) if p.exists() else []
+
+
+def _write_invocations(out: Path, rows: list[dict]) -> None:
+    """``invocations.json``: each invocation's wall time, warm-start and job times (the report sums
+    those with the run's settings)."""
+    tmp = out / "invocations.json.tmp"
+    tmp.write_text(json.dumps(rows, indent=1))
+    tmp.replace(out / "invocations.json")
+
+
 def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    env = environment()  # what the jobs run with (a later commit may write the report)
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
     # several threads per warm start (the default): each alone, in this process, before the jobs; one
     # thread: the warm starts are jobs, `jobs` at a time beside the others
@@ -100,15 +121,43 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     )
     job_seconds = run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs")
     t_report = time.time()
+    # this invocation's timing is on disk before the report step, so a failure there loses none of it
+    entry = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t0)),
+        "seconds": t_report - t0,
+        "warm_start_s": t_warm,
+        "jobs_s": job_seconds,
+        "settings": _timing_key(cfg),
+        "environment": env,
+        "complete": False,
+    }
+    log = _read_invocations(out) + [entry]
+    _write_invocations(out, log)
+    old = json.loads((out / "demo.json").read_text()) if (out / "demo.json").exists() else {}
     agg = aggregate(cfg, out)
     elapsed = time.time() - t0
-    old = json.loads((out / "demo.json").read_text()) if (out / "demo.json").exists() else {}
-    # a resumed demo counts the work of earlier invocations with the same settings
-    same = current_names(old.get("config", {})) == agg["config"]  # a demo.json from before a rename reads as today's
-    prev = old.get("wall_seconds", 0.0) if same else 0.0
-    agg["timing"] = {"warm_start_s": t_warm, "jobs_s": job_seconds, "report_s": time.time() - t_report}
+    entry.update(seconds=elapsed, report_s=time.time() - t_report, complete=True)
+    _write_invocations(out, log)
+    same = [r for r in log if r.get("settings") == entry["settings"]]
+    # a demo.json written before the invocation log existed counts as one earlier invocation
+    legacy = 0.0
+    if len(same) == 1 and current_names(old.get("config", {})) == agg["config"]:
+        legacy = old.get("wall_seconds", 0.0)
+    jobs_s: dict = {}
+    for r in same:  # every job's latest time, over the invocations that ran it
+        jobs_s.update(r.get("jobs_s", {}))
+    agg["timing"] = {
+        "warm_start_s": sum(r.get("warm_start_s", 0.0) for r in same),
+        "jobs_s": jobs_s,
+        "report_s": entry["report_s"],
+        "invocations": len(same),
+    }
+    # the environment of the first invocation that ran jobs (the one that trained the models)
+    ran = [r for r in same if r.get("jobs_s") and r.get("environment")]
+    agg["environment"] = {**(ran[0]["environment"] if ran else env), "report": env}
     agg["last_invocation_seconds"] = elapsed
-    agg["wall_seconds"] = prev + elapsed  # summed over invocations: a resumed demo counts all its work
+    # summed over invocations: a resumed demo counts all its work
+    agg["wall_seconds"] = legacy + sum(r["seconds"] for r in same)
     write_report(agg, out)
     status(
         f"report: {out / 'report.md'} ({elapsed / 60:.1f} min; {agg['wall_seconds'] / 60:.1f} min over all invocations)"

@@ -24,9 +24,10 @@ from vpo.demo.config import DemoConfig, method_spec
 from vpo.demo.jobs import Job, clear_stage, mark_done, stage_state, status
 
 
-def make_task(cfg: DemoConfig):
-    """The vpo task the config's domain runs, with the config's options."""
-    return cfg.domain_spec.make_task(cfg)
+def make_task(cfg: DemoConfig, evaluation: bool = False):
+    """The vpo task the config's domain runs, with the config's options; ``evaluation``: as the
+    evaluation jobs run it (with the config's ``test_seed``)."""
+    return cfg.domain_spec.make_task(cfg, evaluation=evaluation)
 
 
 def warm_pairs(cfg: DemoConfig, task, train: list[dict], warm_seed: int | None = None) -> list[tuple[str, str]]:
