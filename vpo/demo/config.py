@@ -142,7 +142,8 @@ class DemoConfig:
     demo's process, before the jobs; 1: the warm starts are jobs, ``jobs`` at a time beside the
     others (the better choice with many cores: ``--jobs 8 --set warm_threads=1`` trains eight at a
     time). A warm start is compute-bound, so on 2 cores the two come out even (docs/demo.md, "Where
-    the time goes"). The thread count changes float rounding, so it is a setting of the warm start."""
+    the time goes"). On this machine one and two threads train the same weights bit for bit; the
+    setting is recorded with the warm start because another CPU or library may reduce in another order."""
     shared_warm_seed: int = 0
     """With ``warm_start='shared'``: the seed of the one warm start every replicate trains from (0:
     the shipped runs' warm start; another seed s: the warm start replicate s trains with
