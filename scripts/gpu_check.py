@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 TASK_SPEC = f"{HERE}:make_check_task"
-STAGES = ("env", "estimator", "train", "train_vllm", "eval", "verl")
+STAGES = ("env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl")
 
 SIZES = {
     # a Qwen2 of ~20 M parameters on the GPU (char tokenizer), ~0.03 M on CPU
@@ -68,7 +68,7 @@ SIZES = {
         verl_warm_steps=0,
     ),
 }
-LIMITS = {"env": 30, "estimator": 40, "train": 80, "train_vllm": 110, "eval": 70, "verl": 150}
+LIMITS = {"env": 30, "estimator": 40, "train": 80, "step_memory": 90, "train_vllm": 110, "eval": 70, "verl": 150}
 """Seconds per stage on the GPU: 480 s (8 minutes) if every stage used all of its limit. A slower
 start (Ray, vLLM's engine) can be given more with GPU_CHECK_LIMIT_SCALE=2 and ``--stages verl``."""
 
@@ -201,7 +201,7 @@ def _model(ctx: dict) -> str:
     return str(path)
 
 
-def _train(ctx: dict, use_vllm: bool) -> dict:
+def _train(ctx: dict, use_vllm: bool, estimator: str = "vpo", num_answers: int = 3, name: str | None = None) -> dict:
     import torch
 
     from vpo.train import VPOConfig, VPOTrainer
@@ -220,9 +220,9 @@ def _train(ctx: dict, use_vllm: bool) -> dict:
             os.environ.setdefault(k, v)  # TRL's colocate engine joins a (one-process) torch.distributed group
         extra = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=False)
     args = VPOConfig(
-        output_dir=str(Path(ctx["out"]) / ("train_vllm" if use_vllm else "train")),
-        estimator="vpo",
-        num_answers=3,
+        output_dir=str(Path(ctx["out"]) / (name or ("train_vllm" if use_vllm else "train"))),
+        estimator=estimator,
+        num_answers=num_answers,
         num_generations=s["G"],
         per_device_train_batch_size=s["prompts"] * s["G"],
         max_completion_length=s["completion"],
@@ -260,6 +260,7 @@ def _train(ctx: dict, use_vllm: bool) -> dict:
         "param_change_l1": moved,
         "vllm": use_vllm,
         "valid_answer_frac_last": float(trainer.vpo_last["valid"].float().mean()),
+        "completion_tokens_last": [h.get("completions/mean_length") for h in trainer.state.log_history][-1],
     }
     if cuda:
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
@@ -270,6 +271,23 @@ def _train(ctx: dict, use_vllm: bool) -> dict:
 
 def stage_train(ctx: dict) -> dict:
     return _train(ctx, use_vllm=False)
+
+
+def stage_step_memory(ctx: dict) -> dict:
+    """The cost of a VPO step on the GPU: VPO (m = 3) and GRPO (m = 1) trained on the same prompts,
+    model and sizes, one after the other in this process; ``torch.cuda.max_memory_allocated`` of each
+    (reset before each) and the seconds per step, with the VPO / GRPO ratios. On CPU (dry run) the
+    seconds only (benchmarks/step_memory.py measures CPU memory)."""
+    import torch
+
+    vpo = _train(ctx, use_vllm=False, estimator="vpo", num_answers=3, name="mem_vpo")
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    grpo = _train(ctx, use_vllm=False, estimator="grpo", num_answers=1, name="mem_grpo")
+    out = {"vpo": vpo, "grpo": grpo, "step_time_ratio": round(vpo["seconds_per_step"] / grpo["seconds_per_step"], 3)}
+    if "peak_memory_gib" in vpo and "peak_memory_gib" in grpo:
+        out["peak_memory_ratio"] = round(vpo["peak_memory_gib"] / grpo["peak_memory_gib"], 3)
+    return out
 
 
 def stage_train_vllm(ctx: dict) -> dict:

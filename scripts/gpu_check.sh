@@ -15,7 +15,7 @@
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python}"
-LIMIT="${GPU_CHECK_TIMEOUT:-480}"
+LIMIT="${GPU_CHECK_TIMEOUT:-560}"
 cd "$REPO"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 exec timeout --kill-after=10 "$LIMIT" "$PY" scripts/gpu_check.py "$@"

@@ -82,12 +82,15 @@ def test_dry_run_prints_one_json_summary(tmp_path):
     assert summary["mode"] == "dry-run (CPU)" and summary["ok"] is False  # the vLLM stages are skipped
     assert "train_vllm" in summary["skipped"] and not summary["failed"]
     st = summary["stages"]
-    assert list(st) == ["env", "estimator", "train", "train_vllm", "eval", "verl"]
+    assert list(st) == ["env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl"]
     assert json.loads((tmp_path / "gpu_check.json").read_text())["stages"].keys() == st.keys()
     assert st["env"]["status"] == "ok" and st["env"]["dry_run"] is True
     assert st["estimator"]["status"] == "ok" and np.isfinite(st["estimator"]["cpu_ms_median"])
     train = st["train"]
     assert train["status"] == "ok" and train["param_change_l1"] > 0 and train["bf16"] is False
+    mem = st["step_memory"]  # VPO m = 3 against GRPO on the same sizes (GPU memory only on a GPU)
+    assert mem["status"] == "ok" and mem["step_time_ratio"] > 0 and "peak_memory_ratio" not in mem
+    assert mem["vpo"]["param_change_l1"] > 0 and mem["grpo"]["param_change_l1"] > 0
     assert st["train_vllm"]["status"] == "skipped"
     if importlib.util.find_spec("vllm") is None:
         assert st["train_vllm"]["reason"].startswith("vllm: not installed")
