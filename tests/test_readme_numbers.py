@@ -128,7 +128,14 @@ def test_the_three_seed_report_is_the_former_default_on_the_test_split(shipped):
 
     cfg, default = _comparable(shipped["config"], DemoConfig(**RECORDED_BEFORE).as_dict())
     assert {k: v for k, v in cfg.items() if k in default} == {k: default[k] for k in cfg}
-    assert set(default) - set(cfg) <= {"warm_start", "interval", "test_seed"}
+    assert set(default) - set(cfg) <= {
+        "warm_start",
+        "interval",
+        "test_seed",
+        "shared_warm_seed",
+        "train_noise_sigma",
+        "train_noise_flip",
+    }
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
     demo_md = (ROOT / "docs" / "demo.md").read_text()
     assert "vpo demo --out runs/demo --set warm_start=shared --set interval=two_level_bootstrap" in demo_md
@@ -213,12 +220,17 @@ def _annotated(readme: str, fmt: str) -> list[tuple[str, str]]:
         if m.group(3) == fmt:
             before = section[: m.start()]
             # the statistic's text: the longest tail of the prose before the comment that reads as one
+            # (one that breaks over a line is left out: the mutants replace exact text)
             text = next(
-                before[-n:]
-                for n in range(40, 0, -1)
-                if re.fullmatch(r"[+-]?\d+\.\d+( \[[+-]?\d+\.\d+, [+-]?\d+\.\d+\])?|\d+", before[-n:])
+                (
+                    before[-n:]
+                    for n in range(40, 0, -1)
+                    if re.fullmatch(r"[+-]?\d+\.\d+( \[[+-]?\d+\.\d+, [+-]?\d+\.\d+\])?|\d+", before[-n:])
+                ),
+                None,
             )
-            out.append((text, m.group(0)))
+            if text is not None:
+                out.append((text, m.group(0)))
     return out
 
 

@@ -212,7 +212,7 @@ def _timing_lines(agg: dict) -> list[str]:
         # warm starts trained in this process before the jobs (several threads, alone), if any
         alone = f"warm start {timing['warm_start_s']:.0f} s (alone); " if timing.get("warm_start_s", 0) >= 1 else ""
         L += [
-            f"Time per job (mean over seeds, {cfg['jobs']} jobs sharing the cores): "
+            f"Time per job (mean over seeds, {'two' if cfg['jobs'] == 2 else cfg['jobs']} jobs sharing the cores): "
             + alone
             + ", ".join(parts)
             + f"; report {timing.get('report_s', 0):.0f} s.",
