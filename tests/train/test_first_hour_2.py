@@ -637,6 +637,22 @@ def test_a_yaml_path_that_exists_only_beside_the_yaml_is_noted(tmp_path, monkeyp
     assert capsys.readouterr().err == ""
 
 
+def test_a_long_json_value_in_a_yaml_is_no_path(tmp_path, monkeypatch, capsys):
+    """A task_options JSON string with dots in it (``"sigma": 0.05``) longer than a file name may be
+    was taken for a path, and checking it raised "File name too long" before training started."""
+    import json
+
+    from vpo.train.cli import note_yaml_relative_paths
+
+    opts = json.dumps({"task": "maze", "task_options": {"size": 5, "note": "x" * 300}, "sigma": 0.05})
+    (tmp_path / "exp").mkdir()
+    cfg = tmp_path / "exp" / "run.yaml"
+    cfg.write_text(f"task: noisy\ntask_options: '{opts}'\noutput_dir: runs/x\n")
+    monkeypatch.chdir(tmp_path)
+    note_yaml_relative_paths(cfg)  # raised OSError (ENAMETOOLONG) before the fix
+    assert capsys.readouterr().err == ""
+
+
 def test_yaml_relative_paths_rule_is_documented():
     text = (REPO / "docs/training.md").read_text()
     assert re.search(r"relative paths[^.]*working directory", text, re.I | re.S)

@@ -100,6 +100,15 @@ def _path_values(data, key=""):
         yield key, data
 
 
+def _exists(p: Path) -> bool:
+    """``p.exists()``, False for a string no file system takes as a name (too long, a NUL byte): a
+    JSON value such as ``task_options`` is no path, however many dots it has."""
+    try:
+        return p.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def note_yaml_relative_paths(path: Path) -> None:
     """The rule: relative paths in a YAML resolve from the working directory. When one does not exist
     there but does next to the YAML, say so on stderr (the run may still fail on it)."""
@@ -109,7 +118,7 @@ def note_yaml_relative_paths(path: Path) -> None:
     if beside == here.resolve():
         return
     for key, value in _path_values(yaml.safe_load(path.read_text()) or {}):
-        if key == "output_dir" or Path(value).exists() or not (beside / value).exists():
+        if key == "output_dir" or _exists(Path(value)) or not _exists(beside / value):
             continue
         print(
             f"vpo train: note: {path}: {key}: {value} is resolved from the working directory ({here}), where it "
