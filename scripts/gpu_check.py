@@ -280,13 +280,14 @@ def stage_step_memory(ctx: dict) -> dict:
     seconds only (benchmarks/step_memory.py measures CPU memory)."""
     import torch
 
-    vpo = _train(ctx, use_vllm=False, estimator="vpo", num_answers=3, name="mem_vpo")
+    vpo_run = _train(ctx, use_vllm=False, estimator="vpo", num_answers=3, name="mem_vpo")
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    grpo = _train(ctx, use_vllm=False, estimator="grpo", num_answers=1, name="mem_grpo")
-    out = {"vpo": vpo, "grpo": grpo, "step_time_ratio": round(vpo["seconds_per_step"] / grpo["seconds_per_step"], 3)}
-    if "peak_memory_gib" in vpo and "peak_memory_gib" in grpo:
-        out["peak_memory_ratio"] = round(vpo["peak_memory_gib"] / grpo["peak_memory_gib"], 3)
+    grpo_run = _train(ctx, use_vllm=False, estimator="grpo", num_answers=1, name="mem_grpo")
+    ratio = vpo_run["seconds_per_step"] / grpo_run["seconds_per_step"]
+    out = {"vpo": vpo_run, "grpo": grpo_run, "step_time_ratio": round(ratio, 3)}
+    if "peak_memory_gib" in vpo_run and "peak_memory_gib" in grpo_run:
+        out["peak_memory_ratio"] = round(vpo_run["peak_memory_gib"] / grpo_run["peak_memory_gib"], 3)
     return out
 
 
