@@ -40,10 +40,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--margins", default="0,0.05,0.1,0.15,0.2")
     args = ap.parse_args(argv)
-    from vpo.demo.analysis import _load_run, run_stats
+    from vpo.demo.analysis import StatsContext
     from vpo.demo.config import DemoConfig, method_spec
-    from vpo.demo.jobs import Job, run_jobs
-    from vpo.demo.stages import eval_argv, make_task
+    from vpo.demo.jobs import run_jobs
+    from vpo.demo.stages import eval_job
 
     src = DemoConfig.load(args.demo_dir)
     if src.domain != "maze" or not {"grpo", "vpo"} <= set(src.methods):
@@ -65,28 +65,16 @@ def main(argv=None) -> int:
     for method in ("grpo", "vpo"):
         for s in src.seeds:
             name = f"{method}_s{s}"
-            ev = args.out / "eval" / name
-            jobs.append(
-                Job(
-                    f"eval {name}",
-                    eval_argv(cfg, args.demo_dir / "runs" / name, method_spec(method)[2], ev, name, s),
-                    args.out / "logs" / f"eval_{name}.log",
-                    ev / "report.json",
-                    settings={"eval": cfg.eval_settings(), "seed": s, "model": str(args.demo_dir / "runs" / name)},
-                    output_dir=ev,
-                )
-            )
+            model = args.demo_dir / "runs" / name
+            settings = {"eval": cfg.eval_settings(), "seed": s, "model": str(model)}
+            jobs.append(eval_job(cfg, args.out, name, model, method_spec(method)[2], s, settings))
     run_jobs(jobs, args.jobs, log_dir=args.out / "logs")
-    task = make_task(cfg, evaluation=True)
-    examples = task.load(cfg.split, n=cfg.eval_problems)
-    fronts = cfg.domain_spec.fronts(examples)
-    prefs = {"w*": np.full(task.d, 1.0 / task.d)}
+    ctx = StatsContext(cfg, all_preferences=False)
     ks = list(cfg.ks)
     per: dict = {k: {"grpo": [], "vpo": []} for k in STATS}
     for method in ("grpo", "vpo"):
         for s in src.seeds:
-            rep, pool = _load_run(args.out, f"{method}_s{s}")
-            st = run_stats(rep, pool, examples, fronts, prefs, ks, cfg.eval_seeds, cfg.domain)
+            st, _ = ctx.stats(args.out, f"{method}_s{s}")
             for key, (_, k) in STATS.items():
                 v = st[key][:, ks.index(k)] if k else st[key]
                 per[key][method].append(float(np.nanmean(v)))

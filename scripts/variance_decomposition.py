@@ -63,9 +63,9 @@ def run_name(method: str, rl_seed: int, draw: int) -> str:
 def train_and_evaluate(args) -> list:
     """Train every cell with the demo (resumable), then the extra evaluation draws as demo jobs."""
     from vpo.demo.config import method_spec
-    from vpo.demo.jobs import Job, run_jobs
+    from vpo.demo.jobs import run_jobs
     from vpo.demo.runner import run_demo
-    from vpo.demo.stages import eval_argv
+    from vpo.demo.stages import eval_job
 
     cfgs = []
     for w in args.warm_seeds:
@@ -79,33 +79,20 @@ def train_and_evaluate(args) -> list:
             m = method_spec(method)[2]
             for s in cfg.seeds:
                 for e in range(1, args.eval_draws):
-                    name = run_name(method, s, e)
-                    ev = d / "eval" / name
-                    jobs.append(
-                        Job(
-                            f"eval {d.name} {name}",
-                            eval_argv(cfg, d / "runs" / f"{method}_s{s}", m, ev, name, eval_seed(s, e)),
-                            d / "logs" / f"eval_{name}.log",
-                            ev / "report.json",
-                            settings={"eval": cfg.eval_settings(), "seed": eval_seed(s, e), "model": f"{method}_s{s}"},
-                            output_dir=ev,
-                        )
-                    )
+                    name, seed = run_name(method, s, e), eval_seed(s, e)
+                    settings = {"eval": cfg.eval_settings(), "seed": seed, "model": f"{method}_s{s}"}
+                    model = d / "runs" / f"{method}_s{s}"
+                    jobs.append(eval_job(cfg, d, name, model, m, seed, settings, job_name=f"eval {d.name} {name}"))
     run_jobs(jobs, args.jobs, log_dir=args.out / "logs")
     return cfgs
 
 
 def per_run_stats(cfgs, methods, rl_seeds, eval_draws) -> dict:
     """``{method: {stat label: array [W, R, E, P]}}`` of per-maze values."""
-    from vpo.demo.analysis import _load_run, run_stats
-    from vpo.demo.stages import make_task
+    from vpo.demo.analysis import StatsContext
 
-    cfg0 = cfgs[0]
-    task = make_task(cfg0, evaluation=True)
-    examples = task.load(cfg0.split, n=cfg0.eval_problems)
-    fronts = cfg0.domain_spec.fronts(examples)
-    prefs = {"w*": np.full(task.d, 1.0 / task.d)}
-    ks = list(cfg0.ks)
+    ctx = StatsContext(cfgs[0], all_preferences=False)  # the cells differ in warm start only, not in evaluation
+    ks = list(cfgs[0].ks)
     out: dict = {}
     for method in methods:
         cells = []
@@ -114,8 +101,7 @@ def per_run_stats(cfgs, methods, rl_seeds, eval_draws) -> dict:
             for s in rl_seeds:
                 draws = []
                 for e in range(eval_draws):
-                    rep, pool = _load_run(Path(cfg.out), run_name(method, s, e))
-                    st = run_stats(rep, pool, examples, fronts, prefs, ks, cfg.eval_seeds, cfg.domain)
+                    st, _ = ctx.stats(Path(cfg.out), run_name(method, s, e))
                     draws.append({label: (st[key][:, ks.index(k)] if k else st[key]) for label, key, k in STATS})
                 row.append(draws)
             cells.append(row)

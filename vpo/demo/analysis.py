@@ -294,23 +294,38 @@ def evaluation_examples(cfg: DemoConfig) -> tuple:
     return task, task.load(cfg.split, n=cfg.eval_problems)
 
 
+class StatsContext:
+    """What :func:`run_stats` needs besides a run, computed once per demo configuration: the
+    evaluation's problems, their exact fronts and the preferences scored (w* and, with
+    ``all_preferences``, the task's named ones)."""
+
+    def __init__(self, cfg: DemoConfig, all_preferences: bool = True) -> None:
+        task, self.examples = evaluation_examples(cfg)
+        self.cfg = cfg
+        self.fronts = cfg.domain_spec.fronts(self.examples)
+        named = task.preferences.items() if all_preferences else ()
+        self.prefs = {"w*": np.full(task.d, 1.0 / task.d), **{k: np.asarray(v, dtype=float) for k, v in named}}
+
+    def stats(self, out: Path, name: str) -> tuple[dict, int]:
+        """``(run_stats of OUT/eval/NAME, its pool's m)``."""
+        cfg = self.cfg
+        rep, pool = _load_run(Path(out), name)
+        st = run_stats(rep, pool, self.examples, self.fronts, self.prefs, list(cfg.ks), cfg.eval_seeds, cfg.domain)
+        return st, pool.m
+
+
 def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str, str], dict[str, int], dict]:
     """Per-run statistics of every evaluation of a finished demo directory."""
-    task, examples = evaluation_examples(cfg)
-    fronts = cfg.domain_spec.fronts(examples)
-    prefs = {
-        "w*": np.full(task.d, 1.0 / task.d),
-        **{k: np.asarray(v, dtype=float) for k, v in task.preferences.items()},
-    }
+    ctx = StatsContext(cfg)
+    examples, fronts, prefs = ctx.examples, ctx.fronts, ctx.prefs
     runs: dict[str, list[dict]] = {}
     labels: dict[str, str] = {}
     ms: dict[str, int] = {}
     for key, label, names in eval_entries(cfg):
         stats = []
         for n in names:
-            rep, pool = _load_run(out, n)
-            stats.append(run_stats(rep, pool, examples, fronts, prefs, list(cfg.ks), cfg.eval_seeds, cfg.domain))
-            ms[key] = pool.m
+            st, ms[key] = ctx.stats(out, n)
+            stats.append(st)
         runs[key], labels[key] = stats, label
     extra = {
         "ceilings": preference_ceilings(fronts, prefs),

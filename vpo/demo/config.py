@@ -332,6 +332,12 @@ class DemoConfig:
         opts = self.task_options()
         return opts if self.test_seed is None else {**opts, "test_seed": self.test_seed}
 
+    @property
+    def warm_starts_as_jobs(self) -> bool:
+        """One thread per warm start: they run as jobs beside the others; more: each alone, in the
+        demo's process, before the jobs (:attr:`warm_threads`)."""
+        return self.warm_threads == 1
+
     def warm_seeds(self) -> tuple[int | None, ...]:
         """The warm starts a run trains: one per seed (``per_replicate``), or one shared (``None``
         for seed 0, the shipped runs' warm start, else ``shared_warm_seed``)."""

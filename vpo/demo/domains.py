@@ -133,7 +133,11 @@ class Domain:
         ``test_seed``, :meth:`DemoConfig.eval_task_options`), which the report must read its problems from."""
         from vpo.tasks import get
 
-        return get(self.task, **(cfg.eval_task_options() if evaluation else self.task_options(cfg)))
+        return get(self.task, **self.options(cfg, evaluation))
+
+    def options(self, cfg: DemoConfig, evaluation: bool = False) -> dict:
+        """:meth:`task_options`, or with ``evaluation`` the evaluations' (``test_seed`` added)."""
+        return cfg.eval_task_options() if evaluation else self.task_options(cfg)
 
     def check(self, cfg: DemoConfig) -> None:
         """Raise :class:`~vpo.errors.UserError` on a setting of this domain that a later stage would refuse."""
@@ -239,7 +243,7 @@ class MazeDomain(Domain):
     def make_task(self, cfg: DemoConfig, evaluation: bool = False):
         from vpo.tasks.maze import MazeTask
 
-        return MazeTask(**(cfg.eval_task_options() if evaluation else self.task_options(cfg)))
+        return MazeTask(**self.options(cfg, evaluation))
 
     def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
         return ("completion", "avoid_lava")
@@ -526,7 +530,7 @@ class ProgDomain(Domain):
     def make_task(self, cfg: DemoConfig, evaluation: bool = False):
         from vpo.tasks.prog import ProgTask
 
-        return ProgTask(**(cfg.eval_task_options() if evaluation else self.task_options(cfg)))
+        return ProgTask(**self.options(cfg, evaluation))
 
     def check(self, cfg: DemoConfig) -> None:
         try:

@@ -74,7 +74,6 @@ def aggregate(cfg: DemoConfig, out: Path) -> dict:
     runs, labels, ms, extra = collect(cfg, out)
     agg = aggregate_runs(cfg, runs, labels, ms, [p for p in extra["preferences"] if p != "w*"] + ["w*"], extra)
     agg["training_curves"] = training_curves(out, cfg)
-    agg["environment"] = environment()
     infos = []
     for w in cfg.warm_seeds():
         marker = warm_dir(out, w) / "warmstart.json"
@@ -110,9 +109,7 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     t0 = time.time()
     env = environment()  # what the jobs run with (a later commit may write the report)
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
-    # several threads per warm start (the default): each alone, in this process, before the jobs; one
-    # thread: the warm starts are jobs, `jobs` at a time beside the others
-    ws = {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()} if cfg.warm_threads > 1 else None
+    ws = None if cfg.warm_starts_as_jobs else {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()}
     t_warm = time.time() - t0
     jobs = build_jobs(cfg, out, ws)
     status(

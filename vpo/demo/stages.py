@@ -234,7 +234,7 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
     train and warm-start eval job runs after its own."""
     import yaml
 
-    as_jobs = ws is None and cfg.warm_threads == 1
+    as_jobs = ws is None and cfg.warm_starts_as_jobs
     wdirs = {w: warm_dir(out, w) for w in cfg.warm_seeds()} if ws is None else ws
     jobs: list[Job] = [warm_job(cfg, out, w) for w in cfg.warm_seeds()] if as_jobs else []
     warm_after = {w: ([warm_job_name(w)] if as_jobs else []) for w in cfg.warm_seeds()}
@@ -279,17 +279,32 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
                 )
             )
     for name, model, num_answers, after, seed, upstream in evals:
-        ev = out / "eval" / name
-        jobs.append(
-            Job(
-                f"eval {name}",
-                eval_argv(cfg, model, num_answers, ev, name, seed),
-                out / "logs" / f"eval_{name}.log",
-                ev / "report.json",
-                settings={"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed},
-                after=after,
-                output_dir=ev,
-            )
-        )
+        settings = {"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed}
+        jobs.append(eval_job(cfg, out, name, model, num_answers, seed, settings, after=after))
     # evaluations of finished models can start while other models still train
     return jobs
+
+
+def eval_job(
+    cfg: DemoConfig,
+    out: Path,
+    name: str,
+    model: Path,
+    num_answers: int,
+    seed: int,
+    settings: dict,
+    after: list[str] | tuple[str, ...] = (),
+    job_name: str | None = None,
+) -> Job:
+    """One ``vpo eval`` job of ``model`` at the config's evaluation settings: pool and report in
+    ``OUT/eval/NAME``, log in ``OUT/logs/eval_NAME.log``, done when its report exists under ``settings``."""
+    ev = out / "eval" / name
+    return Job(
+        job_name or f"eval {name}",
+        eval_argv(cfg, model, num_answers, ev, name, seed),
+        out / "logs" / f"eval_{name}.log",
+        ev / "report.json",
+        settings=settings,
+        after=list(after),
+        output_dir=ev,
+    )
