@@ -51,17 +51,13 @@ def paired_differences(results: Mapping[str, dict]) -> dict | None:
         shared = [p for p in base_ids if p in ids]
         if not shared:
             continue
-        ia = np.array([base_ids[p] for p in shared])
-        ib = np.array([ids[p] for p in shared])
         entry: dict = {"num_prompts": len(shared)}
         for name in CURVES:
             if name not in base["per_prompt"] or name not in res["per_prompt"]:
                 continue
-            ka, kb = base["metrics"][name]["k"], res["metrics"][name]["k"]
-            ks = [k for k in ka if k in kb]
-            a = np.asarray(base["per_prompt"][name], dtype=float)[ia][:, [ka.index(k) for k in ks]]
-            b = np.asarray(res["per_prompt"][name], dtype=float)[ib][:, [kb.index(k) for k in ks]]
-            d = a - b  # [P, K]
+            kb = res["metrics"][name]["k"]
+            ks = [k for k in base["metrics"][name]["k"] if k in kb]
+            d = _per_prompt(base, base_ids, shared, name, ks) - _per_prompt(res, ids, shared, name, ks)  # [P, K]
             lo, hi = bootstrap_ci(d.T, cfg["bootstrap"], cfg["ci_level"], cfg["bootstrap_seed"])
             entry[name] = {
                 "k": ks,
@@ -72,10 +68,7 @@ def paired_differences(results: Mapping[str, dict]) -> dict | None:
         for name in SCALARS:
             if name not in base["per_prompt"] or name not in res["per_prompt"]:
                 continue
-            d = (
-                np.asarray(base["per_prompt"][name], dtype=float)[ia]
-                - np.asarray(res["per_prompt"][name], dtype=float)[ib]
-            )
+            d = (_per_prompt(base, base_ids, shared, name, None) - _per_prompt(res, ids, shared, name, None))[:, 0]
             lo, hi = bootstrap_ci(d[None], cfg["bootstrap"], cfg["ci_level"], cfg["bootstrap_seed"])
             entry[name] = {"mean": float(np.nanmean(d)), "ci_low": float(lo[0]), "ci_high": float(hi[0])}
         out["vs"][other] = entry
