@@ -93,8 +93,13 @@ def test_the_ten_replicate_runs_are_the_default_on_a_fresh_test_split(domain, ma
 
     agg = {"maze": maze10, "prog": prog10}[domain]
     cfg, default = _comparable(agg["config"], DemoConfig(domain=domain).as_dict())
-    assert {k: v for k, v in cfg.items() if k not in ("seeds", "test_seed")} == {
-        k: v for k, v in default.items() if k not in ("seeds", "test_seed")
+    # the one setting whose default changed since: warm_threads 2 (then the default) is now 0
+    # (automatic: one thread for ten seeds), which on this machine trains the same weights bit for bit
+    # (docs/demo.md, "Where the time goes": the ten warm starts' hashes, retrained with one thread)
+    assert cfg["warm_threads"] == 2 and default["warm_threads"] == 0
+    assert DemoConfig(domain=domain, seeds=tuple(cfg["seeds"])).warm_thread_count == 1
+    assert {k: v for k, v in cfg.items() if k not in ("seeds", "test_seed", "warm_threads")} == {
+        k: v for k, v in default.items() if k not in ("seeds", "test_seed", "warm_threads")
     }
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 10 and cfg["test_seed"] is not None
     assert cfg["warm_start"] == "per_replicate" and cfg["interval"] == "replicate_t"

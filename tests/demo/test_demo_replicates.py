@@ -27,9 +27,33 @@ def test_warm_starts_become_jobs_with_one_thread(tmp_path):
     assert jobs["eval warmstart_m1_s3"].after == ["warm start s3"]
     assert jobs["eval vpo_s4"].after == ["train vpo s4"]
     assert max(jobs.values(), key=lambda j: j.cost).name.startswith("warm start")
-    # two threads (the default): trained in process before the jobs, so no warm-start jobs
+    # two threads (the automatic count of a one-seed run): trained in process before the jobs
     two = DemoConfig(out=str(tmp_path / "b"), seeds=(3,), methods=("grpo",))
     assert not [j for j in build_jobs(two, tmp_path / "b") if j.name.startswith("warm start")]
+
+
+def test_automatic_warm_threads_makes_warm_starts_jobs_when_they_fill_the_slots(tmp_path):
+    default = DemoConfig(out=str(tmp_path))
+    assert default.warm_threads == 0 and len(default.seeds) == 3
+    assert default.warm_thread_count == 1 and default.warm_starts_as_jobs
+    assert {j.name for j in build_jobs(default, tmp_path)} >= {"warm start s0", "warm start s1", "warm start s2"}
+    # one warm start (one seed, or one shared by every seed) or one job slot: two threads, in process
+    for cfg in (
+        DemoConfig.quick(out=str(tmp_path)),
+        DemoConfig(out=str(tmp_path), warm_start="shared"),
+        DemoConfig(out=str(tmp_path), jobs=1),
+    ):
+        assert cfg.warm_thread_count == 2 and not cfg.warm_starts_as_jobs
+    # an explicit count wins
+    assert DemoConfig(out=str(tmp_path), warm_threads=2).warm_thread_count == 2
+    assert DemoConfig(out=str(tmp_path), seeds=(0,), warm_threads=1).warm_starts_as_jobs
+    # the warm start records the resolved count: a one-seed run's record is the one the explicit
+    # default of before (2) wrote, so its warm start is reused on resume; three seeds record 1
+    quick = DemoConfig.quick(out=str(tmp_path))
+    assert quick.warm_settings(0) == DemoConfig.quick(out=str(tmp_path), warm_threads=2).warm_settings(0)
+    assert default.warm_settings(0)["warm_threads"] == 1
+    with pytest.raises(UserError, match="warm_threads must be an integer >= 0"):
+        DemoConfig(out=str(tmp_path), warm_threads=-1)
 
 
 def test_warm_job_refuses_a_seed_the_run_does_not_have(tmp_path, capsys):

@@ -137,13 +137,15 @@ class DemoConfig:
     """Warm-start batch size (prompt, completion pairs)."""
     warm_lr: float = 3e-3
     """Warm-start peak learning rate (cosine decay)."""
-    warm_threads: int = 2
-    """Torch threads of a warm start. More than 1 (default 2): each warm start runs alone, in the
-    demo's process, before the jobs; 1: the warm starts are jobs, ``jobs`` at a time beside the
-    others (the better choice with many cores: ``--jobs 8 --set warm_threads=1`` trains eight at a
-    time). A warm start is compute-bound, so on 2 cores the two come out even (docs/demo.md, "Where
-    the time goes"). On this machine one and two threads train the same weights bit for bit; the
-    setting is recorded with the warm start because another CPU or library may reduce in another order."""
+    warm_threads: int = 0
+    """Torch threads of a warm start. 0 (default): automatic, :attr:`warm_thread_count`: one thread
+    when the run trains at least two warm starts and runs at least two jobs at a time (the warm starts
+    are then jobs, ``jobs`` at a time beside the others: a one-thread warm start costs 115 s of one
+    core, a two-thread one 66 s of two, 13 % less CPU time), else 2. 1: always as jobs (with many
+    cores ``--jobs 8`` trains eight at a time); more than 1: each warm start alone, in the demo's
+    process, before the jobs (docs/demo.md, "Where the time goes"). On this machine one and two
+    threads train the same weights bit for bit (checked on seeds 0 and 1); the thread count is
+    recorded with the warm start because another CPU or library may reduce in another order."""
     shared_warm_seed: int = 0
     """With ``warm_start='shared'``: the seed of the one warm start every replicate trains from (0:
     the shipped runs' warm start; another seed s: the warm start replicate s trains with
@@ -222,7 +224,6 @@ class DemoConfig:
             "warm_steps",
             "warm_batch",
             "warm_answers_per_problem",
-            "warm_threads",
             "rl_steps",
             "prompts_per_step",
             "num_weightings",
@@ -235,6 +236,10 @@ class DemoConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UserError(f"demo setting {name} must be an integer >= 1, got {v!r}")
+        if isinstance(self.warm_threads, bool) or not isinstance(self.warm_threads, int) or self.warm_threads < 0:
+            raise UserError(
+                f"demo setting warm_threads must be an integer >= 0 (0: automatic), got {self.warm_threads!r}"
+            )
         if self.num_generations < 2:
             raise UserError(
                 f"num_generations must be >= 2 (a group z-score needs two rollouts), got {self.num_generations}"
@@ -333,10 +338,19 @@ class DemoConfig:
         return opts if self.test_seed is None else {**opts, "test_seed": self.test_seed}
 
     @property
+    def warm_thread_count(self) -> int:
+        """The torch threads each warm start trains with: :attr:`warm_threads`, or with 0 one thread
+        when at least two warm starts share at least two job slots, else 2 (the default before the
+        automatic setting, so one-seed runs such as ``--quick`` keep their warm start's record)."""
+        if self.warm_threads:
+            return self.warm_threads
+        return 1 if len(self.warm_seeds()) >= 2 and self.jobs >= 2 else 2
+
+    @property
     def warm_starts_as_jobs(self) -> bool:
         """One thread per warm start: they run as jobs beside the others; more: each alone, in the
-        demo's process, before the jobs (:attr:`warm_threads`)."""
-        return self.warm_threads == 1
+        demo's process, before the jobs (:attr:`warm_thread_count`)."""
+        return self.warm_thread_count == 1
 
     def warm_seeds(self) -> tuple[int | None, ...]:
         """The warm starts a run trains: one per seed (``per_replicate``), or one shared (``None``
@@ -366,6 +380,7 @@ class DemoConfig:
         )
         spec = self.domain_spec
         rec = {**spec.record(), "task": self.task_options(), **self._record(keys), **spec.warm_settings(self)}
+        rec["warm_threads"] = self.warm_thread_count  # the resolved count: "automatic" trains no other weights
         return rec if warm_seed is None else {**rec, "replicate_seed": int(warm_seed)}
 
     def eval_settings(self) -> dict:

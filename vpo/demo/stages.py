@@ -79,7 +79,7 @@ def warm_start(cfg: DemoConfig, out: Path, warm_seed: int | None = None) -> Path
     status(f"warm start: {len(pairs)} (prompt, {task.answer_noun}s) pairs, {cfg.warm_steps} steps")
     import torch
 
-    torch.set_num_threads(max(1, min(cfg.warm_threads, os.cpu_count() or 1)))
+    torch.set_num_threads(max(1, min(cfg.warm_thread_count, os.cpu_count() or 1)))
     t0 = time.time()
     info = supervised_warm_start(
         init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=warm_seed or 0
