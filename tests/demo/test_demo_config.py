@@ -176,3 +176,26 @@ def test_a_recorded_config_loads_back_equal(tmp_path):
         (tmp_path / "demo_config.json").write_text(json.dumps(cfg.as_dict()))
         again = DemoConfig.load(tmp_path)
         assert again == cfg and isinstance(again.prog_slope, tuple) and isinstance(again.seeds, tuple)
+
+
+def test_the_time_estimate_matches_the_measured_three_replicate_default():
+    """`vpo demo` prints an estimate from per-job costs; for the default it must land within 10 % of
+    the shipped measurement (docs/demo/default3_validation: the 3-replicate default on the idle
+    machine), and it grows with what costs time: seeds, warm-start steps, RL steps, methods."""
+    import json
+    from pathlib import Path
+
+    from vpo.demo.cli import estimate_minutes
+
+    inv = json.loads(
+        (Path(__file__).resolve().parents[2] / "docs/demo/default3_validation/invocations.json").read_text()
+    )
+    measured = inv[-1]["seconds"] / 60
+    est = estimate_minutes(DemoConfig())
+    assert abs(est - measured) / measured < 0.10, (est, measured)
+    ten = estimate_minutes(DemoConfig(seeds=tuple(range(10))))
+    assert 3.0 < ten / est < 3.5  # ten warm starts and ten sets of jobs, the fixed start once
+    assert estimate_minutes(DemoConfig(warm_steps=1200)) > est + 1.5
+    assert estimate_minutes(DemoConfig(rl_steps=120)) > est + 2.5
+    assert estimate_minutes(DemoConfig(methods=("grpo", "vpo"))) < est - 2
+    assert estimate_minutes(DemoConfig.quick()) < est / 3

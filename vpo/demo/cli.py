@@ -76,21 +76,37 @@ def config_from_args(args):
     return replace(cfg, **over)
 
 
-# measured wall minutes on the 2-core CI machine (docs/demo.md): (domain, --quick) -> minutes
-_MEASURED_MIN = {("maze", False): 13.3, ("maze", True): 3.5, ("prog", False): 9.4, ("prog", True): 3.1}
+# one-core seconds measured on the idle 2-core machine (docs/demo.md, "Where the time goes": the
+# 3-replicate default's job log, docs/demo/default3_validation/invocations.json, and the ten-replicate
+# prog run's): a warm start of 600 steps (one thread, two side by side), each method's 60-step RL job,
+# one evaluation of 100 problems x 30 answers; methods not listed cost like VPO (multi-answer) or GRPO
+_COST_S = {
+    "maze": {"warm": 132.0, "eval": 5.0, "grpo": 21, "grpo_3x": 53, "gdpo": 18, "max_at_k": 20, "multi_rlvr": 46, "vpo": 47},
+    "prog": {"warm": 125.0, "eval": 3.7, "grpo": 16, "grpo_3x": 41, "gdpo": 16, "max_at_k": 18, "multi_rlvr": 39, "vpo": 40},
+}  # fmt: skip
+_FIXED_S = 30.0  # worker start (imports, training problems), the report
 
 
 def estimate_minutes(cfg) -> float:
-    """A rough wall-time estimate: the measured time of the domain's default (or --quick) run,
-    scaled by its number of training jobs, the jobs at a time and rl_steps (warm start ~10%)."""
-    from vpo.demo.config import DemoConfig
+    """A rough wall-time estimate on two cores from measured per-job costs (:data:`_COST_S`), scaled
+    by warm_steps, rl_steps and the evaluated answers: the one-core work spread over the job slots,
+    or the first replicate's chain (warm start, its longest job, an evaluation) when that is longer.
+    The 3-replicate maze default comes out at 9.9 min (measured: 9.8)."""
+    from vpo.demo.config import method_spec
 
-    quick = len(cfg.seeds) == 1 and len(cfg.methods) <= 2
-    ref = DemoConfig.quick(domain=cfg.domain) if quick else DemoConfig(domain=cfg.domain)
-    base = _MEASURED_MIN.get((cfg.domain, quick), 13.3)
-    jobs = len(cfg.methods) * len(cfg.seeds) / max(len(ref.methods) * len(ref.seeds), 1)
-    scale = jobs * (ref.jobs / max(cfg.jobs, 1)) * (cfg.rl_steps / max(ref.rl_steps, 1))
-    return base * (0.1 + 0.9 * scale)
+    cost = _COST_S.get(cfg.domain, _COST_S["maze"])
+    slots = max(1, min(cfg.jobs, 2))
+    warm = cost["warm"] * cfg.warm_steps / 600
+    ev = cost["eval"] * (cfg.eval_problems * cfg.eval_budget) / 3000
+    jobs = []
+    for m in cfg.methods:
+        multi = method_spec(m)[2] > 1
+        jobs.append(cost.get(m, cost["vpo"] if multi else cost["grpo"]) * cfg.rl_steps / 60)
+    n_warm = len(cfg.warm_seeds())
+    work = n_warm * (warm + 2 * ev) + len(cfg.seeds) * (sum(jobs) + len(jobs) * ev)
+    # a warm start trains on all cores in process (two threads: half its one-core time) or as a job
+    chain = (warm / 2 if not cfg.warm_starts_as_jobs else warm) + max(jobs, default=0.0) + ev
+    return (_FIXED_S + max(work / slots, chain)) / 60
 
 
 def _main(args) -> int:
