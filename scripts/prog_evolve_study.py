@@ -35,6 +35,16 @@ from pathlib import Path
 import numpy as np
 
 
+def study_problems(cfg) -> tuple[dict, list]:
+    """``(task options, problems)``: the problems the demo's evaluation pools ran on, in pool order
+    (the task options of its evaluations, with ``test_seed`` when the run set one: the pools' prompt
+    indices count these problems)."""
+    from vpo.integrations.evolve import problems_from_task
+
+    opts = cfg.eval_task_options()
+    return opts, problems_from_task("prog", opts, split=cfg.split, n=cfg.eval_problems)
+
+
 def pools_solving(demo: Path, n_problems: int) -> tuple[np.ndarray, int]:
     """([P] int, pools): per problem, how many evaluation pools (every method and seed, the warm
     starts) hold an all-pass answer among their answers."""
@@ -132,7 +142,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from vpo.integrations.evolve import EvolveModel, EvolveSettings, problems_from_task
+    from vpo.integrations.evolve import EvolveModel, EvolveSettings
 
     demo, out = Path(args.demo), Path(args.out)
     from vpo.demo.config import DemoConfig
@@ -142,8 +152,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"{demo} is a {cfg.domain!r} demo; this study needs --domain prog")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(cfg.seeds)
-    opts = cfg.task_options()
-    problems = problems_from_task("prog", opts, split=cfg.split, n=cfg.eval_problems)
+    opts, problems = study_problems(cfg)
     count, n_pools = pools_solving(demo, len(problems))
     order = sorted(range(len(problems)), key=lambda i: (count[i], i))[: args.problems]
     hard = [problems[i] for i in order]

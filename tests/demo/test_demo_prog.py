@@ -451,3 +451,27 @@ def test_reports_link_training_curves_only_when_a_method_trained():
     trained = json.loads((root / "prog" / "demo.json").read_text())
     assert not warm_only["training_curves"] and "training_curves.png" not in markdown(warm_only)
     assert "![training](training_curves.png)" in markdown(trained) and (root / "prog" / "training_curves.png").exists()
+
+
+def test_the_evolve_study_searches_the_problems_the_pools_ran_on(tmp_path):
+    """A run on a fresh test split (``test_seed``) is evaluated on that split's problems; the evolve
+    study ranks problems by those pools' prompt indices, so it must load the same problems (it once
+    loaded the default split's, whose index i is another problem)."""
+    import importlib.util
+
+    from vpo.demo.stages import make_task
+
+    spec = importlib.util.spec_from_file_location(
+        "prog_evolve_study", Path(__file__).resolve().parents[2] / "scripts" / "prog_evolve_study.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = DemoConfig(out=str(tmp_path), domain="prog", test_seed=20261201, eval_problems=5)
+    opts, problems = mod.study_problems(cfg)
+    pooled = make_task(cfg, evaluation=True).load("test", n=5)  # what the evaluation jobs ran on
+    assert opts["test_seed"] == 20261201
+    assert [p.example for p in problems] == [json.loads(json.dumps(ex, default=str)) for ex in pooled]
+    default = make_task(DemoConfig(out=str(tmp_path), domain="prog", eval_problems=5), evaluation=True).load(
+        "test", n=5
+    )
+    assert [p.example for p in problems] != [json.loads(json.dumps(ex, default=str)) for ex in default]
