@@ -270,8 +270,13 @@ def reproduce_command(cfg: dict) -> str:
     default = DemoConfig().as_dict()
     parts = [f"vpo demo --out {cfg['out']}"]
     # a record from before a setting existed was run with what RECORDED_BEFORE says: name it
-    for name, value in {**RECORDED_BEFORE, **current_names(cfg)}.items():
+    record = {**RECORDED_BEFORE, **current_names(cfg)}
+    # warm_threads: a count the automatic default (0) resolves to for this run is not named
+    auto = DemoConfig.from_dict({**record, "warm_threads": 0}).warm_thread_count
+    for name, value in record.items():
         if name in ("out", "jobs") or name not in default or value == default[name]:
+            continue
+        if name == "warm_threads" and value == auto:
             continue
         if name == "warm_only":
             parts.append("--warm-only")
