@@ -6,9 +6,12 @@
 #   bash scripts/gpu_check.sh --stages env,estimator,train
 #
 # Stages (scripts/gpu_check.py, each in its own process with its own time limit): env, estimator
-# (CUDA vs CPU), train (VPOTrainer, bf16), train_vllm (TRL vLLM colocate), eval (vpo eval with the
-# transformers backend and vLLM), verl (a few PPO steps with the vpo plugin, in .venv-verl or
-# $VERL_PYTHON). A stage whose dependency is missing is recorded as skipped with the reason.
+# (CUDA vs CPU), train (VPOTrainer, bf16), step_memory (VPO m = 3 vs GRPO: peak memory, step time),
+# train_vllm (TRL vLLM colocate), eval (vpo eval with the transformers backend and vLLM), verl (a few
+# PPO steps with the vpo plugin, in .venv-verl or $VERL_PYTHON), pretrained (SmolLM2-135M-Instruct
+# through docs/gpu.md's recipe: format warm start, LoRA VPO and GRPO steps, eval of the adapter; needs
+# the checkpoint of `vpo models fetch smollm2` in $GPU_CHECK_SMOLLM2 or runs/smollm2, and
+# GPU_CHECK_TIMEOUT=900). A stage whose dependency is missing is recorded as skipped with the reason.
 # The last line printed is one JSON summary; it is also written to <out>/gpu_check.json.
 # Exit status: 0 when no stage failed, 1 otherwise, 124 when the whole check ran past its limit.
 # More time: GPU_CHECK_TIMEOUT=900 (whole run, seconds) and GPU_CHECK_LIMIT_SCALE=2 (every stage).
