@@ -4,12 +4,11 @@ is a no-op (its record holds the GGUF file's hash), so CI downloads and converts
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
 def smollm2_checkpoint() -> Path:
+    from vpo.tasks.text import cache_dir
     from vpo.train.models import fetch_model
 
-    root = Path(os.environ.get("VPO_CACHE") or Path.home() / ".cache" / "vpo").expanduser()
-    return fetch_model("smollm2", root / "models" / "smollm2")
+    return fetch_model("smollm2", cache_dir() / "models" / "smollm2")

@@ -182,10 +182,10 @@ def _split_joined(message: str) -> list[str]:
 
 def smoke_model_dir() -> Path:
     """The tiny model ``--smoke`` trains (built once into ``$VPO_CACHE``/``~/.cache/vpo``)."""
+    from vpo.tasks.text import cache_dir
     from vpo.train.tiny import build_tiny_model
 
-    root = Path(os.environ.get("VPO_CACHE") or Path.home() / ".cache" / "vpo").expanduser()
-    out = root / "smoke_model"
+    out = cache_dir() / "smoke_model"
     if not (out / "config.json").exists():
         build_tiny_model(out, hidden_size=64, num_layers=2, num_heads=4, max_position_embeddings=4096)
     return out
