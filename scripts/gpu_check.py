@@ -367,21 +367,38 @@ def _eval_once(ctx: dict, backend: str) -> dict:
     ]
     if backend == "transformers":
         cmd += ["--device", _device(ctx["dry"])]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    secs = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"vpo eval --backend {backend} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
-    doc = json.loads((out_dir / "report.json").read_text())
-    (res,) = doc["results"].values()
+    secs = _run(cmd, f"vpo eval --backend {backend}")
+    res = _eval_result(out_dir)
     slots = res["shape"]["num_rollouts"] * res["shape"]["m"]
     return {
         "seconds_with_load": round(secs, 2),
         "answer_slots": slots,
         "answers_per_s_with_load": round(slots / secs, 2),
+        **_eval_figures(res),
+    }
+
+
+def _eval_result(out_dir: Path) -> dict:
+    """The one run's result in a `vpo eval` report."""
+    (res,) = json.loads((out_dir / "report.json").read_text())["results"].values()
+    return res
+
+
+def _eval_figures(res: dict) -> dict:
+    """best@k per k and the valid-answer fraction of a `vpo eval` result."""
+    return {
         "best_at_k": dict(zip(res["metrics"]["best_at_k"]["k"], res["metrics"]["best_at_k"]["mean"])),
         "valid_answer_frac": res["metrics"]["valid_answer_frac"]["mean"],
     }
+
+
+def _run(cmd: list[str], what: str) -> float:
+    """Run ``cmd`` in the repository; its seconds, or RuntimeError with the end of what it printed."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-800:]}")
+    return time.perf_counter() - t0
 
 
 def stage_eval(ctx: dict) -> dict:
@@ -575,17 +592,9 @@ def smollm2_dir() -> Path:
     return Path(os.environ.get("GPU_CHECK_SMOLLM2") or REPO / "runs" / "smollm2")
 
 
-def _run(cmd: list[str], what: str) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-800:]}")
-    return time.perf_counter() - t0
-
-
 def _lora_run(ctx: dict, init: Path, estimator: str, m: int, name: str) -> dict:
     """``vpo train examples/smollm2/maze_vpo_lora.yaml`` at the check's sizes; its logged step times,
-    parse failure rate and, on CUDA, peak memory (from the run's trainer_state.json)."""
+    parse-failure rates and completion lengths (from the run's trainer_state.json)."""
     s, cuda = ctx["sizes"], _device(ctx["dry"]) == "cuda"
     out = Path(ctx["out"]) / name
     cmd = [sys.executable, "-m", "vpo.cli", "train", "--config", "examples/smollm2/maze_vpo_lora.yaml"]
@@ -636,18 +645,13 @@ def stage_pretrained(ctx: dict) -> dict:
     cmd += ["--max-new-tokens", str(s["pre_completion"]), "--ks", "1,2", "--quiet", "--no-plots", "--no-resume"]
     cmd += ["--bootstrap", "0", "--device", "cuda" if cuda else "cpu"]
     eval_s = _run(cmd, "vpo eval of the adapter")
-    (res,) = json.loads((ev / "report.json").read_text())["results"].values()
+    res = _eval_result(ev)
     return {
         "model": str(base),
         "warm_start_s": round(warm_s, 2),
         "vpo": vpo_run,
         "grpo": grpo_run,
-        "eval": {
-            "seconds_with_load": round(eval_s, 2),
-            "m": res["shape"]["m"],
-            "valid_answer_frac": res["metrics"]["valid_answer_frac"]["mean"],
-            "best_at_k": dict(zip(res["metrics"]["best_at_k"]["k"], res["metrics"]["best_at_k"]["mean"])),
-        },
+        "eval": {"seconds_with_load": round(eval_s, 2), "m": res["shape"]["m"], **_eval_figures(res)},
     }
 
 
