@@ -57,13 +57,12 @@ def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
     does not make the other's shipped report stale. The shipped config is read under today's
     setting names (it was recorded before some were renamed). The default's automatic warm_threads
     (0) is compared as the count it resolves to for the shipped run's seeds and warm start."""
-    from vpo.demo.config import RECORDED_BEFORE, DemoConfig, current_names
+    from vpo.demo.config import DemoConfig, current_names
 
     own = DOMAINS[default["domain"]]
     drop = {"out"} | {k for d in DOMAINS.values() if d is not own for k in d.settings}
     if default.get("warm_threads") == 0:
-        record = {**RECORDED_BEFORE, **current_names(shipped_cfg)}
-        default = {**default, "warm_threads": DemoConfig.from_dict({**record, "warm_threads": 0}).warm_thread_count}
+        default = {**default, "warm_threads": DemoConfig.automatic_warm_threads(shipped_cfg)}
     return (
         {k: v for k, v in current_names(shipped_cfg).items() if k not in drop},
         {k: v for k, v in default.items() if k not in drop},

@@ -346,6 +346,12 @@ class DemoConfig:
             return self.warm_threads
         return 1 if len(self.warm_seeds()) >= 2 and self.jobs >= 2 else 2
 
+    @classmethod
+    def automatic_warm_threads(cls, record: dict) -> int:
+        """The count ``warm_threads=0`` resolves to for the run a recorded config (:meth:`as_dict`,
+        any age) describes: what a rerun of it with today's default trains with."""
+        return cls.from_dict({**record, "warm_threads": 0}).warm_thread_count
+
     @property
     def warm_starts_as_jobs(self) -> bool:
         """One thread per warm start: they run as jobs beside the others; more: each alone, in the
@@ -376,7 +382,6 @@ class DemoConfig:
             "warm_batch",
             "warm_lr",
             "warm_answers_per_problem",
-            "warm_threads",
         )
         spec = self.domain_spec
         rec = {**spec.record(), "task": self.task_options(), **self._record(keys), **spec.warm_settings(self)}

@@ -272,7 +272,7 @@ def reproduce_command(cfg: dict) -> str:
     # a record from before a setting existed was run with what RECORDED_BEFORE says: name it
     record = {**RECORDED_BEFORE, **current_names(cfg)}
     # warm_threads: a count the automatic default (0) resolves to for this run is not named
-    auto = DemoConfig.from_dict({**record, "warm_threads": 0}).warm_thread_count
+    auto = DemoConfig.automatic_warm_threads(cfg)
     for name, value in record.items():
         if name in ("out", "jobs") or name not in default or value == default[name]:
             continue
