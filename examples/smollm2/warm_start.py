@@ -25,11 +25,16 @@ import numpy as np
 
 
 def pairs_for(task, examples, rng, answers_per_problem: int = 1, m: int = 3) -> list[tuple[str, str]]:
+    from vpo.demo.domains import DOMAINS
     from vpo.tasks.maze import Maze, random_route
     from vpo.train.warmstart import format_answers
 
+    # the breadth of the CPU demo's warm-start routes (its warm_waypoints and warm_wander defaults)
+    maze = DOMAINS["maze"].settings
+    waypoints, wander = maze["warm_waypoints"].default, maze["warm_wander"].default
+
     def route(ex):
-        return random_route(Maze.from_example(ex), rng, waypoints=2, wander=0.3).moves
+        return random_route(Maze.from_example(ex), rng, waypoints=waypoints, wander=wander).moves
 
     out = []
     for ex in examples:
