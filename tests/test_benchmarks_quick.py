@@ -145,6 +145,8 @@ QUOTED_KEYS = {
         "tokens_per_rollout_grpo",
         "tokens_per_rollout_vpo",
     ],
+    # docs/demo.md "Where the time goes" (the warm start's operator shares)
+    "warm_start_profile": ["shares", "batch", "steps"],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
@@ -157,6 +159,7 @@ FAST = [
     "sandbox_seccomp",
     "sandbox_soak",
     "shared_prefix",
+    "warm_start_profile",
 ]  # ~5 s each here
 SLOW = [
     "train_step",
