@@ -11,7 +11,7 @@ tag formats (as the CPU demo's warm start does for its tiny model), with the mod
     vpo train examples/smollm2/maze_vpo_lora.yaml          # RL from the warm start, LoRA
 
 Defaults are for one GPU (about a minute on an H100-class card: an estimate, not a measurement);
-on CPU use --steps 20 --batch-size 4 to see it run (~7 s a step here).
+on CPU use --steps 30 --batch-size 4 to see it run (4.6-5.0 s a step here: scripts/smollm2_cpu_probe.sh).
 """
 
 from __future__ import annotations

@@ -140,12 +140,12 @@ class DemoConfig:
     warm_threads: int = 0
     """Torch threads of a warm start. 0 (default): automatic, :attr:`warm_thread_count`: one thread
     when the run trains at least two warm starts and runs at least two jobs at a time (the warm starts
-    are then jobs, ``jobs`` at a time beside the others: a one-thread warm start costs 115 s of one
-    core, a two-thread one 66 s of two, 13 % less CPU time), else 2. 1: always as jobs (with many
-    cores ``--jobs 8`` trains eight at a time); more than 1: each warm start alone, in the demo's
-    process, before the jobs (docs/demo.md, "Where the time goes"). On this machine one and two
-    threads train the same weights bit for bit (checked on seeds 0 and 1); the thread count is
-    recorded with the warm start because another CPU or library may reduce in another order."""
+    are then jobs, ``jobs`` at a time beside the others; on two cores that comes out even with two
+    threads one after the other, with more cores ``--jobs 8`` trains eight at a time), else 2.
+    1: always as jobs; more than 1: each warm start alone, in the demo's process, before the jobs
+    (docs/demo.md, "Where the time goes"). On this machine one and two threads train the same
+    weights bit for bit (checked on 22 warm starts); the thread count is recorded with the warm start
+    because another CPU or library may reduce in another order."""
     shared_warm_seed: int = 0
     """With ``warm_start='shared'``: the seed of the one warm start every replicate trains from (0:
     the shipped runs' warm start; another seed s: the warm start replicate s trains with
