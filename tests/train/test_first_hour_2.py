@@ -735,3 +735,23 @@ def test_demo_estimates_its_time_and_says_how_to_resume(monkeypatch, tmp_path, c
     assert re.search(r"about \d+(\.\d+)? min", err), err
     assert "rerun" in err and f"--out {tmp_path / 'd'}" in err and "resume" in err
     assert err.count("interrupted") == 1
+
+
+def test_an_unset_bf16_is_float32_on_a_cpu_and_trl_s_default_on_a_bf16_gpu(tmp_path, monkeypatch):
+    """TRL resolves an unset bf16 to True: on a CPU with use_cpu that silently autocasts to bf16, and
+    without use_cpu it refuses to start. vpo trains in float32 there and keeps bf16 where an
+    accelerator supports it; an explicit value always wins."""
+    import vpo.train.config as config_mod
+    from vpo.train import VPOConfig
+    from vpo.train.cli import parse_train_args
+
+    out = str(tmp_path)
+    assert VPOConfig(output_dir=out, report_to="none").bf16 is False  # TRL: "Your setup doesn't support bf16/gpu"
+    assert VPOConfig(output_dir=out, use_cpu=True, report_to="none").bf16 is False  # TRL: bf16 autocast
+    assert VPOConfig(output_dir=out, use_cpu=True, bf16=True, report_to="none").bf16 is True
+    assert VPOConfig(output_dir=out, fp16=True, use_cpu=True, report_to="none").bf16 is False
+    training_args = parse_train_args(["--output_dir", out, "--report_to", "none", "--use_cpu", "true"])[0]
+    assert training_args.bf16 is False  # the command line leaves it unset the same way
+    monkeypatch.setattr(config_mod, "is_torch_bf16_gpu_available", lambda: True)
+    assert config_mod.default_bf16(use_cpu=False) is True
+    assert config_mod.default_bf16(use_cpu=True) is False

@@ -190,7 +190,7 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
             max_steps=1,
             learning_rate=1e-2,
             max_grad_norm=0.0,  # the raw gradients, not rescaled by their (path-dependent) norm
-            bf16=False,  # TRL's default autocasts to bf16 (even on CPU): compare in float32
+            bf16=False,  # float32 (the CPU default; stated so the comparison stays fp32 anywhere)
             beta=0.01,
             logging_steps=1,
             report_to="none",

@@ -2,7 +2,9 @@
 
 Every field added here has help text naming what it does and where it comes from. Everything else
 (learning rate, ``beta`` for the k3 KL, ``epsilon`` clip, ``loss_type``, ``num_generations`` G,
-``use_vllm``, ``bf16``, ``report_to`` ...) is TRL's own and behaves as in TRL.
+``use_vllm``, ``report_to`` ...) is TRL's own and behaves as in TRL. One default differs: ``bf16``
+left unset is True only where a bf16-capable accelerator is in use (TRL's own default) and False on a
+CPU (TRL's would autocast to bf16 on a CPU with ``use_cpu``, and refuse to start without it).
 
 Paper settings (docs/method.md §3) live in the shipped YAML configs (``vpo/configs/*.yaml``), not in these
 defaults, so that a config file states what it reproduces.
@@ -21,6 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
 from vpo._util import positive_int
@@ -265,6 +268,10 @@ class VPOConfig(GRPOConfig):
                 f"num_generations (G) must be >= 2: advantages are normalised within a group; got {self.num_generations}"
             )
         validate_search_eval_args(self)
+        if self.bf16 is None and not self.fp16:
+            # TRL resolves an unset bf16 to True everywhere: on a CPU that is bf16 autocast with use_cpu
+            # (a few % slower in the demo, docs/demo.md, and less precise) and an error without it
+            self.bf16 = default_bf16(self.use_cpu)
         silence_checkpointing_renames()  # again here: a caller's warning filters may have been reset since import
         super().__post_init__()
 
@@ -289,6 +296,13 @@ class VPOConfig(GRPOConfig):
         if self.estimator in TRL_NATIVE_ESTIMATORS:
             return False
         return get_estimator(self.estimator).multi_answer
+
+
+def default_bf16(use_cpu: bool) -> bool:
+    """What an unset ``bf16`` of :class:`VPOConfig` means: True when training runs on an accelerator
+    with bf16 support (a CUDA GPU from Ampere on, an XPU/NPU/MPS device that has it, a TPU), False on
+    a CPU."""
+    return bool(not use_cpu and (is_torch_bf16_gpu_available() or is_torch_xla_available()))
 
 
 def validate_search_eval_args(args) -> None:
