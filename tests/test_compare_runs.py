@@ -55,3 +55,43 @@ def test_runs_that_share_no_model_exit_2(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     assert mod.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     assert "share no model" in capsys.readouterr().err
+
+
+def _record(d: Path, hashes: list[str], curves: dict[str, list[list[float]]], seeds=(1, 2)) -> None:
+    d.mkdir(parents=True)
+    rec = {
+        "config": {"seeds": list(seeds)},
+        "warm_start": {"replicates": [{"weights_sha256": h} for h in hashes]},
+        "training_curves": {m: {"reward": v, "diversity": [[0.0] * len(x) for x in v]} for m, v in curves.items()},
+    }
+    (d / "demo.json").write_text(json.dumps(rec))
+
+
+def test_report_folders_are_compared_by_their_records(tmp_path, capsys):
+    """A shipped report folder has no model files: the warm starts' recorded hashes and every logged
+    training-curve value are compared exactly instead."""
+    mod = _mod()
+    curves = {"vpo": [[0.1, 0.2], [0.3, 0.4]], "grpo": [[0.5, 0.5], [0.6, 0.7]]}
+    _record(tmp_path / "a", ["aa" * 32, "bb" * 32], curves)
+    _record(tmp_path / "b", ["aa" * 32, "bb" * 32], curves)
+    assert mod.main([str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["records"] and out["shared"] == out["identical"] == 2 + 4
+    changed = {"vpo": [[0.1, 0.2], [0.3, 0.4000001]], "grpo": curves["grpo"]}
+    _record(tmp_path / "c", ["aa" * 32, "bc" * 32], changed)
+    assert mod.main([str(tmp_path / "a"), str(tmp_path / "c")]) == 1
+    res = mod.compare_records(tmp_path / "a", tmp_path / "c")
+    assert [r["model"] for r in res["rows"] if not (r["same_weights"] or r["same_losses"])] == [
+        "warmstart_s2",
+        "runs/vpo_s2",
+    ]
+    _record(tmp_path / "d", ["aa" * 32], {"vpo": [[0.1, 0.2]]}, seeds=(1,))  # another seed set: only seed 1 shared
+    res = mod.compare_records(tmp_path / "a", tmp_path / "d")
+    assert res["shared"] == 2 and res["identical"] == 2 and "runs/grpo_s1" in res["only_in_a"]
+
+
+def test_runs_with_neither_models_nor_records_exit_2(tmp_path, capsys):
+    mod = _mod()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert mod.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2
