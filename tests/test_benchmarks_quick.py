@@ -147,6 +147,8 @@ QUOTED_KEYS = {
     ],
     # docs/demo.md "Where the time goes" (the warm start's operator shares)
     "warm_start_profile": ["shares", "batch", "steps"],
+    # docs/demo.md "Where the time goes" (what the remaining CPU switches buy)
+    "cpu_speed_options": ["warm_start_step", "sampling", "repeats"],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
@@ -160,6 +162,7 @@ FAST = [
     "sandbox_soak",
     "shared_prefix",
     "warm_start_profile",
+    "cpu_speed_options",
 ]  # ~5 s each here
 SLOW = [
     "train_step",
