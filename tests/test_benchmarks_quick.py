@@ -51,6 +51,11 @@ QUOTED_KEYS = {
             )
         ),
         "threads",
+        # docs/estimators.md "VPO@k's per-weighting shares"
+        "vpo_at_k_shares_vec_ms",
+        "vpo_at_k_shares_loop_ms",
+        "speedup_vpo_at_k_shares",
+        "vpo_at_k_shares_identical",
     ],
     # docs/training.md "Speed", README "Measured figures"
     "train_step": [

@@ -81,3 +81,20 @@ def test_a_group_that_every_weighting_ranks_flat_gets_zero():
     r = np.tile(np.array([[[0.2, 0.4, 0.6]]]), (8, 2, 1))
     got = compute_advantages("vpo_at_k", r, group_size=4, config=EstimatorConfig(num_weightings=7))
     assert torch.equal(got.advantages, torch.zeros(8, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_transform_of_k_columns_is_each_column_s_own_bit_for_bit(dtype):
+    """VPO@k transforms its K weightings' set scores in one call; each column must be exactly what
+    that column alone gives (groups of uneven sizes in any order, ties, k fixed and default)."""
+    rng = np.random.default_rng(5)
+    sizes = [3, 8, 5, 2, 6]
+    ids = [f"g{g}" for g, c in enumerate(sizes) for _ in range(c)]
+    ids = [ids[i] for i in rng.permutation(len(ids))]
+    b = _prepare(rng.random((len(ids), 1, 3)), None, None, ids, None, None, False, None)
+    scores = torch.as_tensor(np.round(rng.random((len(ids), 9)), 1), dtype=dtype)  # rounded: ties
+    for k in (None, 2):
+        together = max_at_k_transform(scores, b, k)
+        assert together.shape == scores.shape
+        for j in range(scores.shape[1]):
+            assert torch.equal(together[:, j], max_at_k_transform(scores[:, j].contiguous(), b, k))

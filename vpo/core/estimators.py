@@ -272,7 +272,10 @@ def log_comb(n, k) -> torch.Tensor:
 def max_at_k_transform(s: torch.Tensor, b: _Batch, k_fixed: int | None) -> torch.Tensor:
     """Per-sample unbiased Max@k reward: rank i (1-based, ascending within its group of n) gets
     ``[C(i-1, k-1) s_i + sum_{j>i} C(j-2, k-2) s_j] / C(n, k)``. Vectorised over groups of any size
-    by padding each group to the largest size (pads sort last and carry zero weight)."""
+    by padding each group to the largest size (pads sort last and carry zero weight). ``s`` is one
+    score per rollout ``[N]`` or K columns of them ``[N, K]`` (VPO@k: one per weighting), each column
+    transformed on its own; the result has the shape of ``s``, and column j is bit for bit what
+    ``s[:, j]`` alone gives."""
     P = b.num_groups
     n = b.counts  # [P]
     gmax = int(n.max().item())
@@ -282,23 +285,27 @@ def max_at_k_transform(s: torch.Tensor, b: _Batch, k_fixed: int | None) -> torch
             f"max_at_k: k={int(k.max().item())} exceeds the group size {int(n.min().item())}; "
             "use k <= G (default max(2, G // 2))"
         )
+    one = s.dim() == 1
+    cols = s.unsqueeze(1) if one else s  # [N, K]
     pos = _within_group_position(b.index, n)
-    grid = torch.full((P, gmax), float("inf"), dtype=s.dtype, device=s.device)
-    grid[b.index, pos] = s
-    sorted_vals, perm = torch.sort(grid, dim=1, stable=True)  # ascending, pads (inf) last
+    grid = torch.full((P, gmax, cols.shape[1]), float("inf"), dtype=s.dtype, device=s.device)
+    grid[b.index, pos] = cols
+    sorted_vals, perm = torch.sort(grid, dim=1, stable=True)  # ascending within each group, pads (inf) last
     rank = torch.arange(1, gmax + 1, dtype=s.dtype, device=s.device).expand(P, gmax)  # i
-    real = rank <= n.unsqueeze(1)
+    real = (rank <= n.unsqueeze(1)).unsqueeze(2)
     vals = torch.where(real, sorted_vals, torch.zeros_like(sorted_vals))
     kk = k.unsqueeze(1)
     log_den = log_comb(n.unsqueeze(1), kk)
-    own = torch.exp(log_comb(rank - 1, kk - 1) - log_den) * vals
-    above_coef = torch.exp(log_comb(rank - 2, kk - 2) - log_den)  # coefficient of s_j as "j above i"
+    # the binomial shares depend on (group, rank) only: computed once, [P, gmax, 1] against K columns
+    own = torch.exp(log_comb(rank - 1, kk - 1) - log_den).unsqueeze(2) * vals
+    above_coef = torch.exp(log_comb(rank - 2, kk - 2) - log_den).unsqueeze(2)  # coefficient of s_j as "j above i"
     c = torch.where(real, above_coef * vals, torch.zeros_like(vals))
     suffix = torch.flip(torch.cumsum(torch.flip(c, [1]), 1), [1])  # sum_{j>=i}
     above = torch.cat([suffix[:, 1:], torch.zeros_like(suffix[:, :1])], dim=1)  # sum_{j>i}
     eff_sorted = own + above
     eff_grid = torch.empty_like(eff_sorted).scatter_(1, perm, eff_sorted)
-    return eff_grid[b.index, pos]
+    out = eff_grid[b.index, pos]
+    return out[:, 0] if one else out
 
 
 @register_estimator(
@@ -338,7 +345,7 @@ def vpo_at_k_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler)
     w = sampler.sample(b.num_groups, b.d, dtype=cfg.torch_dtype).to(b.rewards.device)  # [P, K, d]
     best = _best_per_weighting(b.filled(w.dtype), w, b.index).to(torch.float64)  # [N, K]
     best = torch.where(b.valid.any(1, keepdim=True), best, torch.full_like(best, cfg.invalid_score))
-    eff = torch.stack([max_at_k_transform(best[:, j], b, cfg.max_at_k) for j in range(best.shape[1])], 1).mean(1)
+    eff = max_at_k_transform(best, b, cfg.max_at_k).mean(1)  # each weighting's Max@k shares, averaged
     s = best.mean(1)
     flat = _flat_groups(best, b).all(-1)  # every weighting ranks the group's rollouts as equal
     adv, std = _zscore(eff, b, cfg.eps, bessel=True, zero_flat=False, flat=flat)
