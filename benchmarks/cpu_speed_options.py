@@ -32,7 +32,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 import warnings
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -41,6 +40,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from estimators import alternating_times  # noqa: E402  (the estimator benchmark's alternating rounds)
 from warm_start_profile import _batch  # noqa: E402  (the profile's typical warm-start batch)
 
 
@@ -86,13 +86,7 @@ def _rounds(fns: dict, repeats: int) -> dict[str, float]:
     (after one untimed warm-up call each)."""
     for f in fns.values():
         f()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: statistics.median(v) for k, v in alternating_times(fns, repeats).items()}
 
 
 def _kernel_split(fn) -> dict[str, float]:
@@ -109,7 +103,7 @@ def _kernel_split(fn) -> dict[str, float]:
     stats = pstats.Stats(prof).stats
     total = sum(v[2] for v in stats.values())  # tottime
     for (file, _, name), v in stats.items():
-        if file == "~" and ("torch._C" in name or "torch." in name):
+        if file == "~" and "torch." in name:  # torch's C functions and tensor methods
             key = (
                 "attention"
                 if "scaled_dot_product" in name

@@ -58,6 +58,18 @@ K_REF = 100_000
 BITS = 30
 
 
+def alternating_times(fns: dict, repeats: int) -> dict[str, list[float]]:
+    """Seconds of each callable in ``fns`` over ``repeats`` rounds, every round calling each one in
+    turn (so a slow spell of a shared machine hits all of them alike)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - t0)
+    return times
+
+
 # ---------------------------------------------------------------------------------------------
 # the per-group loops (baselines)
 # ---------------------------------------------------------------------------------------------
@@ -197,12 +209,7 @@ def bench_speed(d: int, repeats: int) -> dict:
     fns["reference_loop"] = lambda: reference_structured_loop(matrices, ids, K, rng)
     fns["draw_numpy_per_group"] = lambda: [rng.dirichlet(np.ones(d), size=K) for _ in range(N_GROUPS)]
     fns["draw_batch_f32"] = lambda: sampler.sample(N_GROUPS, d, dtype=torch.float32)  # vectorised path's draws
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for key, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - t0)
+    times = alternating_times(fns, repeats)
     out = {f"{k}_ms": 1e3 * statistics.median(v) for k, v in times.items()}
     for prec in PRECISIONS:
         for loop in ("numpy_loop", "torch_loop"):
@@ -232,12 +239,7 @@ def bench_vpo_at_k(repeats: int) -> dict:
         "loop": lambda: torch.stack([max_at_k_transform(best[:, j], b, None) for j in range(K)], 1),
         "estimator": lambda: compute_advantages("vpo_at_k", rewards, valid, group_size=G, config=cfg, seed=1),
     }
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for key, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - t0)
+    times = alternating_times(fns, repeats)
     med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
     return {
         "vpo_at_k_shares_vec_ms": med["vec"],

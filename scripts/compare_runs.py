@@ -113,9 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     records = not (_model_dirs(args.a) and _model_dirs(args.b))
     if records and all((d / "demo.json").exists() for d in (args.a, args.b)):
         res = compare_records(args.a, args.b)
-    elif records:
-        print(f"compare_runs: {args.a} and {args.b} share no model directory", file=sys.stderr)
-        return 2
     else:
         res = compare(args.a, args.b)
     if not res["shared"]:
@@ -124,21 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     if res.get("records"):
         print("From the two demo.json records (no model files on one side): warm starts by weights SHA-256, trained")
         print("models by their logged training curves.\n")
-        print(
-            "| model | same weights SHA-256 | same training curves | SHA-256 (a) | SHA-256 (b) |\n|---|---|---|---|---|"
-        )
-        dash = "—"
-        for r in res["rows"]:
-            w, c = (dash if v is None else v for v in (r["same_weights"], r["same_losses"]))
-            print(f"| {r['model']} | {w} | {c} | {r['sha256_a']} | {r['sha256_b']} |")
-        print(f"\n{res['identical']} of {res['shared']} shared records identical")
+        heads, noun = ("same weights SHA-256", "same training curves"), "records"
     else:
-        print("| model | same weights | same losses | SHA-256 (a) | SHA-256 (b) |\n|---|---|---|---|---|")
-        for r in res["rows"]:
-            print(f"| {r['model']} | {r['same_weights']} | {r['same_losses']} | {r['sha256_a']} | {r['sha256_b']} |")
-        print(
-            f"\n{res['identical']} of {res['shared']} shared models identical; {res['same_losses']} with the same losses"
-        )
+        heads, noun = ("same weights", "same losses"), "models"
+    print(f"| model | {heads[0]} | {heads[1]} | SHA-256 (a) | SHA-256 (b) |\n|---|---|---|---|---|")
+    for r in res["rows"]:
+        w, c = ("—" if v is None else v for v in (r["same_weights"], r["same_losses"]))
+        print(f"| {r['model']} | {w} | {c} | {r['sha256_a']} | {r['sha256_b']} |")
+    summary = f"\n{res['identical']} of {res['shared']} shared {noun} identical"
+    print(summary if res.get("records") else f"{summary}; {res['same_losses']} with the same losses")
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if k != "rows"}))
     return 0 if res["identical"] == res["shared"] else 1
