@@ -34,6 +34,7 @@ _BUILTIN: dict[str, str] = {
     "code": "vpo.tasks.code:CodeTask",
     "prog": "vpo.tasks.prog:ProgTask",
     "noisy": "vpo.tasks.noisy:NoisyTask",
+    "humaneval": "vpo.tasks.humaneval:HumanEvalTask",
 }
 """Built-in tasks: name -> ``module:factory``, imported on first use."""
 _REGISTRY: dict[str, Callable[..., base.Task]] = {}
