@@ -75,7 +75,9 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
         "unix_sockets_blocked": "unix" not in out and res.outcomes[0].ok,
         "cgroup_cpu": "cpu" in cg,
         "cgroup_kill": "unified" in cg and _has_cgroup_kill(cg["unified"]),
-        "cpu_time_source": "cgroup" if "unified" in cg else "proc",
+        "cpu_time_source": res.setup.get("cpu_time_source", "none"),
+        "landlock": res.setup.get("landlock") or False,
+        "private_dev": bool(res.setup.get("dev")),
         "worker_capabilities": res.setup.get("worker_capabilities"),
         "probe_status": res.outcomes[0].status if res.outcomes else "none",
     }

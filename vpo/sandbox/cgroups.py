@@ -23,15 +23,18 @@ if TYPE_CHECKING:
 
 
 _POOL_LOCK = threading.Lock()
-_CPU_POOL: dict[tuple[str, float], list[str]] = {}
-"""Free per-sandbox cpu cgroups of a v1 cpu hierarchy, by (parent, cores). Creating and removing a
-cpu cgroup for every sandbox cost ~8 % of the throughput benchmark's one-sandbox-per-test and scorer
-figures (paired runs); an empty one is as good as new (its only state is its quota), so a sandbox
-takes a free one, and gives it back once nothing is left in it. At most one per sandbox running at
-once; removed at exit, or by the sweep of a later process if this one is killed (the name carries
-our pid: ``vpo-pool-<pid>-cpu<n>``)."""
+_CPU_POOL: dict[tuple[str, float | None], list[str]] = {}
+"""Free per-sandbox cgroups of v1 cpu and cpuacct hierarchies, by (parent, cores; None for a
+cpuacct-only one). Creating and removing a cpu cgroup for every sandbox cost ~8 % of the throughput
+benchmark's one-sandbox-per-test and scorer figures (paired runs); an empty one is as good as new (its
+only state is its quota, and a cumulative CPU counter the worker reads as differences), so a sandbox
+takes a free one, and gives it back once nothing is left in it. At most one per hierarchy and sandbox
+running at once; removed at exit, or by the sweep of a later process if this one is killed (the name
+carries our pid: ``vpo-pool-<pid>-cpu<n>``)."""
 _POOLED: list[str] = []
 _POOL_IDS = itertools.count()
+_POOLABLE = {"cpu", "cpuacct"}
+"""v1 controllers whose cgroups keep no state a sandbox could leave to the next one."""
 
 
 def _remove_pool() -> None:
@@ -45,7 +48,9 @@ def _remove_pool() -> None:
             pass
 
 
-def _take_cpu_cgroup(base: str, cores: float) -> str:
+def _take_cpu_cgroup(base: str, cores: float | None) -> str:
+    """A free pooled cgroup of hierarchy ``base``, its cpu quota set to ``cores`` (``None``: a
+    cpuacct-only hierarchy, no quota)."""
     with _POOL_LOCK:
         free = _CPU_POOL.setdefault((base, cores), [])
         if free:
@@ -58,43 +63,54 @@ def _take_cpu_cgroup(base: str, cores: float) -> str:
         import atexit
 
         atexit.register(_remove_pool)
-    period = 100_000
-    _write(os.path.join(d, "cpu.cfs_period_us"), str(period))
-    _write(os.path.join(d, "cpu.cfs_quota_us"), str(max(1000, int(cores * period))))
+    if cores is not None:
+        period = 100_000
+        _write(os.path.join(d, "cpu.cfs_period_us"), str(period))
+        _write(os.path.join(d, "cpu.cfs_quota_us"), str(max(1000, int(cores * period))))
     return d
 
 
 class _Cgroups:
     """Per-sandbox cgroups: created before the launch, joined by the worker, killed and removed after.
 
-    One directory per hierarchy (v1 pids, memory, cpu; the v2 one): limits on processes, memory and
-    CPU (``cpu_cores``: ``cpu.max`` or ``cpu.cfs_quota_us``; a cgroup of its own also makes the sandbox
-    one entity for the scheduler, however many processes it runs), the CPU time the worker judges a
-    test's limit on (v2 ``cpu.stat``), and ``cgroup.kill`` + ``cgroup.events`` for the final cleanup."""
+    One directory per hierarchy (v1 pids, memory, cpu, cpuacct; the v2 one): limits on processes,
+    memory and CPU (``cpu_cores``: ``cpu.max`` or ``cpu.cfs_quota_us``; a cgroup of its own also makes
+    the sandbox one entity for the scheduler, however many processes it runs), the CPU counter the
+    worker judges a test's limit on (v1 ``cpuacct.usage`` or v2 ``cpu.stat``: every process the test
+    made, reaped or not), and ``cgroup.kill`` + ``cgroup.events`` for the final cleanup. The v1 cpu
+    and cpuacct cgroups come from a pool (:data:`_CPU_POOL`)."""
 
     def __init__(self, cfg: SandboxConfig, tag: str, extra_bytes: int) -> None:
         self.dirs: list[str] = []
         self.unified: str | None = None
         self.cpu_cap: float | None = None
-        self.pooled: tuple[str, tuple[str, float]] | None = None
+        self.pooled: list[tuple[str, tuple[str, float | None]]] = []
+        self.cpu_usage: str | None = None
+        """The counter the worker judges a test's CPU time on: ``cpuacct.usage`` (v1) or ``cpu.stat``
+        (v2) of a cgroup every process of the sandbox is in (or None: no cgroups)."""
         if not cfg.use_cgroups:
             return
         by_dir: dict[str, list[str]] = {}
         bases = _cgroup_dirs()
         for ctl, base in bases.items():
             by_dir.setdefault(os.path.join(base, tag), []).append(ctl)
-        cpu_dir = os.path.join(bases["cpu"], tag) if "cpu" in bases else None
-        if cpu_dir is not None and by_dir[cpu_dir] == ["cpu"] and cfg.cpu_cores is not None:
-            # a v1 cpu hierarchy of its own: a pooled cgroup, already limited (see _CPU_POOL)
-            del by_dir[cpu_dir]
+        for d, ctls in list(by_dir.items()):
+            if not set(ctls) <= _POOLABLE or os.path.exists(os.path.join(os.path.dirname(d), "cgroup.controllers")):
+                continue
+            # a v1 cpu and/or cpuacct hierarchy of its own: a pooled cgroup, already limited
+            del by_dir[d]
+            cores = float(cfg.cpu_cores) if "cpu" in ctls and cfg.cpu_cores is not None else None
+            key = (os.path.dirname(d), cores)
             try:
-                key = (bases["cpu"], float(cfg.cpu_cores))
-                d = _take_cpu_cgroup(*key)
-                self.dirs.append(d)
-                self.pooled = (d, key)
-                self.cpu_cap = max(1000, int(cfg.cpu_cores * 100_000)) / 100_000
+                pooled = _take_cpu_cgroup(*key)
             except OSError:
-                pass
+                continue
+            self.dirs.append(pooled)
+            self.pooled.append((pooled, key))
+            if cores is not None:
+                self.cpu_cap = max(1000, int(cores * 100_000)) / 100_000
+            if "cpuacct" in ctls:
+                self.cpu_usage = os.path.join(pooled, "cpuacct.usage")
         for d, ctls in by_dir.items():
             try:
                 os.mkdir(d)
@@ -103,6 +119,10 @@ class _Cgroups:
             self.dirs.append(d)
             if "unified" in ctls:
                 self.unified = d
+                if self.cpu_usage is None and os.path.exists(os.path.join(d, "cpu.stat")):
+                    self.cpu_usage = os.path.join(d, "cpu.stat")
+            if "cpuacct" in ctls:
+                self.cpu_usage = os.path.join(d, "cpuacct.usage")
             for ctl in ctls:
                 try:
                     self._limit(ctl, d, cfg, extra_bytes)
@@ -136,13 +156,6 @@ class _Cgroups:
     @property
     def procs_files(self) -> list[str]:
         return [os.path.join(d, "cgroup.procs") for d in self.dirs]
-
-    @property
-    def cpu_stat(self) -> str | None:
-        """The v2 ``cpu.stat`` whose ``usage_usec`` counts every process of the sandbox (or None)."""
-        if self.unified is None or not os.path.exists(os.path.join(self.unified, "cpu.stat")):
-            return None
-        return os.path.join(self.unified, "cpu.stat")
 
     def kill_and_remove(self, deadline_s: float = 10.0) -> list[int]:
         """SIGKILL whatever is still in the cgroups and remove them, waiting until they are really
@@ -186,20 +199,18 @@ class _Cgroups:
     def _return_pooled(self) -> None:
         """An empty pooled cgroup goes back to the pool; one that is not (a process that could not
         be killed) leaves the pool and is removed like the others."""
-        if self.pooled is None:
-            return
-        d, key = self.pooled
-        self.pooled = None
-        self.dirs.remove(d)
-        empty = not _read_pids(os.path.join(d, "cgroup.procs"))
-        with _POOL_LOCK:
-            if d not in _POOLED:
-                return
-            if empty:
-                _CPU_POOL.setdefault(key, []).append(d)
-                return
-            _POOLED.remove(d)
-        self.dirs.append(d)
+        pooled, self.pooled = self.pooled, []
+        for d, key in pooled:
+            self.dirs.remove(d)
+            empty = not _read_pids(os.path.join(d, "cgroup.procs"))
+            with _POOL_LOCK:
+                if d not in _POOLED:
+                    continue
+                if empty:
+                    _CPU_POOL.setdefault(key, []).append(d)
+                    continue
+                _POOLED.remove(d)
+            self.dirs.append(d)
 
 
 def _unpopulated(d: str) -> bool:

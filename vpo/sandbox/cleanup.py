@@ -16,7 +16,7 @@ import sys
 
 from vpo.sandbox.cgroups import _kill_if_in_cgroup, _read_pids
 from vpo.sandbox.probe import _cgroup_dirs
-from vpo.sandbox.worker import _SAFE_PATH, _procs_of_uid
+from vpo.sandbox.worker import _SAFE_PATH, _empty_tree, _procs_of_uid
 
 _SWEPT: set = set()
 """(scratch root, cgroups) pairs already swept by this process."""
@@ -108,19 +108,11 @@ def _kill_uid(uid: int, deadline_s: float = 10.0) -> None:
 
 
 def _rmtree(path: str) -> None:
-    import shutil
-    import stat
-
-    def fix(func, p, exc):  # a program may have removed permissions from what it wrote
-        try:  # directories only, looked up without following links: never chmod a link's target
-            for d in (os.path.dirname(p), p):
-                if stat.S_ISDIR(os.lstat(d).st_mode):
-                    os.chmod(d, stat.S_IRWXU)
-        except OSError:
-            pass
-        try:
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=fix)
+    """Remove a scratch directory and everything a program left in it, however deep (iterative, see
+    :func:`vpo.sandbox.worker._empty_tree`) and whatever permissions it set. Best effort: what cannot
+    be removed stays for the sweep of a later Sandbox (the name carries the owner's pid)."""
+    try:
+        _empty_tree(path)
+        os.rmdir(path)
+    except OSError:
+        pass

@@ -338,7 +338,7 @@ class Sandbox:
                 "namespaces": self.isolation == "namespaces",
                 "uid": uid,
                 "cgroup_procs": cg.procs_files if cg else [],
-                "cpu_stat": cg.cpu_stat if cg else None,
+                "cpu_usage": cg.cpu_usage if cg else None,
                 "inputs_fd": inputs_fd,
                 "cleanup_s": float(cfg.cleanup_s),
                 "tmpfs_bytes": tmpfs_bytes,

@@ -189,12 +189,17 @@ moves to a fresh IPC namespace, so none is visible to the next test (:func:`_fre
 program cannot use it: the kernel wants CAP_SYS_ADMIN, which a test process no longer has. Any other
 ``unshare`` gets EPERM."""
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
-_SOCK_TYPE_MASK, _SOCK_STREAM, _SOCK_SEQPACKET = 0xF, 1, 5
-"""``socket`` is allowed for AF_INET / AF_INET6 only (TCP and UDP inside the empty network
-namespace); AF_UNIX (which reaches host services listening on a path: read-only mounts do not stop
-``connect``), AF_VSOCK, AF_NETLINK, AF_PACKET and every other family get EPERM. ``socketpair`` is
-allowed for AF_UNIX stream and seqpacket pairs (asyncio, multiprocessing); a datagram pair could be
-re-connected or ``sendto`` any path, so it gets EPERM too."""
+_SOCK_TYPE_MASK, _SOCK_STREAM, _SOCK_DGRAM, _SOCK_SEQPACKET = 0xF, 1, 2, 5
+_IPPROTO_TCP, _IPPROTO_UDP = 6, 17
+"""``socket`` is allowed for TCP and UDP only, inside the empty network namespace: family AF_INET or
+AF_INET6, type SOCK_STREAM or SOCK_DGRAM (the SOCK_NONBLOCK / SOCK_CLOEXEC bits masked off; the kernel
+refuses any other bit itself), protocol 0, IPPROTO_TCP or IPPROTO_UDP. Everything else gets EPERM:
+AF_UNIX (which reaches host services listening on a path: read-only mounts do not stop ``connect``),
+AF_VSOCK, AF_NETLINK, AF_PACKET and every other family; SOCK_RAW, SOCK_PACKET (an AF_INET type that
+reaches the packet family) and SOCK_SEQPACKET; MPTCP (262), UDP-Lite (136), SCTP, ICMP "ping" sockets
+and every other protocol. ``socketpair`` is allowed for AF_UNIX stream and seqpacket pairs (asyncio,
+multiprocessing); a datagram pair could be re-connected or ``sendto`` any path, so it gets EPERM
+too."""
 _CLONE_NEW_FLAGS = 0x7E020000
 """CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET: ``clone`` with any of them
 gets EPERM. ``clone3`` passes its flags in memory a filter cannot read, so it gets ENOSYS and libc
@@ -332,7 +337,7 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     foreign architecture (and x32) -> kill; numbers past :data:`_SECCOMP_LAST_REVIEWED` -> ENOSYS;
     the deny-list -> EPERM; ``clone`` with namespace flags -> EPERM; ``clone3`` -> ENOSYS;
     ``personality`` other than 0 / 0xffffffff -> EPERM; ``unshare`` other than CLONE_NEWIPC -> EPERM;
-    ``socket`` other than AF_INET / AF_INET6 -> EPERM; ``socketpair`` other than an AF_UNIX stream or
+    ``socket`` other than TCP or UDP over AF_INET / AF_INET6 -> EPERM; ``socketpair`` other than an AF_UNIX stream or
     seqpacket pair -> EPERM; all else allowed."""
     if machine not in _AUDIT_ARCH:
         raise OSError(
@@ -373,10 +378,20 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         _bpf_label("unshare"),
         _bpf_load_arg_lo(0),
         _bpf_jeq(_CLONE_NEWIPC, "allow", "eperm"),
-        _bpf_label("socket"),  # the domain: IP only (the network namespace is empty)
-        _bpf_load_arg_lo(0),
-        _bpf_jeq(_AF_INET, "allow"),
-        _bpf_jeq(_AF_INET6, "allow", "eperm"),
+        _bpf_label("socket"),  # TCP and UDP over IP only (the network namespace is empty)
+        _bpf_load_arg_lo(0),  # the family
+        _bpf_jeq(_AF_INET, "socket_type"),
+        _bpf_jeq(_AF_INET6, "socket_type", "eperm"),
+        _bpf_label("socket_type"),
+        _bpf_load_arg_lo(1),
+        _bpf_and(_SOCK_TYPE_MASK),  # without SOCK_NONBLOCK / SOCK_CLOEXEC
+        _bpf_jeq(_SOCK_STREAM, "socket_protocol"),
+        _bpf_jeq(_SOCK_DGRAM, "socket_protocol", "eperm"),
+        _bpf_label("socket_protocol"),
+        _bpf_load_arg_lo(2),
+        _bpf_jeq(0, "allow"),
+        _bpf_jeq(_IPPROTO_TCP, "allow"),
+        _bpf_jeq(_IPPROTO_UDP, "allow", "eperm"),
         _bpf_label("socketpair"),  # an unnamed, connected AF_UNIX stream or seqpacket pair only
         _bpf_load_arg_lo(0),
         _bpf_jeq(_AF_UNIX, None, "eperm"),
@@ -514,6 +529,45 @@ def _make_readonly(libc) -> str:
     return "remount" if not failed else f"remount-partial({failed} of {len(points)} mounts stayed writable)"
 
 
+_DEV_NODES = ("null", "zero", "full", "random", "urandom")
+_DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
+
+
+def _minimal_dev(libc) -> list[str]:
+    """Put a fresh ``/dev`` over the host's in this mount namespace: a small read-only tmpfs holding
+    only ``null``, ``zero``, ``full``, ``random`` and ``urandom`` (the host's nodes, bound one by
+    one: no ``mknod``, so it works in a user namespace too) and the ``fd``/``std*`` links. No
+    ``/dev/ptmx`` or ``/dev/pts`` (host pseudo-terminals), no GPU, disk, ``kvm`` or ``tty`` node stays
+    reachable. Returns the nodes bound; raises if the tmpfs or a bind cannot be made (fail closed:
+    the host's /dev would stay)."""
+    handles = []
+    for name in _DEV_NODES:  # O_PATH handles first: the tmpfs is about to cover the host's nodes
+        try:
+            handles.append((name, os.open(f"/dev/{name}", os.O_PATH)))
+        except OSError:
+            pass  # this host has no such node: the sandbox has none either
+    try:
+        opts = b"size=65536,nr_inodes=64,mode=0755"
+        _mount(libc, b"tmpfs", b"/dev", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, opts)
+        for name, fd in handles:
+            target = f"/dev/{name}"
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            # a bind mount keeps the flags of the host's /dev (read-only, nosuid, not nodev)
+            _mount(libc, f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND, None)
+        for name, dest in _DEV_LINKS:
+            os.symlink(dest, f"/dev/{name}")
+        _mount_setattr(libc, b"/dev", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, recursive=True)
+    finally:
+        for _, fd in handles:
+            os.close(fd)
+    return [name for name, _ in handles]
+
+
 def _setup(job: dict) -> dict:
     """Namespace-side setup, run once by the worker before any program code. Returns a report."""
     rep: dict = {"pid": os.getpid(), "readonly_root": False, "tmpfs_scratch": False, "cgroups": []}
@@ -530,6 +584,7 @@ def _setup(job: dict) -> dict:
         libc = _libc()
         how = _make_readonly(libc)
         rep["readonly_root"] = how
+        rep["dev"] = _minimal_dev(libc)
         # a fresh, writable view of our own pid namespace's /proc (children lower their OOM shield)
         try:
             _mount_setattr(libc, b"/proc", 0, _MOUNT_ATTR_RDONLY, recursive=False)
@@ -694,6 +749,68 @@ def _drop_privileges(job: dict, libc) -> None:
             raise OSError("capset failed")
 
 
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every arch
+_LANDLOCK_CREATE_RULESET_VERSION, _LANDLOCK_RULE_PATH_BENEATH = 1, 1
+_LL_WRITE_FILE, _LL_TRUNCATE, _LL_REFER = 1 << 1, 1 << 14, 1 << 13
+_LL_WRITES_V1 = (
+    _LL_WRITE_FILE
+    | 1 << 4  # REMOVE_DIR
+    | 1 << 5  # REMOVE_FILE
+    | 1 << 6  # MAKE_CHAR
+    | 1 << 7  # MAKE_DIR
+    | 1 << 8  # MAKE_REG
+    | 1 << 9  # MAKE_SOCK
+    | 1 << 10  # MAKE_FIFO
+    | 1 << 11  # MAKE_BLOCK
+    | 1 << 12  # MAKE_SYM
+)
+"""Every Landlock access right that writes (ABI 1): opening any file for writing (regular files,
+FIFOs, devices alike), removing, creating any kind of node; ABI 2 adds REFER (linking or renaming
+across directories), ABI 3 TRUNCATE. Reads and execution are not handled: they stay as the mounts and
+file permissions allow."""
+
+
+def _landlock_abi(libc) -> int:
+    """The kernel's Landlock ABI version, or 0 where it has none (older than 5.13, or not among the
+    active security modules: ENOSYS / EOPNOTSUPP)."""
+    abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, int(abi))
+
+
+def _landlock_writes_only_beneath(libc, abi: int, work: str) -> None:
+    """In the test child, after ``no_new_privs``: a Landlock domain in which this process and all it
+    starts may write only beneath ``work`` (the test's working directory) and to ``/dev/null``: no
+    host FIFO, device or other file can be opened for writing, whatever its permissions or its
+    mount's. Raises if any step fails (the caller then runs no program: fail closed)."""
+    import ctypes
+
+    handled = _LL_WRITES_V1 | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr, first field (the ABI 1 size)
+    ruleset = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    if ruleset < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"landlock_create_ruleset: {os.strerror(e)}")
+    fds = [ruleset]
+    try:
+        for path, allowed in ((work, handled), ("/dev/null", handled & (_LL_WRITE_FILE | _LL_TRUNCATE))):
+            fds.append(os.open(path, os.O_PATH | os.O_CLOEXEC))
+            rule = PathBeneath(allowed, fds[-1])
+            if libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                e = ctypes.get_errno()
+                raise OSError(e, f"landlock_add_rule({path}): {os.strerror(e)}")
+        if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"landlock_restrict_self: {os.strerror(e)}")
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> None:  # noqa: C901 (one ordered post-fork sequence ending in os._exit)
     """The per-test child: never returns. One piece on purpose: it runs between fork and _exit, and
     its order (session, fds, chdir, privilege drop, streams, program, flush) is the sandbox's. ``fds``: stdin, stdout, stderr, the result file, and (call tests) the arguments file."""
@@ -712,6 +829,8 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
         os.chdir(work)  # before dropping privileges: the path's parents may be closed to the sandbox uid
         os.environ["HOME"] = os.environ["TMPDIR"] = work
         _drop_privileges(job, libc)
+        if job.get("landlock_abi"):
+            _landlock_writes_only_beneath(libc, job["landlock_abi"], ".")  # the working directory
         os.umask(0o077)
         import builtins
         import io
@@ -820,7 +939,9 @@ def _resolve(g: dict, name: str):
 
 
 class _CleanupError(OSError):
-    """A test's processes outlived the cleanup deadline: the worker runs no further test."""
+    """What a test left could not be cleared (its processes outlived the cleanup deadline, its
+    working directory could not be emptied and made again, its SysV IPC objects could not be left
+    behind): the worker runs no further test."""
 
 
 def _reap_all(job: dict) -> None:
@@ -877,32 +998,40 @@ def _children_of(ppid: int) -> list[int]:
 
 
 def _cpu_clock(job: dict):
-    """``(clock, cheap)``: functions giving the CPU seconds used so far by the sandbox's processes.
-    ``clock``: the per-sandbox v2 cgroup's ``cpu.stat`` where there is one (every process of the
-    test, wherever it moved), else the worker's reaped children plus, in a PID namespace, every live
-    process but the worker (read from ``/proc/PID/stat`` into one buffer that is zeroed after use: no
-    program-chosen name stays in the worker's memory). ``cheap``: the same where it is one read, else
-    the reaped children only: what ``clock`` says when the worker has no live child (between tests),
-    and enough for a test that ended by itself (its processes reaped, or killed right after)."""
-    path = job.get("cpu_stat")
-    if path:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            buf = bytearray(4096)
+    """``(clock, cheap, source)``: functions giving the CPU seconds used so far by the sandbox's
+    processes, and where they read it (``"cgroup"`` or ``"proc"``).
 
-            def cgroup_clock() -> float:
-                n = os.preadv(fd, [buf], 0)
-                i = buf.find(b"usage_usec ", 0, n)
-                return int(buf[i + 11 : buf.index(b"\n", i)]) / 1e6
+    ``clock``, where the host gave the sandbox a CPU counter (``job["cpu_usage"]``: a v1 cpuacct
+    cgroup's ``cpuacct.usage``, in ns, or a v2 cgroup's ``cpu.stat`` ``usage_usec``): that counter,
+    less the worker's own CPU time (it is in the cgroup too). It pools every process the test made,
+    wherever it moved and whether or not anyone reaped it (a program that ignores SIGCHLD has its
+    children reaped by the kernel, and their CPU time reaches no parent's ``cutime``). A counter
+    named but unreadable raises (fail closed: no fallback that such a program escapes).
 
-            try:
-                cgroup_clock()
-                return cgroup_clock, cgroup_clock
-            except (OSError, ValueError):
-                os.close(fd)
+    Without one (no cgroups: non-root), the worker's reaped children plus, in a PID namespace, every
+    live process but the worker (read from ``/proc/PID/stat`` into one buffer that is zeroed after
+    use: no program-chosen name stays in the worker's memory); children the kernel reaped itself are
+    missed there (docs/sandbox.md). ``cheap``: the same where it is one read, else the reaped children
+    only: what ``clock`` says when the worker has no live child (between tests), and enough for a test
+    that ended by itself (its processes reaped, or killed right after)."""
+    usage = job.get("cpu_usage")
+    if usage:
+        fd = os.open(usage, os.O_RDONLY | os.O_CLOEXEC)
+        buf = bytearray(4096)
+        stat = os.path.basename(usage) == "cpu.stat"
+        worker_cpu = time.process_time
+
+        def cgroup_clock() -> float:
+            n = os.preadv(fd, [buf], 0)
+            if stat:
+                i = buf.index(b"usage_usec ", 0, n)
+                used = int(buf[i + 11 : buf.index(b"\n", i)]) / 1e6
+            else:
+                used = int(buf[:n]) / 1e9
+            return used - worker_cpu()
+
+        cgroup_clock()  # raises if it cannot be read or parsed
+        return cgroup_clock, cgroup_clock, "cgroup"
     import resource
 
     tick = os.sysconf("SC_CLK_TCK")
@@ -937,7 +1066,7 @@ def _cpu_clock(job: dict):
                 buf[:] = bytes(len(buf))
         return total + ticks / tick
 
-    return proc_clock, reaped
+    return proc_clock, reaped, "proc"
 
 
 def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int, float]:
@@ -946,7 +1075,7 @@ def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int,
     SIGKILL it past either, and reap it. Returns ``(None | "cpu" | "wall", wait status, CPU seconds
     used)``. The CPU time is read only when the child has run long enough to possibly have used it
     all (at most ``lim["cpu_parallel"]`` CPUs at once): a short test is never polled."""
-    clock, cheap = clocks
+    clock, cheap = clocks[:2]
     why = None
     cpu0 = cheap()  # no live process but the new child, which has used next to nothing yet
     cpu_limit, par = float(lim["cpu_time_s"]), max(1.0, float(lim.get("cpu_parallel", 1)))
@@ -1153,27 +1282,91 @@ def _memcg_oom(job: dict) -> bool:
 
 
 def _wipe(job: dict) -> None:
-    """Empty the program's working directory so the next test starts clean. The names in it were
-    chosen by the program (they may spell its input), so a forked helper lists and removes them, not
-    the worker; an empty tmpfs directory (size 40) needs no helper."""
+    """After every test (its processes all gone): remove the working directory and make a new one,
+    so the next test starts in an empty directory with fresh metadata (mode, owner, timestamps,
+    extended attributes). An empty directory goes by one ``rmdir``; one with entries is emptied first
+    by a forked helper (:func:`_empty_tree`: the names were chosen by the program and may spell its
+    input, so they never enter the worker's memory). Fails closed: raises :class:`_CleanupError` when
+    the directory cannot be removed or made again, and no further test runs."""
     path, uid = os.path.join(job["scratch"], "work"), job.get("uid")
     try:
-        if job["namespaces"] and os.stat(path).st_size <= 40:
-            return
-    except OSError:
+        os.rmdir(path)
+    except FileNotFoundError:
         pass
-    pid = os.fork()
-    if pid == 0:
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise _CleanupError(
+                e.errno, f"the working directory could not be removed: {os.strerror(e.errno)}"
+            ) from None
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _empty_tree(path)
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
         try:
-            import shutil
+            os.rmdir(path)  # the check that counts: whatever the helper said, nothing may be left
+        except OSError as e2:
+            raise _CleanupError(
+                e2.errno, f"the working directory could not be emptied: {os.strerror(e2.errno)}"
+            ) from None
+    try:
+        os.mkdir(path, 0o700)
+        if uid is not None:
+            os.chown(path, uid, uid)
+    except OSError as e:
+        raise _CleanupError(e.errno, f"the working directory could not be made again: {os.strerror(e.errno)}") from None
 
-            shutil.rmtree(path, ignore_errors=True)
-            os.makedirs(path, mode=0o700, exist_ok=True)
-            if uid is not None:
-                os.chown(path, uid, uid)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+
+def _empty_tree(path: str) -> None:
+    """Remove everything beneath directory ``path`` (not ``path`` itself), iteratively: no recursion
+    (``shutil.rmtree`` raises RecursionError past ~1000 nested directories), no path longer than one
+    name (every call is relative to an open directory), no symbolic link followed. It walks down one
+    subdirectory at a time and back up through ``..`` (nothing else runs in the tree meanwhile), and
+    opens a directory whose owner closed it (``chmod 0``) by giving it back its owner's rights.
+    Raises on any failure; the caller then finds the directory not empty (fail closed)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def open_dir(name: str, at: int | None) -> int:
+        try:
+            return os.open(name, flags, dir_fd=at)
+        except PermissionError:  # no CAP_DAC_OVERRIDE (rlimits mode as non-root): the owner may chmod
+            os.chmod(name, 0o700, dir_fd=at)  # a directory (lstat below), and nothing else moves it
+            return os.open(name, flags, dir_fd=at)
+
+    fd = open_dir(path, None)
+    names: list[str] = []  # the way down from ``path``
+    try:
+        while True:
+            with os.scandir(fd) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            sub = None
+            for name, is_dir in entries:
+                if is_dir:
+                    sub = name
+                    continue
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except PermissionError:
+                    os.chmod(fd, 0o700)
+                    os.unlink(name, dir_fd=fd)
+            if sub is not None:
+                down = open_dir(sub, fd)
+                os.close(fd)
+                fd = down
+                names.append(sub)
+                continue
+            if not names:  # back at ``path``, and it is empty
+                return
+            up = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _kill_sandbox_uid(job: dict) -> None:
@@ -1193,25 +1386,43 @@ def _kill_sandbox_uid(job: dict) -> None:
     os.waitpid(pid, 0)
 
 
+def _harden(job: dict, libc) -> tuple[dict | None, tuple | None, str | None]:
+    """The worker's setup, in order, failing closed at the first step that fails: namespace-side
+    setup, its own capability drop, the Landlock probe, the seccomp filter, the CPU counter. Returns
+    ``(setup report, clocks, None)`` or ``(None, None, why)``."""
+    try:
+        setup = _setup(job)
+    except BaseException as e:  # noqa: BLE001
+        return None, None, f"sandbox setup failed: {type(e).__name__}: {e}"
+    try:
+        setup["worker_capabilities"] = _drop_worker_privileges(libc)
+    except BaseException as e:  # noqa: BLE001 - fail closed
+        return None, None, f"sandbox setup failed: dropping the worker's privileges: {e}"
+    job["landlock_abi"] = setup["landlock"] = _landlock_abi(libc)  # each test child applies it
+    try:
+        setup["seccomp"] = _seccomp_worker(job, libc)
+    except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
+        return None, None, f"sandbox setup failed: seccomp: {e}"
+    try:
+        clocks = _cpu_clock(job)
+    except (OSError, ValueError) as e:  # fail closed: the counter the host named must be the one read
+        return None, None, f"sandbox setup failed: the sandbox's CPU counter {job.get('cpu_usage')}: {e}"
+    setup["cpu_time_source"] = clocks[2]
+    return setup, clocks, None
+
+
 def _worker_main(result_fd: int) -> None:
     try:
         job = json.loads(_read_all(0).decode("utf-8"))
         os.close(0)
         os.open(os.devnull, os.O_RDONLY)  # fd 0 again, harmless
-        setup = _setup(job)
     except BaseException as e:  # noqa: BLE001
         _emit(result_fd, {"fatal": f"sandbox setup failed: {type(e).__name__}: {e}"})
         return
     libc = _libc()
-    try:
-        setup["worker_capabilities"] = _drop_worker_privileges(libc)
-    except BaseException as e:  # noqa: BLE001 - fail closed
-        _emit(result_fd, {"fatal": f"sandbox setup failed: dropping the worker's privileges: {e}"})
-        return
-    try:
-        setup["seccomp"] = _seccomp_worker(job, libc)
-    except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
-        _emit(result_fd, {"fatal": f"sandbox setup failed: seccomp: {e}"})
+    setup, clocks, why = _harden(job, libc)
+    if why is not None:
+        _emit(result_fd, {"fatal": why})
         return
     _emit(result_fd, {"ready": True, "setup": setup})
     if setup.get("py_map"):  # once, here: every forked test inherits the remapped import state
@@ -1237,7 +1448,6 @@ def _worker_main(result_fd: int) -> None:
             exec(prelude, {"__name__": "__prelude__"})
         except BaseException:  # noqa: BLE001 - each test re-runs it and reports the failure
             pass
-    clocks = _cpu_clock(job)
     timeouts, stop_after = 0, job.get("stop_after_timeouts")
     for i, test in enumerate(job["tests"]):
         if stop_after is not None and timeouts >= stop_after:
