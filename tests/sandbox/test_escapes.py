@@ -328,3 +328,70 @@ def test_the_wipe_fails_closed(tmp_path, monkeypatch):
     after = os.stat(scratch / "work")
     assert os.listdir(scratch / "work") == [] and stat.S_IMODE(after.st_mode) == 0o700
     assert after.st_ino != before.st_ino or after.st_ctime_ns != before.st_ctime_ns
+
+
+# -- 6. side channels closed: inotify on host directories, other sandboxes' cgroups -----------------
+
+INOTIFY = (
+    "import ctypes, errno, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "fd = libc.inotify_init1(0)\n"
+    "if fd < 0:\n    print('init', errno.errorcode[ctypes.get_errno()])\n"
+    "else:\n"
+    "    wd = libc.inotify_add_watch(fd, b'/etc', 0xFFF)\n"  # IN_ALL_EVENTS on a host directory
+    "    print('watch', wd if wd < 0 else 'ok', errno.errorcode.get(ctypes.get_errno(), 0) if wd < 0 else '')\n"
+)
+
+
+def test_inotify_on_host_directories_is_refused(tmp_path):
+    """A watch on a host directory would tell a test when the host reads or writes there; the filter
+    refuses inotify (``inotify_init``, ``inotify_init1``, ``inotify_add_watch``: EPERM). Without the
+    filter the watch is set."""
+    on = _sandbox(tmp_path).run(INOTIFY, [TestInput()]).outcomes[0]
+    assert (on.status, on.stdout.split()) == ("ok", ["init", "EPERM"]), (on.stdout, on.stderr)
+    off = _sandbox(tmp_path, seccomp=False).run(INOTIFY, [TestInput()]).outcomes[0]
+    assert off.stdout.split()[:2] == ["watch", "ok"], (off.stdout, off.stderr)
+
+
+@needs_ns
+@needs_root
+def test_other_sandboxes_cgroups_are_out_of_sight(tmp_path):
+    """A sandbox's CPU and memory counters, seen from another sandbox, would show what it runs; inside
+    the sandbox ``/sys/fs/cgroup`` is an empty read-only directory (the worker opened the two files it
+    reads there first). A program that names another sandbox's counter path finds nothing."""
+    from vpo.sandbox.probe import _cgroup_dirs
+
+    base = _cgroup_dirs().get("cpuacct") or _cgroup_dirs().get("unified")
+    other = os.path.join(base, f"vpo-sbx-{os.getpid()}-neighbour")
+    os.mkdir(other)
+    try:
+        prog = (
+            "import os\nprint(os.listdir('/sys/fs/cgroup'))\n"
+            f"print(os.path.exists({other!r}))\n"
+            "try:\n    open('/sys/fs/cgroup/x', 'w')\nexcept OSError as e:\n    print(e.strerror)\n"
+        )
+        res = _sandbox(tmp_path, timeout_s=2.0, memory_mb=256).run(prog, [TestInput()])
+        o = res.outcomes[0]
+        assert o.status == "ok", o.stderr
+        assert o.stdout.splitlines()[:2] == ["[]", "False"], o.stdout
+        assert res.setup["cgroupfs_hidden"] is True
+    finally:
+        os.rmdir(other)
+    # the worker still judges on its counter and still sees its memory cgroup's limit behind the cover
+    hog = _sandbox(tmp_path, timeout_s=1.0, memory_mb=256).run("while True:\n    pass\n", [TestInput()])
+    assert (hog.outcomes[0].status, hog.outcomes[0].limit) == ("timeout", "cpu")
+
+
+def test_the_memory_verdict_reads_the_failcnt_it_opened(tmp_path):
+    """Behind the cover the worker reads ``memory.failcnt`` through the fd it opened before: a count
+    above 0 turns a SIGKILLed test into ``memory_limit``."""
+    counts = []
+    for text in ("0\n", "3\n"):
+        f = tmp_path / f"failcnt{len(counts)}"
+        f.write_text(text)
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            counts.append(W._memcg_oom({"failcnt_fds": [fd], "cgroup_procs": ["/nonexistent/cgroup.procs"]}))
+        finally:
+            os.close(fd)
+    assert counts == [False, True]

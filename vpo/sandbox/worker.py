@@ -137,6 +137,10 @@ _SECCOMP_DENY: dict[str, tuple[int | None, int | None]] = {
     "name_to_handle_at": (303, 264),
     "lookup_dcookie": (212, 18),
     "fanotify_init": (300, 262),
+    # watching host directories for activity (who reads or writes what, when): a side channel
+    "inotify_init": (253, None),
+    "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
     # POSIX message queues live in the IPC namespace and cannot be listed without a mount: refused,
     # so that SysV IPC (seen in /proc/sysvipc) is all a test can leave there (_fresh_ipc_if_used)
     "mq_open": (240, 180),
@@ -568,6 +572,31 @@ def _minimal_dev(libc) -> list[str]:
     return [name for name, _ in handles]
 
 
+_CGROUPFS = "/sys/fs/cgroup"
+
+
+def _hide_cgroupfs(libc, job: dict) -> bool:
+    """Cover ``/sys/fs/cgroup`` with an empty read-only tmpfs in this mount namespace, so a program
+    cannot read other sandboxes' (or the host's) cgroups: their CPU and memory counters are a side
+    channel. The worker has joined its cgroups already; the two files it reads later (its CPU counter,
+    its memory cgroup's ``memory.failcnt``) are opened first and read through those fds
+    (``job["cpu_usage_fd"]``, ``job["failcnt_fds"]``). Returns whether there was anything to hide."""
+    if not os.path.isdir(_CGROUPFS):
+        return False
+    if job.get("cpu_usage"):
+        job["cpu_usage_fd"] = os.open(job["cpu_usage"], os.O_RDONLY | os.O_CLOEXEC)
+    failcnt = []
+    for procs in job.get("cgroup_procs", []):
+        try:
+            failcnt.append(os.open(os.path.join(os.path.dirname(procs), "memory.failcnt"), os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            continue  # not a memory cgroup (or v2: memory.events, not read)
+    job["failcnt_fds"] = failcnt
+    opts = b"size=4096,nr_inodes=2,mode=0555"
+    _mount(libc, b"tmpfs", _CGROUPFS.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, opts)
+    return True
+
+
 def _setup(job: dict) -> dict:
     """Namespace-side setup, run once by the worker before any program code. Returns a report."""
     rep: dict = {"pid": os.getpid(), "readonly_root": False, "tmpfs_scratch": False, "cgroups": []}
@@ -585,6 +614,7 @@ def _setup(job: dict) -> dict:
         how = _make_readonly(libc)
         rep["readonly_root"] = how
         rep["dev"] = _minimal_dev(libc)
+        rep["cgroupfs_hidden"] = _hide_cgroupfs(libc, job)
         # a fresh, writable view of our own pid namespace's /proc (children lower their OOM shield)
         try:
             _mount_setattr(libc, b"/proc", 0, _MOUNT_ATTR_RDONLY, recursive=False)
@@ -1016,7 +1046,7 @@ def _cpu_clock(job: dict):
     that ended by itself (its processes reaped, or killed right after)."""
     usage = job.get("cpu_usage")
     if usage:
-        fd = os.open(usage, os.O_RDONLY | os.O_CLOEXEC)
+        fd = job["cpu_usage_fd"] if "cpu_usage_fd" in job else os.open(usage, os.O_RDONLY | os.O_CLOEXEC)
         buf = bytearray(4096)
         stat = os.path.basename(usage) == "cpu.stat"
         worker_cpu = time.process_time
@@ -1269,7 +1299,18 @@ def _emit_test(fd: int, res: dict, payload: list) -> None:
             os.close(src)
 
 
+_FAILCNT_BUF = bytearray(64)
+
+
 def _memcg_oom(job: dict) -> bool:
+    """Whether the sandbox's memory cgroup has hit its limit (``memory.failcnt`` > 0): read through the
+    fds opened before ``/sys/fs/cgroup`` was hidden, else by path."""
+    if "failcnt_fds" in job:
+        for fd in job["failcnt_fds"]:
+            n = os.preadv(fd, [_FAILCNT_BUF], 0)
+            if int(_FAILCNT_BUF[:n].strip() or 0) > 0:
+                return True
+        return False
     for procs in job.get("cgroup_procs", []):
         d = os.path.dirname(procs)
         try:
