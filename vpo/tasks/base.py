@@ -191,6 +191,29 @@ class Task:
         return f"{type(self).__name__}(name={self.name!r}, objectives={list(self.objectives)})"
 
 
+def partial_answers(text: str) -> tuple[list[str], str | None]:
+    """The answers of a partial completion (tags format, any numbering): ``(closed, open)`` where
+    ``closed`` are the bodies of the answers whose closing tag is written, in order, and ``open`` the
+    body of an answer still being written at the end of ``text`` (None when there is none). The helper
+    of a task's optional ``step_score(example, partial_text) -> [d]`` (``vpo eval --search beam|tree``,
+    :mod:`vpo.search.stepscore`), which scores a completion while it is being written.
+
+    >>> partial_answers("<answer_1>RD</answer_1><answer_2>DD")
+    (['RD'], 'DD')
+    """
+    import re
+
+    closed: list[str] = []
+    open_at: int | None = None
+    for tok in re.finditer(r"<(/?)answer(?:_\d{1,4})?\s*>", text if isinstance(text, str) else "", re.IGNORECASE):
+        if not tok.group(1):
+            open_at = tok.end()
+        elif open_at is not None:
+            closed.append(text[open_at : tok.start()].strip())
+            open_at = None
+    return closed, (text[open_at:].strip() if open_at is not None else None)
+
+
 class FunctionTask(Task):
     """A task from plain functions: one scorer per objective.
 

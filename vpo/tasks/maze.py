@@ -18,7 +18,7 @@ import numpy as np
 
 from vpo._util import positive_int
 from vpo.core.answers import INSTRUCTION_STYLES, style_choices
-from vpo.tasks.base import Example, Task
+from vpo.tasks.base import Example, Task, partial_answers
 from vpo.tasks.maze_gen import (
     IntRange,
     MazeConfig,
@@ -203,14 +203,56 @@ class MazeTask(Task):
         r = score_route(Maze.from_example(example), answer)
         return np.full_like(r, float(np.mean(r))) if self.collinear else r
 
+    def step_score(self, example: Example, partial_text: str) -> np.ndarray:
+        """A partial completion's reward vector for step-wise search (``vpo eval --search beam|tree``):
+        the best (by w*) of its closed answers' true rewards and :func:`partial_route_score` of the
+        route still being written."""
+        closed, open_ = partial_answers(partial_text)
+        vecs = [self.score(example, a) for a in closed if a]
+        if open_:
+            r = partial_route_score(Maze.from_example(example), open_)
+            vecs.append(np.full_like(r, float(np.mean(r))) if self.collinear else r)
+        if not vecs:
+            return np.zeros(len(OBJECTIVES))
+        w = self.target_weights
+        return max(vecs, key=lambda v: float(v @ w))
+
     def canonical(self, answer: str) -> Any:
         """Two answers are the same when they spell the same moves (``"U, r"`` == ``"ur"``)."""
         moves = parse_route(answer)
         return moves if moves is not None else ("unparsed", super().canonical(answer))
 
 
+def partial_route_score(maze: Maze, text: str) -> np.ndarray:
+    """``[completion, gold, diamond, avoid_lava]`` of a route still being written (a step scorer's view).
+
+    A route that already reaches E scores its true reward. Otherwise: ``completion`` is the progress
+    towards E (``1 - distance left / distance from S``) times the share of its moves that were not
+    blocked by a wall, and 0 when E can no longer be reached within the budget; ``gold`` and
+    ``diamond`` are the shares collected so far and ``avoid_lava`` one minus the share of lava stepped
+    on (all 0 when the route can no longer finish, or its text is not a route).
+    """
+    moves = parse_route(text) if text.strip() else ""
+    if moves is None:
+        return np.zeros(len(OBJECTIVES))
+    out = run_route(maze, moves)
+    if out.reached:
+        return reward_vector(maze, out)
+    g = maze._graph
+    pos = maze.index(out.path[-1]) if out.path else g.start
+    left, total = g.dist_to_exit[pos], g.dist_to_exit[g.start]
+    if left < 0 or out.steps + left > maze.budget:
+        return np.zeros(len(OBJECTIVES))
+    valid = 1.0 - out.blocked / out.steps if out.steps else 1.0
+    frac = lambda got, total_: 1.0 if not total_ else len(got) / len(total_)  # noqa: E731
+    progress = 1.0 - left / total if total > 0 else 1.0
+    lava = 1.0 - (len(out.lava) / len(maze.lava) if maze.lava else 0.0)
+    return np.array([progress * valid, frac(out.gold, maze.gold), frac(out.diamond, maze.diamond), lava])
+
+
 __all__ = [
     "OBJECTIVES",
+    "partial_route_score",
     "LEGEND",
     "Maze",
     "MazeConfig",

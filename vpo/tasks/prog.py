@@ -23,7 +23,7 @@ import numpy as np
 
 from vpo._util import positive_int
 from vpo.core.answers import INSTRUCTION_STYLES, style_choices
-from vpo.tasks.base import Example, Task
+from vpo.tasks.base import Example, Task, partial_answers
 from vpo.tasks.prog_lang import ProgramError, parse_program, render, run_program
 
 SPLITS = ("train", "validation", "test")
@@ -215,6 +215,34 @@ def score_program(example: Example, answer, max_chars: int | None = None) -> np.
         return np.zeros(len(ins))
     got = run_program(answer.strip(), ins).outputs
     return np.array([1.0 if g is not None and g == y else 0.0 for g, y in zip(got, outs)])
+
+
+_NEVER = 987654321  # an output no test of the generator expects: marks "not decided yet"
+_CLOSERS = tuple(tail for n in range(3) for tail in (")" * n, ":" + str(_NEVER) + ")" * n, ")" * n + ":" + str(_NEVER)))
+
+
+def partial_program_score(example: Example, text: str) -> np.ndarray:
+    """The tests a program still being written already passes (a step scorer's view): the longest
+    prefix of ``text`` that parses once closed (open parentheses closed, an unfinished ``c?a``
+    given an else branch that matches no test) is run, and component i is 1 when its output on
+    input i is the expected one. ``x<6?2*x+1`` passes the tests with ``x<6`` its branch gets right;
+    the others wait for the ``:`` branch. All zero when no prefix parses or the text is over the
+    length limit.
+    """
+    text = text.strip()
+    limit = int(example.get("max_chars", 40))
+    zeros = np.zeros(len(example["inputs"]))
+    if not text or len(text) > limit:
+        return zeros
+    for cut in range(len(text), 0, -1):
+        for tail in _CLOSERS:
+            try:
+                parse_program(text[:cut] + tail)
+            except (ProgramError, RecursionError):
+                continue
+            got = run_program(text[:cut] + tail, example["inputs"]).outputs
+            return np.array([1.0 if g is not None and g == y else 0.0 for g, y in zip(got, example["outputs"])])
+    return zeros
 
 
 def canonical_program(answer: str) -> Any:
@@ -445,6 +473,18 @@ class ProgTask(Task):
     def canonical(self, answer: str) -> Any:
         return canonical_program(answer)
 
+    def step_score(self, example: Example, partial_text: str) -> np.ndarray:
+        """A partial completion's per-test vector for step-wise search (``vpo eval --search beam|tree``):
+        the best (by w*) of its closed answers' true scores and :func:`partial_program_score` of the
+        program still being written."""
+        closed, open_ = partial_answers(partial_text)
+        vecs = [score_program(example, a) for a in closed if a]
+        if open_:
+            vecs.append(partial_program_score(example, open_))
+        if not vecs:
+            return np.zeros(len(example["inputs"]))
+        return max(vecs, key=lambda v: float(v.mean()))
+
 
 __all__ = [
     "CASES",
@@ -457,6 +497,7 @@ __all__ = [
     "generate_problem",
     "instance_seed",
     "linear_text",
+    "partial_program_score",
     "random_program",
     "score_program",
 ]
