@@ -124,6 +124,67 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_search_args(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group(
+        "search beyond best-of-n (docs/eval.md, 'Search at matched tokens'; writes search.json, search.md, "
+        "tokens_vs_best.png)"
+    )
+    s.add_argument(
+        "--search",
+        choices=["bon", "beam", "tree"],
+        default="bon",
+        help="bon (default): independent rollouts, today's pool unless --budget-tokens is given; beam: step-wise "
+        "beam search by a step scorer; tree: treequest's AB-MCTS or best-first over answers (pip install -e "
+        '".[tree]")',
+    )
+    s.add_argument(
+        "--budget-tokens",
+        type=int,
+        default=None,
+        metavar="B",
+        help="generated tokens per prompt every search may spend (required for beam and tree; with bon it runs the "
+        "budgeted best-of-n that beam and tree are compared to)",
+    )
+    s.add_argument(
+        "--step",
+        default="answer",
+        metavar="STEP",
+        help="what a search step writes: answer (up to the next closing answer tag; default), tokens:N or delim:TEXT",
+    )
+    s.add_argument("--beam-width", type=int, default=4, help="beam: partial candidates kept (default 4)")
+    s.add_argument(
+        "--beam-expand",
+        type=int,
+        default=4,
+        help="beam: samples of the next step per candidate; best_first tree: children per expansion (default 4)",
+    )
+    s.add_argument(
+        "--tree-algo",
+        choices=["abmcts", "best_first"],
+        default="abmcts",
+        help="tree: treequest's AB-MCTS-A (default) or best-first search",
+    )
+    s.add_argument(
+        "--step-scorer",
+        default=None,
+        metavar="SPEC",
+        help="task (the task's step_score; default when it has one), verifier (the task's verifier on complete "
+        "answers; the default otherwise) or module:function taking (example, partial_text) -> vector or number",
+    )
+    s.add_argument(
+        "--step-aggregate",
+        choices=["last", "min", "prod"],
+        default="last",
+        help="a candidate's score from its steps' scores (default last)",
+    )
+    s.add_argument(
+        "--budget-points",
+        type=int,
+        default=8,
+        help="points of the tokens-vs-best curve, evenly spaced up to the budget (default 8)",
+    )
+
+
 def add_parser(subparsers) -> None:
     from vpo.tasks.registry import add_import_argument
 
@@ -202,6 +263,7 @@ def add_parser(subparsers) -> None:
     g.add_argument("--api-key", default=None, help="endpoint bearer token (default $OPENAI_API_KEY)")
     g.add_argument("--concurrency", type=int, default=4, help="endpoint requests in flight (default 4)")
     g.add_argument("--no-resume", action="store_true", help="start the pool over instead of resuming it")
+    _add_search_args(e)
     _add_metric_args(e)
     o = e.add_argument_group("output")
     o.add_argument("--out", help="run directory: pool/ and the reports go here (required unless --pool)")
@@ -232,6 +294,13 @@ def add_parser(subparsers) -> None:
         "--recompute", action="store_true", help="recompute metrics from the runs' pools with the metric options below"
     )
     c.add_argument("--title", help="report title")
+    c.add_argument(
+        "--budget-tokens",
+        type=int,
+        default=None,
+        metavar="B",
+        help="search runs with --recompute: report best@b up to this token budget instead of each run's own",
+    )
     add_import_argument(c)
     _add_metric_args(c)
     c.set_defaults(func=run_compare)
@@ -356,6 +425,10 @@ def run_eval(args) -> int:
         raise UserError("give --pool (recompute metrics) or --model/--endpoint (generate), not both")
     if not sources:
         raise UserError("nothing to evaluate: give --model PATH, --endpoint URL or --pool DIR")
+    from vpo.search.searchcli import run_search_eval, searching
+
+    if searching(args):
+        return run_search_eval(args, _pool_config, _resolve_m, _task_from_checkpoint)
     if args.pool:
         pool = load_pool(args.pool)
         pool_dir = Path(args.pool)
@@ -476,20 +549,12 @@ def _check_budget(args, m: int) -> None:
         )
 
 
-def _generate(args, out: Path, name: str):
-    from vpo.search.generate import PoolConfig, generate_pool, last_answer_stop
-    from vpo.tasks import get as get_task
-    from vpo.tasks.registry import load_split
+def _pool_config(args, m: int):
+    """The :class:`~vpo.search.backends.PoolConfig` of the generation flags (a ValueError on a bad one)."""
+    from vpo.search.generate import PoolConfig
 
-    task = get_task(args.task, **_task_options(args))
-    if args.model:  # a missing model: one line now, in vpo train's words (no hub retries)
-        from vpo.search.backends import check_model
-
-        args.model = check_model(args.model, "--model")
-    m = _resolve_m(args)
-    _check_budget(args, m)
     try:
-        cfg = PoolConfig(
+        return PoolConfig(
             num_answers=m,
             n_rollouts=args.rollouts,
             temperature=args.temperature,
@@ -508,6 +573,24 @@ def _generate(args, out: Path, name: str):
             concurrency=args.concurrency,
             stop_at_last_answer=args.stop_at_last_answer,
         )
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
+def _generate(args, out: Path, name: str):
+    from vpo.search.generate import generate_pool, last_answer_stop
+    from vpo.tasks import get as get_task
+    from vpo.tasks.registry import load_split
+
+    task = get_task(args.task, **_task_options(args))
+    if args.model:  # a missing model: one line now, in vpo train's words (no hub retries)
+        from vpo.search.backends import check_model
+
+        args.model = check_model(args.model, "--model")
+    m = _resolve_m(args)
+    _check_budget(args, m)
+    try:
+        cfg = _pool_config(args, m)
         if cfg.stop_at_last_answer:
             last_answer_stop(m, task.answer_format)  # a task without closing tags is refused here
     except ValueError as err:
@@ -576,19 +659,43 @@ def _is_pool_dir(p: Path) -> bool:
     return (p / META_FILE).exists() or (p / "pool" / META_FILE).exists()
 
 
-def run_compare(args) -> int:
-    from vpo.search.pools import load_pool
-    from vpo.search.report import load_report, write_report
-
+def _compare_names(args) -> list[str] | None:
+    """``--names`` split, checked against the runs and ``--replicates``."""
     names = [n.strip() for n in args.names.split(",")] if args.names else None
     if names is not None and len(names) != len(args.runs):
         raise UserError(f"--names has {len(names)} names for {len(args.runs)} runs")
-    replicates = getattr(args, "replicates", False)
-    if replicates and (names is None or len(set(names)) == len(names)):
+    if getattr(args, "replicates", False) and (names is None or len(set(names)) == len(names)):
         raise UserError(
             "--replicates groups runs by their --names: give each method's runs the same name, e.g. "
             "--names vpo,vpo,vpo,grpo,grpo,grpo"
         )
+    return names
+
+
+def _all_search_runs(runs) -> bool:
+    """True when every run is a search run (``vpo eval --search``), False when none is; mixed: a UserError."""
+    from vpo.search.searchreport import is_search_run
+
+    kinds = {is_search_run(r) for r in runs}
+    if len(kinds) > 1:
+        raise UserError(
+            "vpo compare got both search runs (vpo eval --search/--budget-tokens) and best-of-n pool runs: their "
+            "metrics are counted in tokens and in answers; compare each kind on its own (a budgeted --search bon run "
+            "is the search runs' best-of-n)"
+        )
+    return kinds == {True}
+
+
+def run_compare(args) -> int:
+    from vpo.search.pools import load_pool
+    from vpo.search.report import load_report, write_report
+
+    names = _compare_names(args)
+    replicates = getattr(args, "replicates", False)
+    if _all_search_runs(args.runs):
+        from vpo.search.searchcli import compare_searches
+
+        return compare_searches(args, names)
     groups: dict[str, list[str]] = {}
     merged: dict[str, dict] = {}
     for i, run in enumerate(args.runs):

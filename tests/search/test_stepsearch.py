@@ -1,0 +1,353 @@
+"""Budgeted search (vpo eval --search bon|beam|tree) on a hand-built model whose odds are known.
+
+The model writes answers of four bits: each bit is 1 with probability 0.3 (so 1111 has odds 0.0081
+a sample); in "copy" mode (m > 1) every answer after the first copies the one before it with one bit
+redrawn. The true reward is the share of ones (two components: first half, second half), so only
+1111 scores 1. A step scorer that counts the ones written so far is a good guide; one that counts
+zeros is a bad one. Every token the model emits is counted by the model itself, so the tests can
+check the searches' token accounting against it.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+
+from vpo.errors import UserError
+from vpo.search.backends import Generation, PoolConfig
+from vpo.search.searchrun import run_search, search_metrics
+from vpo.search.stepscore import StepScorer, aggregate, make_step_scorer
+from vpo.search.stepsearch import SearchConfig, parse_step, search_prompt
+from vpo.tasks.base import FunctionTask, partial_answers
+
+BITS = 4
+ASSISTANT = "<|assistant|>"
+
+
+def _half(a: str, lo: int, hi: int) -> float:
+    return sum(c == "1" for c in a[lo:hi]) / (hi - lo) if len(a) == BITS and set(a) <= {"0", "1"} else 0.0
+
+
+def make_task() -> FunctionTask:
+    examples = [{"id": f"p{i}", "question": f"bits {i}"} for i in range(12)]
+    return FunctionTask(
+        "bits",
+        {"first": lambda ex, a: _half(a, 0, 2), "second": lambda ex, a: _half(a, 2, 4)},
+        examples,
+    )
+
+
+class BitModel:
+    """A hand-built 'language model': tokens are one character or one answer tag; ``total`` counts every
+    token it has generated (EOS included), across calls."""
+
+    def __init__(self, m: int = 1, p: float = 0.3, copy: bool = False) -> None:
+        self.m, self.p, self.copy = m, p, copy
+        self.cfg = PoolConfig(max_new_tokens=64)
+        self.name = "bits-model"
+        self.total = 0
+        self.calls = 0
+
+    def format(self, text: str, system=None) -> str:
+        return f"{text}\n{ASSISTANT}"
+
+    def _tags(self, j: int) -> tuple[str, str]:
+        return ("<answer>", "</answer>") if self.m == 1 else (f"<answer_{j}>", f"</answer_{j}>")
+
+    def _next(self, text: str, rng) -> str | None:
+        """The next token after completion ``text`` (None = EOS)."""
+        closed, open_ = partial_answers(text)
+        if open_ is None:
+            if len(closed) >= self.m:
+                return None
+            return self._tags(len(closed) + 1)[0]
+        if len(open_) == BITS:
+            return self._tags(len(closed) + 1)[1]
+        if self.copy and closed:
+            prev = closed[-1]
+            pos = len(open_)
+            flip = zlib.crc32(text.encode()) % BITS  # one redrawn bit per answer (fixed by the text so far)
+            if pos != flip:
+                return prev[pos]
+            return "1" if rng.random() < self.p else "0"
+        return "1" if rng.random() < self.p else "0"
+
+    def generate(self, prompts, n, seed=0, stop=()):
+        self.calls += 1
+        rng = np.random.default_rng(seed)
+        out = []
+        for prompt in prompts:
+            done = prompt.split(ASSISTANT, 1)[1]
+            row = []
+            for _ in range(n):
+                text, count = "", 0
+                while count < self.cfg.max_new_tokens:
+                    tok = self._next(done + text, rng)
+                    count += 1
+                    if tok is None:
+                        break
+                    text += tok
+                    if any(text.endswith(s) for s in stop):
+                        break
+                self.total += count
+                row.append(Generation(text, float(count)))
+            out.append(row)
+        return out
+
+
+def ones_so_far(example, partial_text: str) -> float:
+    closed, open_ = partial_answers(partial_text)
+    texts = [a for a in closed] + ([open_] if open_ else [])
+    return max((t.count("1") / BITS for t in texts), default=0.0)
+
+
+def last_answer_ones(example, partial_text: str) -> float:
+    closed, _ = partial_answers(partial_text)
+    return closed[-1].count("1") / BITS if closed else 0.0
+
+
+def zeros_so_far(example, partial_text: str) -> float:
+    closed, open_ = partial_answers(partial_text)
+    texts = [a for a in closed] + ([open_] if open_ else [])
+    return max((t.count("0") / BITS for t in texts), default=0.0)
+
+
+W = np.array([0.5, 0.5])
+GOOD = StepScorer("ones", ones_so_far, W)
+BAD = StepScorer("zeros", zeros_so_far, W)
+
+
+def _best_at_budget(model, cfg, scorer, n_prompts=12):
+    task = make_task()
+    meta, records = run_search(model, task, task.load()[:n_prompts], cfg, scorer, progress=False)
+    return search_metrics(meta, records, bootstrap=0), records
+
+
+def _cfg(search, budget, **kw):
+    return SearchConfig(search=search, budget_tokens=budget, max_new_tokens=64, **kw)
+
+
+def _found(res) -> int:
+    """Prompts on which the search found 1111 within its budget."""
+    return int((np.asarray(res["per_prompt"]["best_at_budget"])[:, -1] == 1.0).sum())
+
+
+def test_beam_and_tree_find_the_answer_bon_misses_at_the_same_token_budget():
+    pytest.importorskip("treequest")  # installed in CI: pip install -e ".[dev,tree]"
+    budget = 192  # 32 whole rollouts of 6 tokens: bon finds 1111 with odds 1 - (1 - 0.3**4) ** 32 = 23 % a prompt
+    runs = {
+        "bon": _cfg("bon", budget),
+        "beam": _cfg("beam", budget, step="tokens:1", beam_width=2, expand=3),
+        "best_first": _cfg("tree", budget, step="tokens:1", tree_algo="best_first", expand=4),
+        "abmcts": _cfg("tree", budget, step="tokens:1"),
+    }
+    res = {name: _best_at_budget(BitModel(), cfg, GOOD)[0] for name, cfg in runs.items()}
+    found = {name: _found(r) for name, r in res.items()}
+    best = {name: r["best_at_budget"]["mean"][-1] for name, r in res.items()}
+    assert found["bon"] <= 4 and found["beam"] >= 9 and found["best_first"] >= 7 and found["abmcts"] >= 7, found
+    for name in ("beam", "best_first", "abmcts"):
+        assert best[name] > best["bon"] + 0.1, best
+        assert res[name]["tokens"]["generated_mean"] <= budget + 4  # matched: a call of one step past B at most
+    # the exact verifier picks the best answer found; the curve rises with the tokens spent
+    assert res["beam"]["final"]["verifier"]["hit_rate"]["mean"] == 1.0
+    assert res["beam"]["final"]["verifier"]["selected"]["mean"] == best["beam"]
+    curve = res["beam"]["best_at_budget"]["mean"]
+    assert curve == sorted(curve) and curve[0] < curve[-1]
+
+
+def test_answer_level_beam_and_tree_improve_on_bon_with_a_model_that_revises():
+    pytest.importorskip("treequest")
+    # m = 6 answers a rollout; each answer after the first is the one before it with one bit redrawn:
+    # keeping the rollouts whose last answer is best (one answer a step) is a hill climb bon cannot do
+    budget, m = 480, 6
+    last = StepScorer("last answer", last_answer_ones, W)
+    runs = {
+        "bon": _cfg("bon", budget, num_answers=m),
+        "beam": _cfg("beam", budget, num_answers=m, beam_width=2, expand=3),
+        "best_first": _cfg("tree", budget, num_answers=m, tree_algo="best_first", expand=3),
+        "abmcts": _cfg("tree", budget, num_answers=m),
+    }
+    res = {name: _best_at_budget(BitModel(m=m, copy=True), cfg, last)[0] for name, cfg in runs.items()}
+    found = {name: _found(r) for name, r in res.items()}
+    assert found["bon"] <= 2 and found["beam"] >= 5 and found["best_first"] >= 5 and found["abmcts"] > found["bon"], (
+        found
+    )
+
+
+def test_a_bad_step_scorer_makes_beam_worse_than_bon():
+    budget = 192
+    bon, _ = _best_at_budget(BitModel(), _cfg("bon", budget), GOOD)
+    bad, _ = _best_at_budget(BitModel(), _cfg("beam", budget, step="tokens:1", beam_width=2, expand=3), BAD)
+    assert bad["best_at_budget"]["mean"][-1] < bon["best_at_budget"]["mean"][-1] - 0.2
+
+
+@pytest.mark.parametrize(
+    "search,kw",
+    [
+        ("bon", {}),
+        ("beam", {"step": "tokens:2", "beam_width": 3, "expand": 2}),
+        ("beam", {"step": "answer", "num_answers": 3, "beam_width": 2, "expand": 2}),
+        ("beam", {"step": "delim:1", "beam_width": 2, "expand": 2}),
+        ("tree", {"step": "tokens:1"}),
+        ("tree", {"step": "answer", "num_answers": 3, "tree_algo": "best_first", "expand": 2}),
+    ],
+)
+def test_every_generated_token_is_counted_once(search, kw):
+    if search == "tree":
+        pytest.importorskip("treequest")
+    task = make_task()
+    model = BitModel(m=kw.get("num_answers", 1), copy=kw.get("num_answers", 1) > 1)
+    cfg = _cfg(search, 50, **kw)
+    ex = task.load()[0]
+    ledger = search_prompt(model, task, ex, model.format("q"), cfg, GOOD, seed=3)
+    assert ledger.spent == model.total  # pruned branches included: the model counted every token it wrote
+    assert ledger.calls == model.calls
+    assert ledger.spent >= 50
+    tokens_at = [a.tokens_at for a in ledger.answers]
+    assert tokens_at == sorted(tokens_at) and all(0 < t <= ledger.spent for t in tokens_at)
+
+
+def test_best_at_budget_counts_only_answers_finished_within_the_budget():
+    meta = {
+        "target_weights": [0.5, 0.5],
+        "objectives": ["a", "b"],
+        "search": {"budget_tokens": 100},
+        "task": "t",
+        "model": "m",
+    }
+    rec = {
+        "prompt_id": "p",
+        "tokens_generated": 130,
+        "calls": 3,
+        "answers": [
+            {"text": "x", "reward": [0.2, 0.2], "valid": True, "tokens_at": 30},
+            {"text": "y", "reward": [0.6, 0.6], "valid": True, "tokens_at": 100},
+            {"text": "z", "reward": [1.0, 1.0], "valid": True, "tokens_at": 130},  # past the budget
+        ],
+    }
+    res = search_metrics(meta, [rec], num_points=4, bootstrap=0, selectors=["noisy:0"])
+    assert res["best_at_budget"]["tokens"] == [25, 50, 75, 100]
+    assert res["best_at_budget"]["mean"] == [0.0, 0.2, 0.2, 0.6]
+    assert res["final"]["verifier"]["selected"]["mean"] == 0.6
+    assert res["tokens"]["over_budget_mean"] == 30.0
+
+
+def test_step_aggregates_and_step_parsing():
+    assert aggregate([0.5, 0.2, 0.8], "last") == 0.8
+    assert aggregate([0.5, 0.2, 0.8], "min") == 0.2
+    assert aggregate([0.5, 0.5], "prod") == 0.25
+    assert aggregate([], "min") == 0.0
+    assert parse_step("tokens:8") == ("tokens", 8)
+    assert parse_step("delim:\\n") == ("delim", "\n")
+    for bad in ("tokens:0", "tokens:x", "delim:", "lines"):
+        with pytest.raises(UserError, match="--step"):
+            parse_step(bad)
+
+
+def test_step_scorer_errors_are_one_clear_line(tmp_path):
+    task = make_task()
+    with pytest.raises(UserError, match="has no step_score"):
+        make_step_scorer("task", task, 1)
+    with pytest.raises(UserError, match="--step-scorer 'nomodule_xyz:f'"):
+        make_step_scorer("nomodule_xyz:f", task, 1)
+    wrong = StepScorer("three", lambda ex, t: [1.0, 2.0, 3.0], W)
+    with pytest.raises(UserError, match="vector of 3 entries"):
+        wrong({}, "")
+    assert StepScorer("vec", lambda ex, t: [1.0, 0.0], W)({}, "") == 0.5
+
+
+def test_tree_without_treequest_says_how_to_install(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_treequest(name, *a, **k):
+        if name == "treequest" or name.startswith("treequest."):
+            raise ImportError("No module named 'treequest'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_treequest)
+    task = make_task()
+    with pytest.raises(UserError, match=r'pip install -e "\.\[tree\]"'):
+        search_prompt(BitModel(), task, task.load()[0], "q\n" + ASSISTANT, _cfg("tree", 20), GOOD, seed=0)
+
+
+# -- the command line, on the session's real (randomly initialised) tiny Qwen2 ---------------------
+
+MAZE = ["--task", "maze", "--task-options", '{"size": 5, "compact": true}', "--split", "validation"]
+
+
+def _cli(argv, capsys):
+    from vpo.cli import main as vpo_main
+
+    code = vpo_main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_vpo_eval_search_end_to_end_resume_and_compare(tiny_model_dir, tmp_path, capsys):
+    pytest.importorskip("treequest")
+    common = ["eval", "--model", tiny_model_dir, *MAZE, "--num-prompts", "2", "--num-answers", "2"]
+    common += ["--max-new-tokens", "16", "--budget-tokens", "48", "--bootstrap", "50", "--quiet", "--threads", "1"]
+    runs = {
+        "bon": ["--search", "bon"],
+        "beam": ["--search", "beam", "--step", "tokens:4", "--beam-width", "2", "--beam-expand", "2"],
+        "tree": ["--search", "tree", "--step", "answer", "--tree-algo", "best_first", "--beam-expand", "2"],
+    }
+    for name, extra in runs.items():
+        code, out, err = _cli(common + extra + ["--out", str(tmp_path / name), "--selector", "noisy:0.1"], capsys)
+        assert code == 0, err
+        assert f"[{name}]" in out and (tmp_path / name / "search.md").exists()
+        assert (tmp_path / name / "tokens_vs_best.png").stat().st_size > 1000
+        doc = json.loads((tmp_path / name / "search.json").read_text())
+        res = next(iter(doc["results"].values()))
+        recs = [json.loads(x) for x in (tmp_path / name / "search" / "records.jsonl").read_text().splitlines()]
+        assert len(recs) == 2 and all(r["tokens_generated"] >= 48 for r in recs)
+        assert res["tokens"]["generated_total"] == sum(r["tokens_generated"] for r in recs)
+        assert set(res["final"]) == {"verifier", "noisy:0.1"}
+    # a rerun with the same settings resumes (nothing left to generate: the records stay as they are)
+    before = (tmp_path / "beam" / "search" / "records.jsonl").read_text()
+    code, _, err = _cli(common + runs["beam"] + ["--out", str(tmp_path / "beam")], capsys)
+    assert code == 0 and (tmp_path / "beam" / "search" / "records.jsonl").read_text() == before
+    # ... and other settings are refused there
+    code, _, err = _cli(common + runs["bon"] + ["--out", str(tmp_path / "beam")], capsys)
+    assert code == 2 and "other settings" in err
+    code, out, err = _cli(["compare", *(str(tmp_path / n) for n in runs), "--out", str(tmp_path / "cmp")], capsys)
+    assert code == 0, err
+    md = (tmp_path / "cmp" / "search.md").read_text()
+    assert "Paired difference at b=48" in md and "beam (w=2x2, step tokens:4, task/last)" in md
+
+
+def test_search_flag_mistakes_exit_2_with_one_line(tiny_model_dir, tmp_path, capsys):
+    base = ["eval", "--model", tiny_model_dir, *MAZE, "--num-prompts", "1", "--out", str(tmp_path / "x"), "--quiet"]
+    cases = [
+        (["--search", "beam"], "needs --budget-tokens"),
+        (["--search", "beam", "--budget-tokens", "0"], "--budget-tokens must be an integer >= 1"),
+        (["--search", "beam", "--budget-tokens", "9", "--step", "lines"], "--step 'lines'"),
+        (["--search", "beam", "--budget-tokens", "9", "--step-scorer", "nomodule_xyz:f"], "--step-scorer"),
+    ]
+    for extra, want in cases:
+        code, _, err = _cli(base + extra, capsys)
+        assert code == 2 and want in err, (extra, err)
+    code, _, err = _cli(["eval", "--pool", str(tmp_path), "--search", "beam", "--budget-tokens", "9"], capsys)
+    assert code == 2 and "--pool only recomputes" in err
+
+
+def test_compare_refuses_search_and_pool_runs_together(tmp_path, capsys):
+    (tmp_path / "s" / "search").mkdir(parents=True)
+    (tmp_path / "s" / "search" / "meta.json").write_text("{}")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "report.json").write_text("{}")
+    code, _, err = _cli(["compare", str(tmp_path / "s"), str(tmp_path / "p"), "--out", str(tmp_path / "c")], capsys)
+    assert code == 2 and "compare each kind on its own" in err
+
+
+def test_beam_refuses_the_chat_api():
+    task = make_task()
+    with pytest.raises(UserError, match="--api completions"):
+        search_prompt(
+            BitModel(), task, task.load()[0], [{"role": "user", "content": "q"}], _cfg("beam", 9), GOOD, seed=0
+        )

@@ -1,0 +1,148 @@
+"""The ``vpo eval --search`` and ``vpo compare`` (of search runs) command paths; flags in :mod:`vpo.search.cli`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from vpo.errors import UserError
+
+__all__ = ["searching", "run_search_eval", "compare_searches"]
+
+
+def searching(args) -> bool:
+    """Whether ``vpo eval`` runs a budgeted search rather than today's best-of-n pool."""
+    return getattr(args, "search", "bon") != "bon" or getattr(args, "budget_tokens", None) is not None
+
+
+def _search_config(args, m: int):
+    from vpo.search.stepsearch import SearchConfig
+
+    if args.budget_tokens is None:
+        raise UserError(f"--search {args.search} needs --budget-tokens B: the generated tokens per prompt it may spend")
+    return SearchConfig(
+        search=args.search,
+        budget_tokens=args.budget_tokens,
+        step=args.step,
+        beam_width=args.beam_width,
+        expand=args.beam_expand,
+        step_scorer=args.step_scorer,
+        step_aggregate=args.step_aggregate,
+        tree_algo=args.tree_algo,
+        max_new_tokens=args.max_new_tokens,
+        num_answers=m,
+        seed=args.seed,
+    )
+
+
+def _check_args(args) -> None:
+    if args.pool:
+        raise UserError(
+            "--search/--budget-tokens generate; --pool only recomputes a best-of-n pool's metrics: drop one"
+        )
+    if args.budget_points < 1:
+        raise UserError(f"--budget-points must be >= 1, got {args.budget_points}")
+    if not (args.model or args.endpoint):
+        raise UserError("nothing to search with: give --model PATH or --endpoint URL")
+    if not args.out:
+        raise UserError("--out is required: the run directory for the search records and the reports")
+
+
+def run_search_eval(args, pool_config, resolve_m, task_from_checkpoint) -> int:
+    """``vpo eval --search ...``: search every prompt, write ``OUT/search/`` and the reports."""
+    from vpo.search.backends import make_generator
+    from vpo.search.searchreport import write_search_report
+    from vpo.search.searchrun import run_search, search_metrics
+    from vpo.search.stepscore import make_step_scorer
+    from vpo.search.stepsearch import require_treequest
+    from vpo.tasks import get as get_task
+    from vpo.tasks.registry import load_split
+
+    _check_args(args)
+    task_from_checkpoint(args)
+    if not args.task:
+        raise UserError("--task is required when searching (`vpo tasks` lists them)")
+    task = get_task(args.task, **dict(args.task_options or {}))
+    if args.model:
+        from vpo.search.backends import check_model
+
+        args.model = check_model(args.model, "--model")
+    m = resolve_m(args)
+    cfg = _search_config(args, m)
+    if cfg.search == "tree":
+        require_treequest()  # before loading a model
+    scorer = make_step_scorer(cfg.step_scorer, task, m)
+    examples = load_split(task, args.split, n=args.num_prompts, spec=args.task)
+    if not examples:
+        raise UserError(
+            f"task {args.task!r}: its {args.split!r} split has no examples; check --split and --task-options"
+        )
+    pcfg = pool_config(args, m)
+    gen = make_generator(args.model, pcfg)
+    system = pcfg.system_prompt if pcfg.system_prompt is not None else getattr(task, "system_prompt", None)
+    sampling = {k: v for k, v in pcfg.public().items() if k in ("temperature", "top_p", "top_k", "num_answers")}
+    out = Path(args.out)
+    try:
+        meta, records = run_search(
+            gen, task, examples, cfg, scorer, out_dir=out, split=args.split, sampling=sampling, system=system,
+            resume=not args.no_resume, progress=not args.quiet,
+        )  # fmt: skip
+    except KeyboardInterrupt as err:
+        print(
+            f"\nvpo eval: interrupted; finished prompts are saved in {out / 'search'}. Rerun to resume.",
+            file=sys.stderr,
+        )
+        err.vpo_reported = True
+        raise
+    model_name = Path(args.model).name if args.model else (args.served_model or "endpoint")
+    name = args.name or f"{model_name} {cfg.search}"
+    res = search_metrics(
+        meta, records, num_points=args.budget_points, selectors=args.selectors, bootstrap=args.bootstrap,
+        ci_level=args.ci_level,
+    )  # fmt: skip
+    paths = write_search_report({name: res}, out, title=args.title, plots=not args.no_plots)
+    _print(name, res, paths)
+    return 0
+
+
+def _print(name: str, res: dict, paths: dict) -> None:
+    e = res["best_at_budget"]
+    curve = ", ".join(f"best@{b} {x:.3f}" for b, x in zip(e["tokens"], e["mean"]) if x is not None)
+    t = res["tokens"]
+    print(f"{name} [{res['search']['search']}]: {curve}; {t['generated_mean']:.1f} tokens generated per prompt")
+    if paths:
+        print("wrote " + ", ".join(str(p) for p in paths.values()))
+
+
+def compare_searches(args, names) -> int:
+    """``vpo compare`` when every run is a search run: one table, paired differences, replicate intervals."""
+    from vpo.search.searchreport import REPORT, load_search_report, write_search_report
+    from vpo.search.searchrun import load_records, search_metrics
+
+    merged: dict[str, dict] = {}
+    groups: dict[str, list[str]] = {}
+    for i, run in enumerate(args.runs):
+        p = Path(run)
+        if (p / "search" / "meta.json").exists() and (args.recompute or not (p / REPORT).exists()):
+            meta, records = load_records(p)
+            found = {p.name: search_metrics(meta, records, budget=getattr(args, "budget_tokens", None),
+                                            selectors=args.selectors, bootstrap=args.bootstrap,
+                                            ci_level=args.ci_level)}  # fmt: skip
+        else:
+            found = load_search_report(p)
+        if len(found) != 1 and names is not None:
+            raise UserError(f"{run}: holds {len(found)} search results; --names needs one per run")
+        for label, res in found.items():
+            label = names[i] if names is not None else label
+            key, n = label, 2
+            while key in merged:
+                key, n = f"{label} #{n}", n + 1
+            merged[key] = res
+            if args.replicates:
+                groups.setdefault(names[i], []).append(key)
+    paths = write_search_report(merged, args.out, title=args.title, plots=not args.no_plots,
+                                replicate_groups=groups or None)  # fmt: skip
+    for name, res in merged.items():
+        _print(name, res, {})
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0

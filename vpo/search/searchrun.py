@@ -1,0 +1,253 @@
+"""Run a budgeted search over a task's prompts and measure it at matched generated tokens.
+
+:func:`run_search` searches every prompt (:mod:`vpo.search.stepsearch`) and appends one record per
+prompt to ``OUT/search/records.jsonl`` (``OUT/search/meta.json`` holds the settings; a rerun with
+the same settings resumes after the finished prompts). :func:`search_metrics` turns the records into:
+
+* ``best_at_budget``: for each token budget b of the curve (``num_points`` evenly spaced up to the
+  budget), the mean over prompts of the best true ``w*ᵀr`` among the answers finished within b
+  generated tokens (0 when none is), with a bootstrap interval over prompts;
+* ``final``: per selector (``verifier``, the exact ``w*ᵀr``, is always there; ``--selector`` specs
+  add imperfect ones, :mod:`vpo.search.selection`): the true ``w*ᵀr`` of the answer the selector
+  keeps among those found within the budget (0 when none was found), and its hit rate (how often it
+  is a true best of them, over the prompts where an answer was found);
+* ``tokens``: tokens generated per prompt (all of them, over-budget calls included), generation
+  calls, answers found.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from vpo.errors import UserError
+from vpo.search.stepsearch import SearchConfig, search_prompt
+
+__all__ = ["run_search", "search_metrics", "load_records", "SEARCH_DIR"]
+
+SEARCH_DIR = "search"
+_MATCH = ("task", "model", "search", "split", "sampling")
+
+
+def _meta(task, cfg: SearchConfig, gen, split: str, sampling: dict, scorer_name: str) -> dict:
+    return {
+        "format": "vpo-search/1",
+        "task": task.name,
+        "objectives": list(task.objectives),
+        "target_weights": [float(x) for x in task.target_weights],
+        "model": getattr(gen, "name", "model"),
+        "backend": type(gen).__name__,
+        "split": split,
+        "search": {**cfg.public(), "step_scorer": scorer_name},
+        "sampling": sampling,
+    }
+
+
+def _open_records(out_dir: Path, meta: dict, resume: bool) -> tuple[list[dict], Path]:
+    from vpo._util import read_jsonl
+
+    d = out_dir / SEARCH_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    meta_path, rec_path = d / "meta.json", d / "records.jsonl"
+    records: list[dict] = []
+    if resume and meta_path.exists():
+        old = json.loads(meta_path.read_text(encoding="utf-8"))
+        diffs = [k for k in _MATCH if old.get(k) != meta.get(k)]
+        if diffs:
+            raise UserError(
+                f"{d} holds a search run with other settings ({', '.join(diffs)} differ); use another --out or "
+                "--no-resume to start it over"
+            )
+        if rec_path.exists():
+            records = read_jsonl(rec_path, torn_tail=True, repair=True)
+    elif rec_path.exists():
+        rec_path.unlink()
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return records, rec_path
+
+
+def run_search(
+    gen,
+    task,
+    examples: Sequence[dict],
+    cfg: SearchConfig,
+    scorer,
+    *,
+    out_dir=None,
+    split: str = "test",
+    sampling: dict | None = None,
+    system: str | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    on_prompt_done: Callable[[int, int], None] | None = None,
+) -> tuple[dict, list[dict]]:
+    """Search every example; ``(meta, records)`` with one record per prompt, in example order."""
+    from tqdm.auto import tqdm
+
+    from vpo.search.generate import _prompt_ids
+
+    meta = _meta(task, cfg, gen, split, dict(sampling or {}), scorer.name)
+    records, rec_path = _open_records(Path(out_dir), meta, resume) if out_dir is not None else ([], None)
+    done = {r["prompt_id"] for r in records}
+    ids = _prompt_ids(examples)
+    bar = tqdm(total=len(ids), initial=len(done), unit="prompt", disable=not progress, desc=f"{cfg.search} search")
+    fh = open(rec_path, "a", encoding="utf-8") if rec_path is not None else None
+    t0, spent = time.perf_counter(), 0
+    try:
+        for i, (pid, ex) in enumerate(zip(ids, examples)):
+            if pid in done:
+                continue
+            prompt = gen.format(task.build_prompt(ex, cfg.num_answers), system)
+            ledger = search_prompt(gen, task, ex, prompt, cfg, scorer, seed=cfg.seed + 7919 * i)
+            rec = {
+                "prompt_id": pid,
+                "example_index": i,
+                "tokens_generated": ledger.spent,
+                "calls": ledger.calls,
+                "answers": [a.__dict__ for a in ledger.answers],
+            }
+            records.append(rec)
+            if fh is not None:
+                fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+            spent += ledger.spent
+            bar.update(1)
+            bar.set_postfix(tokens_per_s=f"{spent / max(time.perf_counter() - t0, 1e-9):.0f}")
+            if on_prompt_done is not None:
+                on_prompt_done(len(records), len(ids))
+    finally:
+        bar.close()
+        if fh is not None:
+            fh.close()
+    pos = {pid: k for k, pid in enumerate(ids)}
+    records.sort(key=lambda r: pos.get(r["prompt_id"], len(pos)))
+    return meta, records
+
+
+def load_records(run_dir) -> tuple[dict, list[dict]]:
+    """``(meta, records)`` of a search run directory (``OUT`` or ``OUT/search``)."""
+    from vpo._util import read_jsonl
+
+    p = Path(run_dir)
+    d = p if (p / "meta.json").exists() and p.name == SEARCH_DIR else p / SEARCH_DIR
+    if not (d / "meta.json").exists():
+        raise UserError(f"{run_dir}: no search run here (no {d / 'meta.json'}); run `vpo eval --search ...` first")
+    meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+    records = read_jsonl(d / "records.jsonl", torn_tail=True) if (d / "records.jsonl").exists() else []
+    return meta, records
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+# ---------------------------------------------------------------------------------------------
+
+
+def _arrays(rec: dict, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(true scores [A], tokens_at [A], rewards [A, d], valid [A])`` of one prompt's answers."""
+    ans = rec["answers"]
+    d = w.size
+    r = np.asarray([a["reward"] for a in ans], dtype=np.float64).reshape(len(ans), d)
+    v = np.asarray([a["valid"] for a in ans], dtype=bool)
+    t = np.asarray([a["tokens_at"] for a in ans], dtype=np.int64)
+    true = np.where(v, r @ w, 0.0) if len(ans) else np.zeros(0)
+    return true, t, r, v
+
+
+def budget_points(budget: int, num_points: int = 8) -> list[int]:
+    """``num_points`` token budgets evenly spaced up to ``budget`` (distinct, increasing)."""
+    return sorted({max(1, round(budget * (i + 1) / num_points)) for i in range(num_points)})
+
+
+def _entry(values: np.ndarray, bootstrap: int, ci_level: float, seed: int) -> dict:
+    """``values [K, P]`` -> mean, ci_low, ci_high lists over K."""
+    from vpo.search.metrics import _jsonable, bootstrap_ci
+
+    lo, hi = bootstrap_ci(values, bootstrap, ci_level, seed)
+    return {
+        "mean": _jsonable(values.mean(1).tolist()),
+        "ci_low": _jsonable(np.asarray(lo).tolist()),
+        "ci_high": _jsonable(np.asarray(hi).tolist()),
+    }
+
+
+def _final_picks(records, w, budget, selectors, objectives, seed) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{selector: (kept true score [P], hit [P])}`` among the answers found within ``budget``."""
+    from vpo.search.selection import parse_selector
+
+    fns = {"verifier": lambda r, v, w_, rng: r @ w_}
+    for spec in selectors:
+        name, fn = parse_selector(spec, objectives)
+        fns[name] = fn
+    out = {}
+    for name, fn in fns.items():
+        kept, hit = np.zeros(len(records)), np.full(len(records), np.nan)  # no answer found: no hit to count
+        for i, rec in enumerate(records):
+            true, t, r, v = _arrays(rec, w)
+            inb = t <= budget
+            if not inb.any():
+                continue
+            true, r, v = true[inb], r[inb], v[inb]
+            s = np.asarray(fn(r[None], v[None], w, np.random.default_rng(10_000 + seed + i)), dtype=np.float64)
+            s = np.where(v, s.reshape(-1), -1e300)
+            j = int(np.argmax(s))
+            kept[i], hit[i] = true[j], float(true[j] >= true.max() - 1e-12)
+        out[name] = (kept, hit)
+    return out
+
+
+def search_metrics(
+    meta: dict,
+    records: list[dict],
+    *,
+    budget: int | None = None,
+    num_points: int = 8,
+    selectors: Sequence[str] = (),
+    bootstrap: int = 1000,
+    ci_level: float = 0.95,
+    bootstrap_seed: int = 0,
+) -> dict:
+    """The report of one search run (see the module docstring); ``budget``: the run's by default."""
+    if not records:
+        raise UserError("the search run has no finished prompts to report on")
+    w = np.asarray(meta["target_weights"], dtype=np.float64)
+    budget = int(budget or meta["search"]["budget_tokens"])
+    points = budget_points(budget, num_points)
+    best = np.zeros((len(points), len(records)))
+    for i, rec in enumerate(records):
+        true, t, _, _ = _arrays(rec, w)
+        for j, b in enumerate(points):
+            inb = t <= b
+            best[j, i] = true[inb].max() if inb.any() else 0.0
+    picks = _final_picks(records, w, budget, selectors, meta["objectives"], bootstrap_seed)
+    final = {}
+    for name, (kept, hit) in picks.items():
+        e = _entry(np.stack([kept, hit]), bootstrap, ci_level, bootstrap_seed)
+        final[name] = {
+            k: {"mean": e["mean"][n], "ci_low": e["ci_low"][n], "ci_high": e["ci_high"][n]}
+            for n, k in enumerate(("selected", "hit_rate"))
+        }
+    tokens = np.asarray([r["tokens_generated"] for r in records], dtype=np.float64)
+    return {
+        "kind": "search",
+        "search": meta["search"],
+        "task": meta["task"],
+        "model": meta["model"],
+        "objectives": meta["objectives"],
+        "budget_tokens": budget,
+        "num_prompts": len(records),
+        "best_at_budget": {"tokens": points, **_entry(best, bootstrap, ci_level, bootstrap_seed)},
+        "final": final,
+        "tokens": {
+            "generated_mean": float(tokens.mean()),
+            "generated_total": int(tokens.sum()),
+            "over_budget_mean": float(np.maximum(tokens - budget, 0).mean()),
+            "calls_mean": float(np.mean([r["calls"] for r in records])),
+            "answers_mean": float(np.mean([len(r["answers"]) for r in records])),
+        },
+        "per_prompt": {"prompt_ids": [r["prompt_id"] for r in records], "best_at_budget": best.T.tolist()},
+        "config": {"bootstrap": bootstrap, "ci_level": ci_level, "bootstrap_seed": bootstrap_seed},
+    }

@@ -1,0 +1,358 @@
+"""Search beyond best-of-n, budgeted in generated tokens: ``vpo eval --search bon|beam|tree --budget-tokens B``.
+
+Every search spends at most about ``B`` generated tokens per prompt and records, for every complete
+answer it produced, the number of tokens generated (by every call of the search so far, in call
+order) when that answer was finished. best@b is then the best true ``w*ᵀr`` among the answers found
+within ``b`` tokens, the same definition for every search, so curves compare at matched tokens.
+
+* ``bon``: whole rollouts (m answers each), independently sampled, until the budget is spent.
+* ``beam``: the completion is written in steps (``answer``: up to the next closing answer tag;
+  ``tokens:N``: N tokens; ``delim:TEXT``: up to TEXT). Each of the ``beam_width`` partial candidates
+  is expanded by ``expand`` samples of its next step; the children are scored by the step scorer
+  (:mod:`vpo.search.stepscore`), aggregated over their steps, and the best ``beam_width`` unfinished
+  ones are kept. A finished child (its m-th answer closed, EOS, or the rollout's
+  ``max_new_tokens``) leaves the beam; when no candidate is left the beam restarts from the prompt.
+* ``tree``: treequest's AB-MCTS-A (``tree_algo='abmcts'``) or best-first search (``'best_first'``)
+  over the same steps. A node is the completion so far; a child adds one step to it, or, when the
+  node is finished, revises it: the answer whose removal costs the step score least is dropped,
+  the rest renumbered, and a new last answer written. A node's score is its aggregated step score,
+  clipped to [0, 1] (treequest's scale). ``pip install -e ".[tree]"`` in the clone.
+
+Token accounting: each generation call's tokens (``Generation.num_tokens``, through the first EOS
+or stop string) are added once, in call order, whether its candidate is later kept or pruned.
+Calls may run past ``B`` (the last one is not cut short); ``tokens_generated`` reports all of them,
+and an answer finished past ``B`` is never counted at ``B``.
+
+Simplifications: a continuation is the chat-formatted prompt plus the completion so far, re-encoded
+by the backend (exact for a tokenizer that encodes a decoded text back to the same tokens, such as
+the demo's character-level one); a revised node's text is rebuilt as
+``<answer_1>..</answer_1><answer_2>..`` with nothing between the tags; an EOS exactly at a step's
+token limit is taken for a step limit (the next step then continues the text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from vpo.errors import UserError
+from vpo.search.stepscore import AGGREGATES, StepScorer, aggregate
+
+__all__ = [
+    "SEARCHES",
+    "TREE_ALGOS",
+    "Answer",
+    "Candidate",
+    "Ledger",
+    "SearchConfig",
+    "parse_step",
+    "search_prompt",
+    "require_treequest",
+]
+
+SEARCHES = ("bon", "beam", "tree")
+TREE_ALGOS = ("abmcts", "best_first")
+TREEQUEST_INSTALL = (
+    'tree search needs treequest: pip install -e ".[tree]" in the clone (or pip install treequest==0.3.3)'
+)
+
+
+def require_treequest():
+    """The ``treequest`` module, or a one-line :class:`UserError` naming the install."""
+    try:
+        import treequest
+    except ImportError:
+        raise UserError(TREEQUEST_INSTALL) from None
+    return treequest
+
+
+@dataclass
+class SearchConfig:
+    """How ``vpo eval --search`` searches (saved with the run)."""
+
+    search: str = "beam"
+    budget_tokens: int = 512
+    """Generated tokens per prompt the search may spend."""
+    step: str = "answer"
+    """``answer``, ``tokens:N`` or ``delim:TEXT``."""
+    beam_width: int = 4
+    expand: int = 4
+    """Samples of the next step per beam candidate."""
+    step_scorer: str | None = None
+    step_aggregate: str = "last"
+    tree_algo: str = "abmcts"
+    max_new_tokens: int = 256
+    """Tokens of one whole rollout (all m answers), as for best-of-n."""
+    num_answers: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise UserError(f"--search {self.search!r}: choose one of {', '.join(SEARCHES)}")
+        if self.step_aggregate not in AGGREGATES:
+            raise UserError(f"--step-aggregate {self.step_aggregate!r}: choose one of {', '.join(AGGREGATES)}")
+        if self.tree_algo not in TREE_ALGOS:
+            raise UserError(f"--tree-algo {self.tree_algo!r}: choose one of {', '.join(TREE_ALGOS)}")
+        for name in ("budget_tokens", "beam_width", "expand", "max_new_tokens", "num_answers"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        parse_step(self.step)
+
+    def public(self) -> dict:
+        return asdict(self)
+
+
+def parse_step(step: str) -> tuple[str, int | str | None]:
+    """``('answer', None)``, ``('tokens', N)`` or ``('delim', TEXT)`` of a ``--step`` value."""
+    if step == "answer":
+        return "answer", None
+    kind, sep, arg = str(step).partition(":")
+    if kind == "tokens" and sep:
+        try:
+            n = int(arg)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UserError(f"--step {step!r}: tokens:N takes an integer N >= 1, e.g. tokens:8")
+        return "tokens", n
+    if kind == "delim" and sep and arg:
+        return "delim", arg.encode("utf-8").decode("unicode_escape")
+    raise UserError(f"--step {step!r}: use answer, tokens:N (e.g. tokens:8) or delim:TEXT (e.g. 'delim:\\n')")
+
+
+# ---------------------------------------------------------------------------------------------
+# bookkeeping
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    """A complete answer the search produced: its text, true reward, and the tokens generated (by the
+    whole search) when it was finished."""
+
+    text: str
+    reward: list[float]
+    valid: bool
+    tokens_at: int
+
+
+@dataclass
+class Candidate:
+    """A partial (or finished) completion: its text, its tokens, its per-step scores."""
+
+    text: str = ""
+    tokens: int = 0
+    scores: list[float] = field(default_factory=list)
+    done: bool = False
+    num_answers: int = 0
+    """Complete answers in ``text`` already handed to the ledger."""
+
+
+class Ledger:
+    """Tokens spent (in call order) and the answers found, for one prompt."""
+
+    def __init__(self, task, example, m: int) -> None:
+        self.task, self.example, self.m = task, example, m
+        self.spent = 0
+        self.calls = 0
+        self.answers: list[Answer] = []
+
+    def charge(self, num_tokens: float) -> None:
+        if num_tokens != num_tokens:  # NaN: an endpoint that reports no token counts
+            raise UserError(
+                "the backend reported no token count for a completion, so a token budget cannot be kept; give the "
+                "endpoint's tokenizer or use a server that returns usage.completion_tokens"
+            )
+        self.spent += int(round(num_tokens))
+
+    def register(self, cand: Candidate) -> None:
+        """Hand the answers ``cand.text`` completed since the last call to the ledger, at ``self.spent``."""
+        answers = self.task.parse(cand.text, self.m)
+        new = answers[cand.num_answers :]
+        cand.num_answers = len(answers)
+        if not new:
+            return
+        rows = self.task.score_answers([self.example], [new])[0]
+        d = self.task.d
+        for text, r in zip(new, rows):
+            ok = isinstance(r, np.ndarray) and r.shape == (d,)
+            vec = [float(x) for x in r] if ok else [0.0] * d
+            self.answers.append(Answer(text, vec, bool(ok), self.spent))
+
+
+# ---------------------------------------------------------------------------------------------
+# stepping
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _max_tokens(gen, n: int):
+    """The backend's per-completion token limit set to ``n`` for one call (every backend reads it from its cfg)."""
+    old = gen.cfg.max_new_tokens
+    gen.cfg.max_new_tokens = int(n)
+    try:
+        yield
+    finally:
+        gen.cfg.max_new_tokens = old
+
+
+class Stepper:
+    """Writes one step of many candidates of one prompt with a backend, charging the ledger."""
+
+    def __init__(self, gen, prompt, cfg: SearchConfig, task, ledger: Ledger, scorer: StepScorer, seed: int) -> None:
+        self.gen, self.prompt, self.cfg, self.ledger, self.scorer = gen, prompt, cfg, ledger, scorer
+        self.task = task
+        self.example = ledger.example
+        self.seed = seed
+        self.kind, self.arg = parse_step(cfg.step)
+        m = cfg.num_answers
+        self.final_tags = ["</answer>"] if m == 1 else [f"</answer_{m}>"]
+        self.stop: list[str] = []
+        if cfg.search == "bon":
+            return
+        if self.kind == "answer":
+            if task.answer_format != "tags":
+                raise UserError(
+                    f"--step answer needs the tags answer format; task {task.name!r} uses {task.answer_format!r}: "
+                    "use --step tokens:N or delim:TEXT"
+                )
+            self.stop = ["</answer>"] if m == 1 else [f"</answer_{i}>" for i in range(1, m + 1)]
+        else:  # a step also ends at the m-th answer's closing tag: nothing is written after it
+            self.stop = ([self.arg] if self.kind == "delim" else []) + (
+                self.final_tags if task.answer_format == "tags" else []
+            )
+        if isinstance(prompt, list):
+            raise UserError(
+                "beam and tree search continue a partial completion, which the chat API cannot do: use --api "
+                "completions with the endpoint"
+            )
+
+    def _cap(self, cands: list[Candidate]) -> int:
+        room = min(self.cfg.max_new_tokens - c.tokens for c in cands)
+        return min(room, self.arg) if self.kind == "tokens" else room
+
+    def expand(self, parents: list[Candidate], n: int) -> list[Candidate]:
+        """``n`` sampled next steps of each parent (all unfinished), scored; in call order."""
+        cap = self._cap(parents)
+        prompts = [self.prompt + p.text for p in parents]
+        seed = self.seed + 104_729 * self.ledger.calls
+        self.ledger.calls += 1
+        with _max_tokens(self.gen, cap):
+            outs = self.gen.generate(prompts, n, seed=seed, **({"stop": self.stop} if self.stop else {}))
+        children = []
+        for parent, row in zip(parents, outs):
+            for g in row:
+                self.ledger.charge(g.num_tokens)
+                child = self._child(parent, g, cap)
+                self.ledger.register(child)
+                children.append(child)
+        return children
+
+    def _child(self, parent: Candidate, g, cap: int) -> Candidate:
+        text = parent.text + g.text
+        tokens = parent.tokens + int(round(g.num_tokens))
+        hit_stop = any(g.text.endswith(s) for s in self.stop)
+        eos = not hit_stop and int(round(g.num_tokens)) < cap
+        done = eos or tokens >= self.cfg.max_new_tokens or any(t in text for t in self.final_tags)
+        child = Candidate(text, tokens, list(parent.scores), done, parent.num_answers)
+        child.scores.append(self.scorer(self.example, text))
+        return child
+
+    def score(self, cand: Candidate) -> float:
+        return aggregate(cand.scores, self.cfg.step_aggregate)
+
+
+# ---------------------------------------------------------------------------------------------
+# the searches
+# ---------------------------------------------------------------------------------------------
+
+
+def _bon(stepper: Stepper, budget: int) -> None:
+    """Whole rollouts (ending at the m-th answer's closing tag) until the budget is spent, a few per call:
+    at most what the budget left can hold."""
+    cfg, ledger = stepper.cfg, stepper.ledger
+    stop = stepper.final_tags if stepper.task.answer_format == "tags" else []
+    rollouts = 0
+    while ledger.spent < budget:
+        per = ledger.spent / rollouts if rollouts else cfg.max_new_tokens  # tokens a rollout takes, so far
+        n = max(1, min(64, math.ceil((budget - ledger.spent) / max(per, 1.0))))
+        rollouts += n
+        seed = stepper.seed + 104_729 * ledger.calls
+        ledger.calls += 1
+        with _max_tokens(stepper.gen, cfg.max_new_tokens):
+            outs = stepper.gen.generate([stepper.prompt], n, seed=seed, **({"stop": stop} if stop else {}))
+        for g in outs[0]:
+            ledger.charge(g.num_tokens)
+            ledger.register(Candidate(g.text, int(round(g.num_tokens)), [], True))
+
+
+def _beam(stepper: Stepper, budget: int) -> None:
+    cfg, ledger = stepper.cfg, stepper.ledger
+    beam = [Candidate()]
+    while ledger.spent < budget:
+        children = stepper.expand(beam, cfg.expand)
+        alive = [c for c in children if not c.done]
+        order = sorted(range(len(alive)), key=lambda i: (-stepper.score(alive[i]), i))
+        beam = [alive[i] for i in order[: cfg.beam_width]] or [Candidate()]
+
+
+def _drop_weakest(stepper: Stepper, cand: Candidate) -> Candidate:
+    """A finished candidate's revision start: its answers but the one whose removal the step scorer misses least."""
+    task, m = stepper.ledger.task, stepper.cfg.num_answers
+    answers = task.parse(cand.text, m)
+    if len(answers) <= 1:
+        return Candidate()
+
+    def text_of(xs):
+        if m == 1:
+            return "".join(f"<answer>{a}</answer>" for a in xs)
+        return "".join(f"<answer_{i}>{a}</answer_{i}>" for i, a in enumerate(xs, start=1))
+
+    rests = [answers[:i] + answers[i + 1 :] for i in range(len(answers))]
+    kept = max(range(len(rests)), key=lambda i: (stepper.scorer(stepper.example, text_of(rests[i])), i))
+    text = text_of(rests[kept])
+    tokens = max(0, round(cand.tokens * len(text) / max(len(cand.text), 1)))
+    return Candidate(text, tokens, list(cand.scores), False, len(rests[kept]))
+
+
+def _tree(stepper: Stepper, budget: int) -> None:
+    require_treequest()
+    import treequest
+
+    cfg, ledger = stepper.cfg, stepper.ledger
+    if cfg.tree_algo == "abmcts":
+        algo = treequest.ABMCTSA()
+    else:
+        from treequest.algos.best_first_search import BestFirstSearchAlgo
+
+        algo = BestFirstSearchAlgo(num_samples=cfg.expand)
+
+    def step(parent: Candidate | None):
+        start = Candidate() if parent is None else (_drop_weakest(stepper, parent) if parent.done else parent)
+        child = stepper.expand([start], 1)[0]
+        return child, min(1.0, max(0.0, stepper.score(child)))
+
+    state = algo.init_tree()
+    rng_state = np.random.get_state()  # AB-MCTS samples with numpy's global RNG: seed it, then put it back
+    np.random.seed(stepper.seed % 2**32)
+    try:
+        while ledger.spent < budget:
+            state = algo.step(state, {"step": step}, inplace=True)
+    finally:
+        np.random.set_state(rng_state)
+
+
+_SEARCH_FNS: dict[str, Callable[[Stepper, int], None]] = {"bon": _bon, "beam": _beam, "tree": _tree}
+
+
+def search_prompt(gen, task, example, prompt, cfg: SearchConfig, scorer: StepScorer, seed: int) -> Ledger:
+    """Run ``cfg.search`` on one prompt (``prompt``: formatted for ``gen``); the ledger holds what it found."""
+    ledger = Ledger(task, example, cfg.num_answers)
+    stepper = Stepper(gen, prompt, cfg, task, ledger, scorer, seed)
+    _SEARCH_FNS[cfg.search](stepper, cfg.budget_tokens)
+    return ledger
