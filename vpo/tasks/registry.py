@@ -35,6 +35,7 @@ _BUILTIN: dict[str, str] = {
     "prog": "vpo.tasks.prog:ProgTask",
     "noisy": "vpo.tasks.noisy:NoisyTask",
     "humaneval": "vpo.tasks.humaneval:HumanEvalTask",
+    "bfcl": "vpo.tasks.bfcl:BFCLTask",
 }
 """Built-in tasks: name -> ``module:factory``, imported on first use."""
 _REGISTRY: dict[str, Callable[..., base.Task]] = {}
