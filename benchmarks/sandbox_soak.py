@@ -11,6 +11,15 @@ kind may end with (``unexpected_outcomes``; ``sandbox_errors`` counts the sandbo
     python benchmarks/sandbox_soak.py --seconds 180      # table
     python benchmarks/sandbox_soak.py --json             # table, then one JSON object on the last line
     python benchmarks/sandbox_soak.py --quick            # a few seconds (CI: does it run)
+
+Before and after a change to the sandbox, on a shared machine whose load moves more than the change:
+``--paired-with DIR`` (DIR holds another checkout's ``vpo`` package, e.g. ``git archive REV vpo | tar
+-x -C DIR``) runs the soak ``--pairs`` times in each tree, one run of each a pair (``--seconds`` each,
+default 30 here), alternating which goes first, both runs of a pair with the same program order, and
+reports programs/s of every run, the ratio (this tree / DIR) of every pair, their median, the ratio
+of the medians, the 1-minute load average around each run, and each run's leak and outcome counts.
+
+    python benchmarks/sandbox_soak.py --paired-with /tmp/vpo-before --pairs 6 --seconds 30 --json
 """
 
 from __future__ import annotations
@@ -21,10 +30,13 @@ import json
 import os
 import random
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from vpo.sandbox import Sandbox, SandboxConfig, TestInput
 from vpo.sandbox.host import _cpu_count
@@ -273,17 +285,101 @@ def soak(seconds: float, slices: int, concurrency: int, seed: int = 0) -> dict: 
     }
 
 
+PAIRED_COUNTS = ("unexpected_outcomes", "sandbox_errors", "leaked_processes", "leaked_cgroups", "leaked_scratch_dirs")
+
+
+def paired(args) -> dict:
+    """This tree against ``args.paired_with``: ``args.pairs`` soaks of ``args.seconds`` in each tree, one
+    of each a pair, alternating which goes first; the same ``--seed`` (program order) within a pair."""
+    here = str(Path(__file__).resolve().parents[1])
+    other = str(Path(args.paired_with).resolve())
+    if not (Path(other) / "vpo" / "sandbox").is_dir():
+        raise SystemExit(f"--paired-with {other}: no vpo/sandbox package there (git archive REV vpo | tar -x -C DIR)")
+    extra = ["--concurrency", str(args.concurrency)] if args.concurrency else []
+
+    def one(tree: str, seed: int) -> dict:
+        load0 = os.getloadavg()[0]
+        r = subprocess.run(
+            [sys.executable, __file__, "--seconds", str(args.seconds), "--slices", "2", "--seed", str(seed), "--json"]
+            + extra,
+            env=dict(os.environ, PYTHONPATH=tree),
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if r.returncode != 0:
+            raise SystemExit(f"soak in {tree} failed:\n{r.stderr[-2000:]}")
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        out["load_1min"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+        return out
+
+    rows: list[tuple[dict, dict]] = []
+    for k in range(args.pairs):
+        seed = args.seed + k
+        if k % 2 == 0:
+            new, old = one(here, seed), one(other, seed)
+        else:
+            old, new = one(other, seed), one(here, seed)
+        rows.append((new, old))
+        print(
+            f"pair {k + 1}: programs/s {new['programs_per_s']:.2f} / {old['programs_per_s']:.2f} "
+            f"= {new['programs_per_s'] / old['programs_per_s']:.3f} (load {new['load_1min']} / {old['load_1min']})",
+            flush=True,
+        )
+    this = [n["programs_per_s"] for n, _ in rows]
+    base = [o["programs_per_s"] for _, o in rows]
+    ratios = [n / o for n, o in zip(this, base)]
+    out = {
+        "pairs": args.pairs,
+        "seconds_per_run": args.seconds,
+        "this_tree": here,
+        "paired_with": other,
+        "programs_per_s_this": this,
+        "programs_per_s_other": base,
+        "programs_per_s_median_this": round(statistics.median(this), 3),
+        "programs_per_s_median_other": round(statistics.median(base), 3),
+        "ratios": [round(x, 3) for x in ratios],
+        "ratio_median": round(statistics.median(ratios), 3),
+        "ratio_of_medians": round(statistics.median(this) / statistics.median(base), 3),
+        "pairs_below_1": sum(x < 1 for x in ratios),
+        "load_1min_this": [n["load_1min"] for n, _ in rows],
+        "load_1min_other": [o["load_1min"] for _, o in rows],
+    }
+    for key in PAIRED_COUNTS:
+        out[f"{key}_this"] = [n[key] for n, _ in rows]
+        out[f"{key}_other"] = [o[key] for _, o in rows]
+    print(
+        f"programs/s medians: this {out['programs_per_s_median_this']}, other {out['programs_per_s_median_other']}; "
+        f"this/other per pair {out['ratios']}, median {out['ratio_median']}, ratio of medians "
+        f"{out['ratio_of_medians']} ({out['pairs_below_1']} of {args.pairs} pairs below 1)"
+    )
+    for key in PAIRED_COUNTS:
+        print(f"  {key:22s} this {out[key + '_this']}  other {out[key + '_other']}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=180.0, help="how long to run (default 180)")
+    ap.add_argument("--seconds", type=float, default=None, help="how long to run (default 180; paired: 30 a run)")
     ap.add_argument("--slices", type=int, default=6, help="time slices for the throughput series (default 6)")
     ap.add_argument("--concurrency", type=int, default=None, help="sandboxes at once (default: usable cores)")
     ap.add_argument("--seed", type=int, default=0, help="order of the program mix")
     ap.add_argument("--quick", action="store_true", help="4 seconds, 2 slices: checks that it runs (CI)")
     ap.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+    ap.add_argument("--paired-with", metavar="DIR", help="another tree's vpo package: compare, alternating runs")
+    ap.add_argument("--pairs", type=int, default=4, help="with --paired-with: runs in each tree (default 4)")
     args = ap.parse_args(argv)
     if args.quick:
         args.seconds, args.slices = 4.0, 2
+    if args.paired_with:
+        args.seconds = args.seconds or 30.0
+        out = paired(args)
+        if args.json:
+            print(json.dumps(out))
+        sys.stdout.flush()
+        return
+    args.seconds = args.seconds or 180.0
     out = soak(args.seconds, args.slices, args.concurrency or _cpu_count(), args.seed)
     print(
         f"sandbox soak: {out['programs']} programs ({out['tests']} tests; {out['programs_by_category']}) in "

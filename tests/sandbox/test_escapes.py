@@ -244,10 +244,14 @@ def test_an_honest_programs_cpu_time_is_its_own(tmp_path):
 
 DEEP = (
     "import os, sys\n"
-    "if sys.stdin.read().strip() == 'bury':\n"
+    "how = sys.stdin.read().strip()\n"
+    "if how in ('bury', 'mark'):\n"  # mark: the directory's own metadata only, no entry left in it
     "    try:\n        os.setxattr('.', 'user.vpo', b'left by test 0')\n        print('xattr set')\n"
     "    except OSError:\n        pass\n"
     "    os.utime('.', (1e9, 1e9))\n"
+    "if how == 'mark':\n"
+    "    print('marked')\n"
+    "elif how == 'bury':\n"
     "    open('top', 'wb').write(b'x' * (8 << 20))\n"  # 8 MiB, and the scratch space it takes
     "    for i in range(1100):\n"
     "        name = 'd' * 200\n        os.mkdir(name)\n        os.chdir(name)\n"
@@ -269,14 +273,19 @@ DEEP = (
 def test_a_1100_deep_tree_is_gone_before_the_next_test(tmp_path, isolation):
     """Test 0 buries files 1,100 directories deep (past shutil.rmtree's recursion limit and past
     PATH_MAX), sets an extended attribute and an old timestamp on its working directory; tests 1 and
-    2 find an empty directory with fresh metadata. Before: RecursionError in the wipe, test 1 saw
-    the tree (and the scratch space it took), and the attribute and timestamp carried over."""
+    2 find an empty directory with fresh metadata. Test 3 sets the attribute and timestamp only,
+    leaving no entry; test 4 finds neither. Before: RecursionError in the wipe, test 1 saw the tree
+    (and the scratch space it took); an empty directory was not wiped at all, so test 4 saw the
+    attribute and the 2001 timestamp."""
     sb = _sandbox(tmp_path, isolation, scratch_inodes=4096, scratch_mb=32, max_output_bytes=16 << 20, timeout_s=20.0)
-    res = sb.run(DEEP, [TestInput(stdin="bury"), TestInput(stdin="look"), TestInput(stdin="look")])
+    order = ["bury", "look", "look", "mark", "look"]
+    res = sb.run(DEEP, [TestInput(stdin=how) for how in order])
     assert res.error is None, res.error
-    first, *rest = res.outcomes
-    assert first.status == "ok" and "buried" in first.stdout, (first.status, first.stderr)
-    for o in rest:
+    outcomes = dict(zip(range(len(order)), res.outcomes))
+    bury, mark = outcomes[0], outcomes[3]
+    assert bury.status == "ok" and bury.stdout.split() == ["xattr", "set", "buried"], (bury.stdout, bury.stderr)
+    assert mark.status == "ok" and mark.stdout.split() == ["xattr", "set", "marked"], (mark.stdout, mark.stderr)
+    for o in (outcomes[1], outcomes[2], outcomes[4]):
         assert o.status == "ok", (o.status, o.stderr)
         got = json.loads(o.stdout)
         assert got["entries"] == [] and got["xattr"] is None, got
@@ -395,3 +404,17 @@ def test_the_memory_verdict_reads_the_failcnt_it_opened(tmp_path):
         finally:
             os.close(fd)
     assert counts == [False, True]
+
+
+def test_capabilities_report_the_third_pass():
+    """``sandbox_capabilities()`` says what this machine gives: the kernel's Landlock ABI (as the
+    worker probes it), the private /dev (namespaces), the CPU counter (root with cgroups)."""
+    import ctypes
+
+    abi = W._landlock_abi(ctypes.CDLL(None, use_errno=True))
+    assert CAPS["landlock"] == (abi or False)
+    assert CAPS["private_dev"] == NAMESPACES
+    from vpo.sandbox.probe import _cgroup_dirs
+
+    counter = ROOT and bool({"cpuacct", "unified"} & set(_cgroup_dirs()))
+    assert CAPS["cpu_time_source"] == ("cgroup" if counter else "proc"), CAPS

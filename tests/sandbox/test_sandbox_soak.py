@@ -87,3 +87,26 @@ def test_a_40_second_soak_leaves_nothing_behind():
     assert out["sandbox_errors"] == 0, out["unexpected_examples"]
     # under a loaded shared machine a well-behaved program may time out now and then; no more than 2%
     assert out["unexpected_outcomes"] <= max(1, 0.02 * out["programs"]), out["unexpected_examples"]
+
+
+def test_paired_mode_refuses_a_tree_without_the_sandbox(tmp_path):
+    soak = _load()
+    with pytest.raises(SystemExit, match="no vpo/sandbox package there"):
+        soak.main(["--paired-with", str(tmp_path), "--pairs", "1"])
+
+
+@pytest.mark.slow
+def test_a_quick_paired_soak_compares_two_trees():
+    """One quick pair against this very tree: both runs clean, a ratio per pair and their median."""
+    r = subprocess.run(
+        [sys.executable, str(SOAK), "--paired-with", str(ROOT), "--pairs", "1", "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(out["ratios"]) == 1 and out["ratio_median"] == out["ratios"][0] > 0, out
+    assert out["leaked_processes_this"] == out["leaked_processes_other"] == [0], out
+    assert len(out["load_1min_this"][0]) == 2

@@ -27,8 +27,12 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
     ``unix_sockets_blocked`` (the probe program's ``socket(AF_UNIX)`` was refused: host services on
     path unix sockets are out of reach; **False with** ``seccomp=False``), ``cgroup_cpu`` (per-sandbox
     CPU cap), ``cgroup_kill`` (v2 ``cgroup.kill`` for the final cleanup), ``cpu_time_source`` (where
-    the worker reads a test's CPU time: ``cgroup`` or ``proc``), ``worker_capabilities`` (the
-    capability set the worker kept, hex, or False when it had none).
+    the worker reads a test's CPU time: ``cgroup``, a counter that pools every process the test made,
+    or ``proc``, which misses children the kernel reaped itself), ``landlock`` (the kernel's Landlock
+    ABI, applied in every test process: writes only beneath the working directory and to /dev/null;
+    False where the kernel has none), ``private_dev`` (the sandbox has its own five-node ``/dev``: no
+    host pty or GPU node), ``worker_capabilities`` (the capability set the worker kept, hex, or False
+    when it had none).
     """
     if "caps" in _PROBE_CACHE and not refresh:
         return dict(_PROBE_CACHE["caps"])
