@@ -6,6 +6,12 @@ reads back). Needs pandas + pyarrow (present in the veRL environment).
 
     python examples/verl/prepare_data.py --task musique --num-answers 3 --out ~/data/vpo_musique_m3 \
         --train-n 20000 --val-n 300
+
+Evaluation-only tasks (humaneval, bfcl: no training split) write validation.parquet alone with
+``--train-split none``, for ``data.val_files`` beside another task's training data:
+
+    python examples/verl/prepare_data.py --task humaneval --train-split none --val-split validation \
+        --val-n 32 --num-answers 3 --out ~/data/vpo_humaneval_m3
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ def main(argv=None) -> int:
         "--num-answers", type=int, default=3, help="answers per rollout written into the prompt (1 for GRPO)"
     )
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--train-split", default="train")
+    p.add_argument(
+        "--train-split", default="train", help="the split written as train.parquet; 'none': no training file"
+    )
     p.add_argument("--val-split", default="validation")
     p.add_argument("--train-n", type=int, default=None, help="train examples (default: all)")
     p.add_argument("--val-n", type=int, default=300, help="validation examples (paper: 300)")
@@ -46,10 +54,12 @@ def main(argv=None) -> int:
                 (args.train_split, args.train_n, "train"),
                 (args.val_split, args.val_n, "validation"),
             )
+            if split.lower() != "none"
         ]
     except UserError as e:
         print(
-            f"prepare_data.py: error: {' '.join(str(e).split())} (--train-split / --val-split choose the splits)",
+            f"prepare_data.py: error: {' '.join(str(e).split())} (--train-split / --val-split choose the splits; "
+            "--train-split none writes validation.parquet alone)",
             file=sys.stderr,
         )
         return 2

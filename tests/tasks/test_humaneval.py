@@ -199,3 +199,29 @@ def test_whole_set_through_the_sandbox(task, problems):
         "HumanEval/162": [2],
     }
     print(f"humaneval: 3 x 164 programs, 3 x 1,133 asserts in {elapsed:.1f} s")
+
+
+def test_verl_data_and_score_round_trip(tmp_path, problems, monkeypatch):
+    """examples/verl/prepare_data.py writes the validation split alone (``--train-split none``);
+    veRL's score function reads a row back and scores the canonical program 1 and a stub 0."""
+    import pandas as pd
+
+    from vpo.integrations.verl_reward import compute_score
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples" / "verl"))
+    import prepare_data
+
+    out = tmp_path / "he"
+    args = ["--task", "humaneval", "--train-split", "none", "--val-n", "3", "--num-answers", "2", "--out", str(out)]
+    assert prepare_data.main(args) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["validation.parquet"]
+    row = pd.read_parquet(out / "validation.parquet").iloc[0]
+    ex = problems[json.loads(row["reward_model"]["ground_truth"])["id"]]
+    good = f"```python\n{ex['prompt']}{ex['canonical_solution']}\n```"
+    stub = f"```python\n{ex['prompt']}{RAISING_BODY}```"
+    info = {**dict(row["extra_info"]), "vpo_group": "g0"}
+    res = compute_score(
+        row["data_source"], good + stub, row["reward_model"]["ground_truth"], info, num_answers=2, method="vpo"
+    )
+    assert row["data_source"] == "vpo/humaneval" and res["vpo_r0_assert_1"] == 1.0 and res["vpo_r1_assert_1"] == 0.0
+    assert res["score"] == pytest.approx(1.0)  # the set's best answer scores 1 under every weighting
