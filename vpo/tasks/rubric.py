@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import sys
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -69,11 +70,8 @@ def _name_of(f: Any, i: int) -> str:
 def _is_reward_model(f: Any) -> bool:
     if isinstance(f, (str, tuple)):
         return True
-    try:
-        from transformers import PreTrainedModel
-    except ImportError:  # pragma: no cover - transformers is a dependency of the trl extra
-        return False
-    return isinstance(f, PreTrainedModel)
+    transformers = sys.modules.get("transformers")  # a loaded model means transformers is imported already
+    return transformers is not None and isinstance(f, transformers.PreTrainedModel)
 
 
 class _RewardModel:
