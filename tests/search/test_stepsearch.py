@@ -143,14 +143,18 @@ def test_beam_and_tree_find_the_answer_bon_misses_at_the_same_token_budget():
         "beam": _cfg("beam", budget, step="tokens:1", beam_width=2, expand=3),
         "best_first": _cfg("tree", budget, step="tokens:1", tree_algo="best_first", expand=4),
         "abmcts": _cfg("tree", budget, step="tokens:1"),
+        "abmcts_batch": _cfg("tree", budget, step="tokens:1", tree_batch=4),
     }
     res = {name: _best_at_budget(BitModel(), cfg, GOOD)[0] for name, cfg in runs.items()}
     found = {name: _found(r) for name, r in res.items()}
     best = {name: r["best_at_budget"]["mean"][-1] for name, r in res.items()}
     assert found["bon"] <= 4 and found["beam"] >= 9 and found["best_first"] >= 7 and found["abmcts"] >= 7, found
+    assert found["abmcts_batch"] >= 6, found  # four expansions a call: the tree sees scores a batch late
     for name in ("beam", "best_first", "abmcts"):
         assert best[name] > best["bon"] + 0.1, best
-        assert res[name]["tokens"]["generated_mean"] <= budget + 4  # matched: a call of one step past B at most
+    assert best["abmcts_batch"] > best["bon"] + 0.05, best
+    for name in ("beam", "best_first", "abmcts", "abmcts_batch"):
+        assert res[name]["tokens"]["generated_mean"] <= budget + 6  # matched: one call's steps past B at most
     # the exact verifier picks the best answer found; the curve rises with the tokens spent
     assert res["beam"]["final"]["verifier"]["hit_rate"]["mean"] == 1.0
     assert res["beam"]["final"]["verifier"]["selected"]["mean"] == best["beam"]
@@ -192,6 +196,8 @@ def test_a_bad_step_scorer_makes_beam_worse_than_bon():
         ("beam", {"step": "answer", "num_answers": 3, "beam_width": 2, "expand": 2}),
         ("beam", {"step": "delim:1", "beam_width": 2, "expand": 2}),
         ("tree", {"step": "tokens:1"}),
+        ("tree", {"step": "tokens:1", "tree_batch": 4}),
+        ("tree", {"step": "answer", "num_answers": 3, "tree_batch": 3}),
         ("tree", {"step": "answer", "num_answers": 3, "tree_algo": "best_first", "expand": 2}),
     ],
 )

@@ -165,6 +165,12 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         help="tree: treequest's AB-MCTS-A (default) or best-first search",
     )
     s.add_argument(
+        "--tree-batch",
+        type=int,
+        default=1,
+        help="tree: expansions chosen together and generated in one call (default 1: one at a time)",
+    )
+    s.add_argument(
         "--step-scorer",
         default=None,
         metavar="SPEC",

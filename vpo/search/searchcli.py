@@ -29,6 +29,7 @@ def _search_config(args, m: int):
         step_scorer=args.step_scorer,
         step_aggregate=args.step_aggregate,
         tree_algo=args.tree_algo,
+        tree_batch=args.tree_batch,
         max_new_tokens=args.max_new_tokens,
         num_answers=m,
         seed=args.seed,

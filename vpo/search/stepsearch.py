@@ -16,7 +16,9 @@ within ``b`` tokens, the same definition for every search, so curves compare at 
   over the same steps. A node is the completion so far; a child adds one step to it, or, when the
   node is finished, revises it: the answer whose removal costs the step score least is dropped,
   the rest renumbered, and a new last answer written. A node's score is its aggregated step score,
-  clipped to [0, 1] (treequest's scale). ``pip install -e ".[tree]"`` in the clone.
+  clipped to [0, 1] (treequest's scale). ``tree_batch`` > 1 asks treequest for that many expansions
+  at once and writes them in one backend call (faster; the search sees their scores only after the
+  batch). ``pip install -e ".[tree]"`` in the clone.
 
 Token accounting: each generation call's tokens (``Generation.num_tokens``, through the first EOS
 or stop string) are added once, in call order, whether its candidate is later kept or pruned.
@@ -85,6 +87,8 @@ class SearchConfig:
     step_scorer: str | None = None
     step_aggregate: str = "last"
     tree_algo: str = "abmcts"
+    tree_batch: int = 1
+    """Tree expansions chosen together and generated in one backend call (1: one at a time)."""
     max_new_tokens: int = 256
     """Tokens of one whole rollout (all m answers), as for best-of-n."""
     num_answers: int = 1
@@ -97,7 +101,7 @@ class SearchConfig:
             raise UserError(f"--step-aggregate {self.step_aggregate!r}: choose one of {', '.join(AGGREGATES)}")
         if self.tree_algo not in TREE_ALGOS:
             raise UserError(f"--tree-algo {self.tree_algo!r}: choose one of {', '.join(TREE_ALGOS)}")
-        for name in ("budget_tokens", "beam_width", "expand", "max_new_tokens", "num_answers"):
+        for name in ("budget_tokens", "beam_width", "expand", "max_new_tokens", "num_answers", "tree_batch"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
@@ -233,7 +237,7 @@ class Stepper:
             )
 
     def _cap(self, cands: list[Candidate]) -> int:
-        room = min(self.cfg.max_new_tokens - c.tokens for c in cands)
+        room = max(1, min(self.cfg.max_new_tokens - c.tokens for c in cands))
         return min(room, self.arg) if self.kind == "tokens" else room
 
     def expand(self, parents: list[Candidate], n: int) -> list[Candidate]:
@@ -316,33 +320,47 @@ def _drop_weakest(stepper: Stepper, cand: Candidate) -> Candidate:
     rests = [answers[:i] + answers[i + 1 :] for i in range(len(answers))]
     kept = max(range(len(rests)), key=lambda i: (stepper.scorer(stepper.example, text_of(rests[i])), i))
     text = text_of(rests[kept])
-    tokens = max(0, round(cand.tokens * len(text) / max(len(cand.text), 1)))
+    tokens = min(round(cand.tokens * len(text) / max(len(cand.text), 1)), stepper.cfg.max_new_tokens - 1)
     return Candidate(text, tokens, list(cand.scores), False, len(rests[kept]))
 
 
-def _tree(stepper: Stepper, budget: int) -> None:
+def _tree_algo(cfg: SearchConfig):
     require_treequest()
     import treequest
 
-    cfg, ledger = stepper.cfg, stepper.ledger
     if cfg.tree_algo == "abmcts":
-        algo = treequest.ABMCTSA()
-    else:
-        from treequest.algos.best_first_search import BestFirstSearchAlgo
+        return treequest.ABMCTSA()
+    from treequest.algos.best_first_search import BestFirstSearchAlgo
 
-        algo = BestFirstSearchAlgo(num_samples=cfg.expand)
+    return BestFirstSearchAlgo(num_samples=cfg.expand)
+
+
+def _tree(stepper: Stepper, budget: int) -> None:
+    cfg, ledger = stepper.cfg, stepper.ledger
+    algo = _tree_algo(cfg)
+
+    def start_of(parent: Candidate | None) -> Candidate:
+        return Candidate() if parent is None else (_drop_weakest(stepper, parent) if parent.done else parent)
+
+    def scored(child: Candidate) -> tuple[Candidate, float]:
+        return child, min(1.0, max(0.0, stepper.score(child)))
 
     def step(parent: Candidate | None):
-        start = Candidate() if parent is None else (_drop_weakest(stepper, parent) if parent.done else parent)
-        child = stepper.expand([start], 1)[0]
-        return child, min(1.0, max(0.0, stepper.score(child)))
+        return scored(stepper.expand([start_of(parent)], 1)[0])
 
     state = algo.init_tree()
     rng_state = np.random.get_state()  # AB-MCTS samples with numpy's global RNG: seed it, then put it back
     np.random.seed(stepper.seed % 2**32)
     try:
         while ledger.spent < budget:
-            state = algo.step(state, {"step": step}, inplace=True)
+            if cfg.tree_batch == 1:
+                state = algo.step(state, {"step": step}, inplace=True)
+                continue
+            # tree_batch expansions chosen at once and generated in one call (each told back in order)
+            state, trials = algo.ask_batch(state, cfg.tree_batch, ["step"])
+            children = stepper.expand([start_of(t.parent_state) for t in trials], 1)
+            for t, child in zip(trials, children):
+                state = algo.tell(state, t.trial_id, scored(child))
     finally:
         np.random.set_state(rng_state)
 
