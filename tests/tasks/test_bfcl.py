@@ -258,3 +258,26 @@ def test_all_ones_exactly_when_bfcl_accepts(items, monkeypatch):
 def test_all_ones_exactly_when_bfcl_accepts_every_item(items, monkeypatch):
     n, disagree = _agreement(items, _bfcl_checker(monkeypatch), every=1)
     assert n == 5 * 2347 and disagree == []
+
+
+@pytest.mark.slow
+def test_smollm2_check_on_bfcl(tmp_path):
+    """`vpo check` of the real SmolLM2 (the slow suite's shared checkpoint) on BFCL: the pool is
+    generated from prompts with the function's schema and scored, and the verdict follows the figures."""
+    import json
+
+    pytest.importorskip("gguf")
+    from tests.helpers.smollm2 import smollm2_checkpoint
+    from vpo.cli import main
+    from vpo.search.report import load_report
+
+    out = tmp_path / "check"
+    argv = ["check", str(smollm2_checkpoint()), "--task", "bfcl", "--split", "validation", "--num-answers", "3"]
+    argv += ["--task-options", '{"categories": ["simple_python"]}']  # one schema a prompt: short prompts
+    argv += ["--rollouts", "2", "--num-prompts", "1", "--max-new-tokens", "48", "--ks", "1,2", "--threads", "2"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    res = next(iter(load_report(out).values()))
+    assert res["shape"]["m"] == 3 and res["shape"]["num_prompts"] == 1
+    assert sum(res["failures"]["counts"].values()) == res["failures"]["slots"] == 6
+    check = next(iter(json.loads((out / "check.json").read_text()).values()))
+    assert (check["verdict"] == "warm start first") == (check["valid_share"] < 0.10)

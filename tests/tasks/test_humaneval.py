@@ -225,3 +225,23 @@ def test_verl_data_and_score_round_trip(tmp_path, problems, monkeypatch):
     )
     assert row["data_source"] == "vpo/humaneval" and res["vpo_r0_assert_1"] == 1.0 and res["vpo_r1_assert_1"] == 0.0
     assert res["score"] == pytest.approx(1.0)  # the set's best answer scores 1 under every weighting
+
+
+@pytest.mark.slow
+def test_smollm2_check_on_humaneval(tmp_path):
+    """`vpo check` of the real SmolLM2 (the slow suite's shared checkpoint) on HumanEval: the pool is
+    generated, its programs scored in the sandbox, and the verdict follows the figures."""
+    pytest.importorskip("gguf")
+    from tests.helpers.smollm2 import smollm2_checkpoint
+    from vpo.cli import main
+    from vpo.search.report import load_report
+
+    out = tmp_path / "check"
+    argv = ["check", str(smollm2_checkpoint()), "--task", "humaneval", "--split", "validation", "--num-answers", "3"]
+    argv += ["--rollouts", "2", "--num-prompts", "1", "--max-new-tokens", "48", "--ks", "1,2", "--threads", "2"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    res = next(iter(load_report(out).values()))
+    assert res["shape"]["m"] == 3 and res["shape"]["num_prompts"] == 1
+    assert sum(res["failures"]["counts"].values()) == res["failures"]["slots"] == 6
+    check = next(iter(json.loads((out / "check.json").read_text()).values()))
+    assert (check["verdict"] == "warm start first") == (check["valid_share"] < 0.10)
