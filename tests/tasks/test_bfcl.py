@@ -149,6 +149,9 @@ def test_answer_syntaxes_and_safety(task, items):
         "```python\ncalculate_triangle_area(base=10, height=5)\n```",
     ):
         assert vec(task, ex, answer) == [1, 1, 1, 1], answer
+    # a definition of the function is not a call of it: no credit for the name
+    defined = "```python\ndef calculate_triangle_area(base=10, height=5):\n    return base * height / 2\n```"
+    assert vec(task, ex, defined) == [0, 0, 0, 0]
     # an expression is never evaluated: it is not a literal, so it is not accepted
     hostile = "calculate_triangle_area(base=__import__('os').system('touch /tmp/vpo_bfcl_pwned'), height=5)"
     assert vec(task, ex, hostile) == [0, 1, 1, 0.5]

@@ -158,6 +158,7 @@ class ParsedCalls:
     clean: bool = False
 
 
+_DEFINITION = re.compile(r"^\s*(async\s+def|def|class)\s")
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_+-]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -202,7 +203,10 @@ def _parse_body(s: str) -> ParsedCalls:
 
 def _starts(line: str) -> list[int]:
     """Where a call could begin on a line of prose: its start, and each ``[``, ``{`` or identifier
-    directly followed by ``(`` (the first 5 places)."""
+    directly followed by ``(`` (the first 5 places). A ``def``/``class`` line defines, not calls:
+    none (a model writing ``def the_function(...)`` gets no credit for the name)."""
+    if _DEFINITION.match(line):
+        return []
     spots = [0] + [m.start() for m in re.finditer(r"[\[{]|\b[A-Za-z_][\w.]*\(", line)]
     return sorted(set(spots))[:5]
 
