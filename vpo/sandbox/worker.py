@@ -807,21 +807,31 @@ def _landlock_abi(libc) -> int:
     return max(0, int(abi))
 
 
-def _landlock_writes_only_beneath(libc, abi: int, work: str) -> None:
-    """In the test child, after ``no_new_privs``: a Landlock domain in which this process and all it
-    starts may write only beneath ``work`` (the test's working directory) and to ``/dev/null``: no
-    host FIFO, device or other file can be opened for writing, whatever its permissions or its
-    mount's. Raises if any step fails (the caller then runs no program: fail closed)."""
+def _landlock_prepare(libc, abi: int) -> tuple:
+    """Built once in the worker, used by every test child: the ``ctypes`` objects the Landlock calls
+    take (defining a ``ctypes`` structure in each child cost ~0.1 ms a test). Returns ``(syscall,
+    ruleset attr, path-beneath rule, handled access rights)``."""
     import ctypes
 
-    handled = _LL_WRITES_V1 | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
-
-    class PathBeneath(ctypes.Structure):
+    class PathBeneath(ctypes.Structure):  # struct landlock_path_beneath_attr (packed)
         _pack_ = 1
         _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
+    handled = _LL_WRITES_V1 | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
     attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr, first field (the ABI 1 size)
-    ruleset = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    return libc.syscall, attr, PathBeneath(handled, -1), handled
+
+
+def _landlock_writes_only_beneath(prepared: tuple, work: str) -> None:
+    """In the test child, after ``no_new_privs``: a Landlock domain in which this process and all it
+    starts may write only beneath ``work`` (the test's working directory) and to ``/dev/null``: no
+    host FIFO, device or other file can be opened for writing, whatever its permissions or its
+    mount's. ``prepared``: :func:`_landlock_prepare`. Raises if any step fails (the caller then runs
+    no program: fail closed)."""
+    import ctypes
+
+    syscall, attr, rule, handled = prepared
+    ruleset = syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), 8, 0)
     if ruleset < 0:
         e = ctypes.get_errno()
         raise OSError(e, f"landlock_create_ruleset: {os.strerror(e)}")
@@ -829,11 +839,11 @@ def _landlock_writes_only_beneath(libc, abi: int, work: str) -> None:
     try:
         for path, allowed in ((work, handled), ("/dev/null", handled & (_LL_WRITE_FILE | _LL_TRUNCATE))):
             fds.append(os.open(path, os.O_PATH | os.O_CLOEXEC))
-            rule = PathBeneath(allowed, fds[-1])
-            if libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+            rule.allowed_access, rule.parent_fd = allowed, fds[-1]
+            if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
                 e = ctypes.get_errno()
                 raise OSError(e, f"landlock_add_rule({path}): {os.strerror(e)}")
-        if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+        if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             e = ctypes.get_errno()
             raise OSError(e, f"landlock_restrict_self: {os.strerror(e)}")
     finally:
@@ -859,8 +869,8 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
         os.chdir(work)  # before dropping privileges: the path's parents may be closed to the sandbox uid
         os.environ["HOME"] = os.environ["TMPDIR"] = work
         _drop_privileges(job, libc)
-        if job.get("landlock_abi"):
-            _landlock_writes_only_beneath(libc, job["landlock_abi"], ".")  # the working directory
+        if job.get("landlock") is not None:
+            _landlock_writes_only_beneath(job["landlock"], ".")  # the working directory
         os.umask(0o077)
         import builtins
         import io
@@ -1029,7 +1039,7 @@ def _children_of(ppid: int) -> list[int]:
 
 def _cpu_clock(job: dict):
     """``(clock, cheap, source)``: functions giving the CPU seconds used so far by the sandbox's
-    processes, and where they read it (``"cgroup"`` or ``"proc"``).
+    processes, and where ``clock`` reads it (``"cgroup"`` or ``"proc"``).
 
     ``clock``, where the host gave the sandbox a CPU counter (``job["cpu_usage"]``: a v1 cpuacct
     cgroup's ``cpuacct.usage``, in ns, or a v2 cgroup's ``cpu.stat`` ``usage_usec``): that counter,
@@ -1041,9 +1051,12 @@ def _cpu_clock(job: dict):
     Without one (no cgroups: non-root), the worker's reaped children plus, in a PID namespace, every
     live process but the worker (read from ``/proc/PID/stat`` into one buffer that is zeroed after
     use: no program-chosen name stays in the worker's memory); children the kernel reaped itself are
-    missed there (docs/sandbox.md). ``cheap``: the same where it is one read, else the reaped children
-    only: what ``clock`` says when the worker has no live child (between tests), and enough for a test
-    that ended by itself (its processes reaped, or killed right after)."""
+    missed there (docs/sandbox.md).
+
+    ``cheap``: the worker's reaped children (one ``getrusage``), what a test that ended before its
+    first poll is charged (:func:`_wait_test`; its verdict needs no counter: it cannot have used its
+    budget yet). With the cgroup counter as ``cheap`` too, the trivial benchmark program's tests took
+    ~3 ms longer each (7.6 against 4.5 ms, paired rounds), an effect measured, not explained."""
     usage = job.get("cpu_usage")
     if usage:
         fd = job["cpu_usage_fd"] if "cpu_usage_fd" in job else os.open(usage, os.O_RDONLY | os.O_CLOEXEC)
@@ -1061,20 +1074,15 @@ def _cpu_clock(job: dict):
             return used - worker_cpu()
 
         cgroup_clock()  # raises if it cannot be read or parsed
-        return cgroup_clock, cgroup_clock, "cgroup"
-    import resource
+        return cgroup_clock, _reaped_cpu, "cgroup"
 
     tick = os.sysconf("SC_CLK_TCK")
     buf = bytearray(1024)
     me = os.getpid()
     scan = job["namespaces"] and me == 1
 
-    def reaped() -> float:
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return ru.ru_utime + ru.ru_stime
-
     def proc_clock() -> float:
-        total = reaped()
+        total = _reaped_cpu()
         if not scan:
             return total
         ticks = 0
@@ -1096,7 +1104,15 @@ def _cpu_clock(job: dict):
                 buf[:] = bytes(len(buf))
         return total + ticks / tick
 
-    return proc_clock, reaped, "proc"
+    return proc_clock, _reaped_cpu, "proc"
+
+
+def _reaped_cpu() -> float:
+    """CPU seconds of the worker's reaped children (and what they reaped)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int, float]:
@@ -1104,10 +1120,14 @@ def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int,
     :func:`_cpu_clock`) reaches ``lim["cpu_time_s"]`` or the wall clock ``t0 + lim["timeout_s"]``;
     SIGKILL it past either, and reap it. Returns ``(None | "cpu" | "wall", wait status, CPU seconds
     used)``. The CPU time is read only when the child has run long enough to possibly have used it
-    all (at most ``lim["cpu_parallel"]`` CPUs at once): a short test is never polled."""
-    clock, cheap = clocks[:2]
+    all (at most ``lim["cpu_parallel"]`` CPUs at once): a short test is never polled, and is charged
+    what its reaped processes used (``cheap``); a polled one is charged by ``clock``, from a baseline
+    taken at its start (no live process but the new child, which has used next to nothing yet)."""
+    clock, cheap, source = clocks
     why = None
-    cpu0 = cheap()  # no live process but the new child, which has used next to nothing yet
+    cheap0 = cheap()
+    cpu0 = clock() if source == "cgroup" else cheap0  # /proc: nothing live to scan but the child
+    polled = False
     cpu_limit, par = float(lim["cpu_time_s"]), max(1.0, float(lim.get("cpu_parallel", 1)))
     deadline = t0 + float(lim["timeout_s"])
     try:
@@ -1131,7 +1151,7 @@ def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int,
                 time.sleep(0 if gone else 0.002)
             if gone:
                 break
-        used = clock() - cpu0
+        used, polled = clock() - cpu0, True
         if used >= cpu_limit:
             why = "cpu"
             break
@@ -1146,7 +1166,9 @@ def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int,
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         status = 0
-    return why, status, max(used, (clock if why else cheap)() - cpu0)
+    if why is not None or (polled and source == "cgroup"):
+        return why, status, max(used, clock() - cpu0)
+    return why, status, max(used, cheap() - cheap0)
 
 
 def _exit_status(status: int, timed_out: bool) -> dict:
@@ -1439,7 +1461,8 @@ def _harden(job: dict, libc) -> tuple[dict | None, tuple | None, str | None]:
         setup["worker_capabilities"] = _drop_worker_privileges(libc)
     except BaseException as e:  # noqa: BLE001 - fail closed
         return None, None, f"sandbox setup failed: dropping the worker's privileges: {e}"
-    job["landlock_abi"] = setup["landlock"] = _landlock_abi(libc)  # each test child applies it
+    setup["landlock"] = abi = _landlock_abi(libc)
+    job["landlock"] = _landlock_prepare(libc, abi) if abi else None  # each test child applies it
     try:
         setup["seccomp"] = _seccomp_worker(job, libc)
     except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
