@@ -10,11 +10,12 @@ task's machinery, one sandbox per program, one fork per assert), with every othe
 iteration). The harness returns ``True`` once ``check`` has run; the outcome is read outside the
 sandbox, so a program that exits early (``sys.exit``, ``os._exit``) or prints something passes nothing.
 
-Reward vector: ``assert_1..assert_D`` (``max_asserts``, default 26: the largest count of one problem
-in the package, HumanEval/141, so by default every assert is its own component). A problem with n < D asserts fills slots n+1..D with its mean pass rate (as ``code``
-does), so ``w*ᵀr`` is its pass rate and "all ones" is "every assert passes"; a problem with n > D
-(only when ``max_asserts`` is set lower) splits its asserts, in order, into D near-equal contiguous
-groups, slot j holding group j's pass rate. The 48 ``assert True`` lines of the package (debugging
+Reward vector: ``assert_1..assert_D`` (``max_asserts``, default 26: the largest count of one
+problem in the package, HumanEval/141, so by default every assert is its own component). A problem
+with n < D asserts fills slots n+1..D with its mean pass rate (as ``code`` does), so ``w*ᵀr`` is its
+pass rate and "all ones" is "every assert passes"; a problem with n > D (only when ``max_asserts``
+is set lower) splits its asserts, in order, into D near-equal contiguous groups, slot j holding
+group j's pass rate. The 48 ``assert True`` lines of the package (debugging
 markers, true for any program that loads) are dropped by default (``trivial_asserts="drop"``: they
 would be constant components, reward for an empty body); ``"keep"`` scores them like the others.
 
@@ -265,7 +266,7 @@ class HumanEvalTask(Task):
         return int(example["num_asserts"])
 
     def reference_answer(self, example: Example) -> str:
-        """The package's canonical solution as a full program body (the stub's body)."""
+        """The package's canonical solution: the body of the prompt's stub (completion style)."""
         return example["canonical_solution"]
 
     # -- prompting --------------------------------------------------------------------------
