@@ -84,15 +84,43 @@ def _search_one(job) -> tuple[str, float]:
     return str(model), time.time() - t0
 
 
+def _run_all(jobs: list[tuple], n: int) -> None:
+    """Each model's searches in a process of their own, ``n`` at a time, each model as soon as it is trained."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pending, running, done = list(jobs), set(), 0
+    with ProcessPoolExecutor(n, mp_context=mp.get_context("spawn")) as ex:
+        while pending or running:
+            ready = [j for j in pending if _trained(j[2])]
+            while ready and len(running) < n:
+                j = ready.pop(0)
+                pending.remove(j)
+                running.add(ex.submit(_search_one, j))
+            if not running:
+                time.sleep(20)  # --wait: the demo is still training them
+                continue
+            finished, running = wait(running, timeout=20, return_when=FIRST_COMPLETED)
+            for f in finished:
+                model, secs = f.result()
+                done += 1
+                print(f"[{done}/{len(jobs)}] {model}: {secs:.0f} s", flush=True)
+
+
+def _trained(model: Path) -> bool:
+    """A demo RL run is finished when its weights' settings record is written (after the weights)."""
+    return (model / "model.safetensors.settings.json").exists()
+
+
 def _jobs(a, cfg, demo: Path, work: Path) -> list[tuple]:
     from vpo.demo.config import METHODS
 
     jobs = []
     for method in a.methods:
         m = METHODS[method][2]
-        for seed in cfg.seeds:
+        for seed in a.seeds or cfg.seeds:
             model = demo / "runs" / f"{method}_s{seed}"
-            if not (model / "config.json").exists():
+            if not a.wait and not _trained(model):
                 raise SystemExit(f"search_study: no trained model at {model}; finish `vpo demo --out {demo}` first")
             names = {s: (f"{method}_s{seed}_{s}", work / f"{method}_s{seed}_{s}") for s in a.searches}
             jobs.append((a, cfg.as_dict(), model, m, seed, names))
@@ -102,7 +130,7 @@ def _jobs(a, cfg, demo: Path, work: Path) -> list[tuple]:
 def _compare(a, cfg, work: Path, search: str) -> dict:
     runs, names = [], []
     for method in a.methods:
-        for seed in cfg.seeds:
+        for seed in a.seeds or cfg.seeds:
             runs.append(str(work / f"{method}_s{seed}_{search}"))
             names.append(method)
     out = work / f"compare_{search}"
@@ -173,6 +201,8 @@ def main() -> int:
     p.add_argument("--selector", default="noisy:0.2")
     p.add_argument("--num-prompts", type=int, default=100)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seeds", type=int, nargs="*", default=None, help="a subset of the demo's seeds")
+    p.add_argument("--wait", action="store_true", help="wait for models the demo is still training")
     a = p.parse_args()
     a.methods, a.searches = a.methods.split(","), a.searches.split(",")
     from vpo.demo.config import DemoConfig
@@ -184,25 +214,23 @@ def main() -> int:
     jobs = _jobs(a, cfg, demo, work)
     t0 = time.time()
     print(f"search_study: {len(jobs)} models x {len(a.searches)} searches, {a.jobs} models at a time", flush=True)
-    import multiprocessing as mp
-
-    with mp.get_context("spawn").Pool(a.jobs) as pool:
-        for i, (model, secs) in enumerate(pool.imap_unordered(_search_one, jobs), start=1):
-            print(f"[{i}/{len(jobs)}] {model}: {secs:.0f} s", flush=True)
+    _run_all(jobs, a.jobs)
     docs = {s: _compare(a, cfg, work, s) for s in a.searches}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(a).items() if k not in ("work",)}
     summary = {
         "settings": settings,
-        "demo": {"split": cfg.split, "seeds": list(cfg.seeds), "domain": cfg.domain},
+        "demo": {"split": cfg.split, "seeds": list(a.seeds or cfg.seeds), "domain": cfg.domain},
         "wall_s": time.time() - t0,
         "searches": {s: {"paired_replicates": d["paired_replicates"]} for s, d in docs.items()},
         "hit_rate": {s: {m: _hit(d, m, a.selector) for m in a.methods} for s, d in docs.items()},
     }
     (out / "study.json").write_text(json.dumps(summary, indent=1) + "\n")
     md = f"best@{a.budget_tokens} tokens per prompt ({cfg.domain}, {cfg.split} split, {a.num_prompts} prompts, "
-    md += f"seeds {list(cfg.seeds)}; mean over replicates x prompts [95 % replicate interval]):\n\n" + table(a, docs)
+    md += f"seeds {list(a.seeds or cfg.seeds)}; mean over replicates x prompts [95 % replicate interval]):\n\n" + table(
+        a, docs
+    )
     (out / "study.md").write_text(md + "\n")
     plot(docs, out / "tokens_vs_best.png", a.methods)
     print(md)

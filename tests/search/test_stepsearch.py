@@ -50,6 +50,7 @@ class BitModel:
         self.name = "bits-model"
         self.total = 0
         self.calls = 0
+        self.closed = 0  # answers finished (closing tags written), every call
 
     def format(self, text: str, system=None) -> str:
         return f"{text}\n{ASSISTANT}"
@@ -90,6 +91,7 @@ class BitModel:
                     if tok is None:
                         break
                     text += tok
+                    self.closed += tok.startswith("</")
                     if any(text.endswith(s) for s in stop):
                         break
                 self.total += count
@@ -183,9 +185,14 @@ def test_answer_level_beam_and_tree_improve_on_bon_with_a_model_that_revises():
 
 def test_a_bad_step_scorer_makes_beam_worse_than_bon():
     budget = 192
+    beam = dict(step="tokens:1", beam_width=2, expand=3)
     bon, _ = _best_at_budget(BitModel(), _cfg("bon", budget), GOOD)
-    bad, _ = _best_at_budget(BitModel(), _cfg("beam", budget, step="tokens:1", beam_width=2, expand=3), BAD)
-    assert bad["best_at_budget"]["mean"][-1] < bon["best_at_budget"]["mean"][-1] - 0.2
+    bad, _ = _best_at_budget(BitModel(), _cfg("beam", budget, **beam), BAD)
+    blind, _ = _best_at_budget(BitModel(), _cfg("beam", budget, **beam), StepScorer("constant", lambda ex, t: 0.5, W))
+    at_b = {n: r["best_at_budget"]["mean"][-1] for n, r in (("bon", bon), ("bad", bad), ("blind", blind))}
+    assert at_b["bad"] < at_b["bon"] - 0.2, at_b
+    # the scorer itself did the harm: a beam that keeps arbitrary children (ties) does better than the bad one
+    assert at_b["bad"] < at_b["blind"] - 0.1, at_b
 
 
 @pytest.mark.parametrize(
@@ -211,9 +218,29 @@ def test_every_generated_token_is_counted_once(search, kw):
     ledger = search_prompt(model, task, ex, model.format("q"), cfg, GOOD, seed=3)
     assert ledger.spent == model.total  # pruned branches included: the model counted every token it wrote
     assert ledger.calls == model.calls
+    assert len(ledger.answers) == model.closed  # each finished answer handed over once, shared prefixes or not
     assert ledger.spent >= 50
     tokens_at = [a.tokens_at for a in ledger.answers]
     assert tokens_at == sorted(tokens_at) and all(0 < t <= ledger.spent for t in tokens_at)
+
+
+def test_revising_a_finished_node_drops_the_answer_the_scorer_misses_least():
+    from vpo.search.stepsearch import Candidate, Ledger, Stepper, _drop_weakest
+
+    task = make_task()
+    cfg = _cfg("tree", 50, num_answers=3)
+    ledger = Ledger(task, task.load()[0], 3)
+    stepper = Stepper(BitModel(m=3), "q\n" + ASSISTANT, cfg, task, ledger, StepScorer("sum", _ones_total, W), seed=0)
+    text = "<answer_1>1100</answer_1><answer_2>0001</answer_2><answer_3>1110</answer_3>"
+    start = _drop_weakest(stepper, Candidate(text, 30, [0.5], True, 3))
+    assert start.text == "<answer_1>1100</answer_1><answer_2>1110</answer_2>" and not start.done
+    assert start.tokens == 20  # 30 tokens for 72 characters, scaled to the 48 kept
+    assert _drop_weakest(stepper, Candidate("<answer_1>1</answer_1>", 3, [], True, 1)).text == ""
+
+
+def _ones_total(example, partial_text: str) -> float:
+    closed, _ = partial_answers(partial_text)
+    return sum(a.count("1") for a in closed) / 12
 
 
 def test_best_at_budget_counts_only_answers_finished_within_the_budget():
