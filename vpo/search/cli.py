@@ -106,7 +106,8 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SPEC",
         help="also report best@k when an imperfect verifier picks: noisy:SIGMA, objectives:A,B or module:function "
-        "(the true reward of the answer it keeps, and how often that is a true best); repeatable",
+        "(the true reward of the answer it keeps, and how often that is a true best); repeatable; with --search, "
+        "the final pick among the answers the search found",
     )
     g.add_argument(
         "--embed-diversity",
@@ -126,15 +127,15 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
 
 def _add_search_args(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group(
-        "search beyond best-of-n (docs/eval.md, 'Search at matched tokens'; writes search.json, search.md, "
-        "tokens_vs_best.png)"
+        "search beyond best-of-n (docs/eval.md, 'Search beyond best-of-n, at matched tokens'; writes search.json, "
+        "search.md, tokens_vs_best.png)"
     )
     s.add_argument(
         "--search",
         choices=["bon", "beam", "tree"],
         default="bon",
         help="bon (default): independent rollouts, today's pool unless --budget-tokens is given; beam: step-wise "
-        "beam search by a step scorer; tree: treequest's AB-MCTS or best-first over answers (pip install -e "
+        "beam search by a step scorer; tree: treequest's AB-MCTS or best-first over the same steps (pip install -e "
         '".[tree]")',
     )
     s.add_argument(
