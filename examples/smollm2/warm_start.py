@@ -24,18 +24,27 @@ from pathlib import Path
 import numpy as np
 
 
-def pairs_for(task, examples, rng, answers_per_problem: int = 1, m: int = 3) -> list[tuple[str, str]]:
+def maze_route(rng):
+    """A random valid route with the breadth of the CPU demo's warm start (its warm_waypoints and
+    warm_wander defaults)."""
     from vpo.demo.domains import DOMAINS
     from vpo.tasks.maze import Maze, random_route
-    from vpo.train.warmstart import format_answers
 
-    # the breadth of the CPU demo's warm-start routes (its warm_waypoints and warm_wander defaults)
     maze = DOMAINS["maze"].settings
     waypoints, wander = maze["warm_waypoints"].default, maze["warm_wander"].default
 
     def route(ex):
         return random_route(Maze.from_example(ex), rng, waypoints=waypoints, wander=wander).moves
 
+    return route
+
+
+def pairs_for(task, examples, rng, answers_per_problem: int = 1, m: int = 3, answer=None) -> list[tuple[str, str]]:
+    """(prompt, completion) pairs in the single- and m-answer tag formats; ``answer(example)`` draws
+    one random valid answer (default: a maze route)."""
+    from vpo.train.warmstart import format_answers
+
+    route = answer or maze_route(rng)
     out = []
     for ex in examples:
         for _ in range(answers_per_problem):
@@ -48,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="the base checkpoint (vpo models fetch smollm2 --out DIR)")
     ap.add_argument("--out", required=True, help="where the warm-started checkpoint goes")
-    ap.add_argument("--task-options", default='{"size": 5}', help="the maze's options (JSON; default: 5x5)")
+    ap.add_argument(
+        "--task", default="maze",
+        help="maze (default), or a path/to/file.py:factory whose module has random_answer(example, rng), "
+        "e.g. examples/smollm2/shop_task.py:make_task",
+    )  # fmt: skip
+    ap.add_argument("--task-options", default=None, help="the task's options (JSON; default for the maze: 5x5)")
     ap.add_argument("--problems", type=int, default=500, help="training mazes (default 500)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=16)
@@ -64,8 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     from vpo.tasks import get
     from vpo.train.warmstart import supervised_warm_start
 
-    task = get("maze", **json.loads(args.task_options))
-    pairs = pairs_for(task, task.load("train", n=args.problems), np.random.default_rng(args.seed))
+    options = json.loads(args.task_options) if args.task_options else ({"size": 5} if args.task == "maze" else {})
+    task = get(args.task, **options)
+    rng = np.random.default_rng(args.seed)
+    answer = None
+    if args.task != "maze":
+        answer = _random_answer(args.task, rng)
+        if answer is None:
+            return 2
+    pairs = pairs_for(task, task.load("train", n=args.problems), rng, answer=answer)
     info = supervised_warm_start(
         args.model, args.out, pairs, steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr,
         warmup_steps=min(50, max(1, args.steps // 10)), seed=args.seed, device=args.device, dtype=args.dtype,
@@ -76,6 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"saved to {args.out}")
     return 0
+
+
+def _random_answer(spec: str, rng):
+    """The ``random_answer(example, rng)`` beside a path:factory task, bound to ``rng``."""
+    from vpo.tasks.registry import load_factory
+
+    module = sys.modules[load_factory(spec).__module__]
+    fn = getattr(module, "random_answer", None)
+    if fn is None:
+        print(f"warm_start.py: {spec.split(':')[0]} defines no random_answer(example, rng); the warm start "
+              "needs one to draw valid answers", file=sys.stderr)  # fmt: skip
+        return None
+    return lambda ex: fn(ex, rng)
 
 
 if __name__ == "__main__":
