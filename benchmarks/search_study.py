@@ -136,6 +136,7 @@ def _compare(a, cfg, work: Path, search: str) -> dict:
     out = work / f"compare_{search}"
     argv = [sys.executable, "-m", "vpo.cli", "compare", *runs, "--names", ",".join(names), "--replicates"]
     argv += ["--out", str(out), "--title", f"{search} at {a.budget_tokens} tokens", "--bootstrap", "1000"]
+    argv += ["--recompute", "--selector", a.selector]  # metrics from the records, with this code
     subprocess.check_call(argv, stdout=subprocess.DEVNULL)
     return json.loads((out / "search.json").read_text())
 
@@ -203,6 +204,9 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seeds", type=int, nargs="*", default=None, help="a subset of the demo's seeds")
     p.add_argument("--wait", action="store_true", help="wait for models the demo is still training")
+    p.add_argument(
+        "--report-only", action="store_true", help="the searches are done (e.g. by runs on --seeds subsets): report"
+    )
     a = p.parse_args()
     a.methods, a.searches = a.methods.split(","), a.searches.split(",")
     from vpo.demo.config import DemoConfig
@@ -214,7 +218,8 @@ def main() -> int:
     jobs = _jobs(a, cfg, demo, work)
     t0 = time.time()
     print(f"search_study: {len(jobs)} models x {len(a.searches)} searches, {a.jobs} models at a time", flush=True)
-    _run_all(jobs, a.jobs)
+    if not a.report_only:
+        _run_all(jobs, a.jobs)
     docs = {s: _compare(a, cfg, work, s) for s in a.searches}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

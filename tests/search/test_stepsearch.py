@@ -266,6 +266,10 @@ def test_best_at_budget_counts_only_answers_finished_within_the_budget():
     assert res["best_at_budget"]["mean"] == [0.0, 0.2, 0.2, 0.6]
     assert res["final"]["verifier"]["selected"]["mean"] == 0.6
     assert res["tokens"]["over_budget_mean"] == 30.0
+    # a prompt without any answer within the budget: its pick scores 0 and has no hit rate to count
+    empty = {"prompt_id": "q", "tokens_generated": 100, "calls": 1, "answers": []}
+    res = search_metrics(meta, [rec, empty], num_points=4, bootstrap=0)
+    assert res["final"]["verifier"]["selected"]["mean"] == 0.3 and res["final"]["verifier"]["hit_rate"]["mean"] == 1.0
 
 
 def test_step_aggregates_and_step_parsing():

@@ -167,8 +167,10 @@ def _entry(values: np.ndarray, bootstrap: int, ci_level: float, seed: int) -> di
     from vpo.search.metrics import _jsonable, bootstrap_ci
 
     lo, hi = bootstrap_ci(values, bootstrap, ci_level, seed)
+    with np.errstate(invalid="ignore"):  # a statistic undefined on every prompt (NaN) stays undefined
+        mean = np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
     return {
-        "mean": _jsonable(values.mean(1).tolist()),
+        "mean": _jsonable(mean.tolist()),
         "ci_low": _jsonable(np.asarray(lo).tolist()),
         "ci_high": _jsonable(np.asarray(hi).tolist()),
     }
