@@ -97,5 +97,6 @@ def test_warm_start_answers_come_from_the_list():
         (a,) = task.parse(completion, 1)
         assert a in {it["name"] for it in ex["items"]}
     for (prompt, completion), ex in zip(pairs[1::2], examples):
+        assert prompt == task.build_prompt(ex, 3)
         answers = task.parse(completion, 3)
         assert 1 <= len(answers) <= 3 and set(answers) <= {it["name"] for it in ex["items"]}

@@ -125,7 +125,10 @@ def random_answer(example: dict, rng: np.random.Generator) -> str:
 
 def make_task() -> FunctionTask:
     task = FunctionTask(
-        "shop", objectives={"budget": budget, "critic": critic, "explorer": explorer}, examples=requests, question=question
+        "shop",
+        objectives={"budget": budget, "critic": critic, "explorer": explorer},
+        examples=requests,
+        question=question,
     )
     task.answer_noun = "product name"
     return task
