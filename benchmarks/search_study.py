@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -128,16 +127,20 @@ def _jobs(a, cfg, demo: Path, work: Path) -> list[tuple]:
 
 
 def _compare(a, cfg, work: Path, search: str) -> dict:
-    runs, names = [], []
+    """One search's runs of every method and seed in one report (``work/compare_SEARCH``): what
+    ``vpo compare RUNS --names ... --replicates --recompute --selector SEL`` writes."""
+    from vpo.search.searchreport import write_search_report
+    from vpo.search.searchrun import load_records, search_metrics
+
+    results, groups = {}, {}
     for method in a.methods:
         for seed in a.seeds or cfg.seeds:
-            runs.append(str(work / f"{method}_s{seed}_{search}"))
-            names.append(method)
+            meta, records = load_records(work / f"{method}_s{seed}_{search}")
+            key = f"{method} s{seed}"
+            results[key] = search_metrics(meta, records, selectors=[a.selector], bootstrap=1000)
+            groups.setdefault(method, []).append(key)
     out = work / f"compare_{search}"
-    argv = [sys.executable, "-m", "vpo.cli", "compare", *runs, "--names", ",".join(names), "--replicates"]
-    argv += ["--out", str(out), "--title", f"{search} at {a.budget_tokens} tokens", "--bootstrap", "1000"]
-    argv += ["--recompute", "--selector", a.selector]  # metrics from the records, with this code
-    subprocess.check_call(argv, stdout=subprocess.DEVNULL)
+    write_search_report(results, out, title=f"{search} at {a.budget_tokens} tokens", replicate_groups=groups)
     return json.loads((out / "search.json").read_text())
 
 
@@ -146,7 +149,7 @@ def _fmt(e: dict) -> str:
 
 
 def _hit(doc: dict, method: str, selector: str) -> float:
-    vals = [r["final"][selector]["hit_rate"]["mean"] for k, r in doc["results"].items() if k.split(" #")[0] == method]
+    vals = [doc["results"][k]["final"][selector]["hit_rate"]["mean"] for k in doc["replicates"][method]]
     vals = [v for v in vals if v is not None]
     return sum(vals) / len(vals) if vals else float("nan")
 
@@ -171,10 +174,10 @@ def plot(docs: dict[str, dict], path: Path, methods) -> None:
 
     fig = Figure(figsize=(4.2 * len(docs), 3.6), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(docs), squeeze=False)[0]
+    axes = fig.subplots(1, len(docs), squeeze=False, sharey=True)[0]
     for ax, (search, doc) in zip(axes, docs.items()):
         for method in methods:
-            curves = [r["best_at_budget"] for k, r in doc["results"].items() if k.split(" #")[0] == method]
+            curves = [doc["results"][k]["best_at_budget"] for k in doc["replicates"][method]]
             toks = curves[0]["tokens"]
             mean = [sum(c["mean"][j] for c in curves) / len(curves) for j in range(len(toks))]
             ax.plot(toks, mean, marker="o", label=LABELS.get(method, method))
