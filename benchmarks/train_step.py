@@ -5,6 +5,8 @@ GRPOTrainer, on the same tiny model and prompts, interleaved step by step in one
     python benchmarks/train_step.py --demo     # the demo's shape: VPO rollouts ~3x longer than GRPO's
     python benchmarks/train_step.py --quick    # seconds, tiny sizes (CI: does it run)
     python benchmarks/train_step.py --json     # + one JSON object on the last line
+    python benchmarks/train_step.py --model runs/smollm2 --lora 16 --shared-prompt --prompts shop \
+        --batch 16 --length 24 --threads 2 --rounds 5   # a pretrained model (SmolLM2), LoRA, shop prompts
 
 Every completion is forced to a fixed token count (min_new_tokens = max): ``--length`` for the
 single-answer trainers, ``--vpo-length`` (default: the same) for vpo m = 3. With equal counts the
@@ -15,6 +17,16 @@ every optimizer step: one round = one step of each trainer, in alternating order
 timed from release to step end (generation + scoring + loss + backward + optimizer step). Bursts of
 load on a shared machine hit the three steps of a round alike, so the figure is the median of the
 per-round ratios, with its IQR and range; the first ``--warmup`` rounds are dropped.
+
+With ``--model`` (a pretrained checkpoint, e.g. SmolLM2-135M-Instruct from ``vpo models fetch
+smollm2``) the same run also measures generation: decode tokens/s of the model's own ``generate`` on
+``--batch`` rows, as a fraction of the machine's GEMM-bound limit measured in the same process (a
+matmul of the decode step's shape, [batch, hidden] x [hidden, intermediate], timed just before and
+just after, so load on a shared machine hits both alike). ``--lora R`` trains a LoRA adapter of rank R
+(every trainer the same), ``--shared-prompt`` runs VPOTrainer's prompt prefill once per distinct prompt
+(``shared_prompt_forward``; TRL's GRPOTrainer has no such option), ``--prompts shop`` uses the
+pretrained-model study's prompts (examples/smollm2/shop_task.py: a six-item list, ~150 tokens with
+the chat template) instead of one short line.
 """
 
 from __future__ import annotations
@@ -49,15 +61,32 @@ class SliceTask:
     produces no tags), objectives are character shares, so every estimator sees varied rewards."""
 
     @staticmethod
-    def make(n):
+    def make(n, prompts: str = "short"):
         from vpo.tasks import FunctionTask
+
+        if prompts == "shop":
+            questions = [shop_question(i) for i in range(n)]
+        else:
+            questions = [f"Write characters #{i}." for i in range(n)]
 
         class _T(FunctionTask):
             def parse(self, completion, m):
                 k = max(1, len(completion) // m)
                 return [completion[i * k : (i + 1) * k] for i in range(m) if completion[i * k : (i + 1) * k]]
 
-        return _T("bench", char_objectives(), [{"id": i, "question": f"Write characters #{i}."} for i in range(n)])
+        return _T("bench", char_objectives(), [{"id": i, "question": q} for i, q in enumerate(questions)])
+
+
+def shop_question(i: int) -> str:
+    """Request i of the shop task's training split, as the pretrained-model study prompts it."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "smollm2" / "shop_task.py"
+    spec = importlib.util.spec_from_file_location("vpo_bench_shop_task", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.question(mod.requests("train")[i])
 
 
 def trl_reward_funcs():
@@ -138,6 +167,10 @@ def _parse(argv):
     ap.add_argument("--hidden", type=int, default=128, help="tiny model hidden size")
     ap.add_argument("--layers", type=int, default=2, help="tiny model layers")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all cores)")
+    ap.add_argument("--model", default=None, help="a pretrained checkpoint instead of the tiny model (e.g. SmolLM2)")
+    ap.add_argument("--lora", type=int, default=0, help="LoRA rank for every trainer (0: full fine-tuning)")
+    ap.add_argument("--shared-prompt", action="store_true", help="VPOTrainer: shared_prompt_forward")
+    ap.add_argument("--prompts", choices=("short", "shop"), default="short", help="prompt set (default: short)")
     ap.add_argument("--demo", action="store_true", help="the demo's shape: 4 x 128 model, 64 rollouts, 11 vs 31 tokens")
     ap.add_argument(
         "--quick", action="store_true", help="tiny sizes (seconds): checks the script runs, figures meaningless"
@@ -157,40 +190,29 @@ def main(argv=None) -> dict:
     vpo_length = a.vpo_length or a.length
 
     import torch
-    from trl import GRPOConfig, GRPOTrainer
 
-    from vpo.train import VPOConfig, VPOTrainer
     from vpo.train.tiny import build_tiny_model
     from vpo.train.trainer import build_task_dataset
 
     threads = a.threads or max(1, os.cpu_count() or 2)
     torch.set_num_threads(threads)
     tmp = tempfile.mkdtemp()
-    model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=a.hidden, num_layers=a.layers))
+    if a.model:
+        model_dir = a.model
+    else:
+        model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=a.hidden, num_layers=a.layers))
     steps = a.warmup + a.rounds
+    peft_config = lora_config(a.lora) if a.lora else None
+    generation = generation_fraction(model_dir, a.batch, max(a.length, vpo_length), threads) if a.model else None
 
-    def common(length):
-        return step_settings(a.batch, length, steps)
-
-    task = SliceTask.make(64)
+    task = SliceTask.make(64, a.prompts)
     # one dataset (the m = 3 prompts) for all three trainers, so prompt lengths are identical
     ds = build_task_dataset(task, task.load("train"), 3, chat=True)
-
-    def make(kind, gate):
-        out = os.path.join(tmp, kind)
-        cb = [_callback(gate)]
-        if kind == "trl_grpo":
-            args = GRPOConfig(output_dir=out, **common(a.length))
-            return GRPOTrainer(
-                model=model_dir, reward_funcs=trl_reward_funcs(), args=args, train_dataset=ds, callbacks=cb
-            )
-        est, m, length = {"vpo_m3": ("vpo", 3, vpo_length), "vpo_grpo": ("grpo", 1, a.length)}[kind]
-        args = VPOConfig(output_dir=out, estimator=est, num_answers=m, num_weightings=100, **common(length))
-        return VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds, callbacks=cb)
+    setup = dict(a=a, model_dir=model_dir, tmp=tmp, steps=steps, task=task, ds=ds, peft_config=peft_config)
 
     kinds = ["trl_grpo", "vpo_grpo", "vpo_m3"]
     gates = {k: _Gate() for k in kinds}
-    trainers = {k: make(k, gates[k]) for k in kinds}
+    trainers = {k: make_trainer(k, gates[k], **setup) for k in kinds}
 
     def run(k):
         torch.set_num_threads(threads)
@@ -226,9 +248,11 @@ def main(argv=None) -> dict:
     ratio_m3 = _spread([x / y for x, y in zip(t["vpo_m3"], t["trl_grpo"])])
     ratio_grpo = _spread([x / y for x, y in zip(t["vpo_grpo"], t["trl_grpo"])])
 
+    if generation is not None:
+        generation["gemm_gflops_after"] = gemm_gflops(generation["shape"], threads)
     lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
     print(
-        f"\nseconds per training step: {a.batch} rollouts x {lengths}, tiny Qwen2 {a.layers} x {a.hidden} on CPU, "
+        f"\nseconds per training step: {a.batch} rollouts x {lengths}, {model_label(a)} on CPU, "
         f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}"
     )
     print(f"{'trainer':30s} {'median s/step':>14s} {'per-round ratio vs TRL GRPO: median [IQR] (range)':>52s}")
@@ -258,10 +282,123 @@ def main(argv=None) -> dict:
         "tokens_vpo_m3": vpo_length,
         "rollouts_per_step": a.batch,
         "quick": a.quick,
+        "model": a.model or f"tiny {a.layers}x{a.hidden}",
+        "lora": a.lora,
+        "shared_prompt": a.shared_prompt,
+        "prompts": a.prompts,
+        "threads": threads,
     }
+    if generation is not None:
+        print_generation(generation)
+        res.update({f"generation_{k}": v for k, v in generation.items() if k != "shape"})
     if a.json:
         print(json.dumps({k: _round(v) for k, v in res.items()}))
     return res
+
+
+def make_trainer(kind, gate, *, a, model_dir, tmp, steps, task, ds, peft_config):
+    """One benchmarked trainer: TRL's GRPOTrainer, or VPOTrainer with the grpo or vpo (m = 3) estimator."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from vpo.train import VPOConfig, VPOTrainer
+
+    out = os.path.join(tmp, kind)
+    cb = [_callback(gate)]
+    if kind == "trl_grpo":
+        args = GRPOConfig(output_dir=out, **step_settings(a.batch, a.length, steps))
+        return GRPOTrainer(
+            model=model_dir, reward_funcs=trl_reward_funcs(), args=args, train_dataset=ds, callbacks=cb,
+            peft_config=peft_config,
+        )  # fmt: skip
+    est, m, length = {"vpo_m3": ("vpo", 3, a.vpo_length or a.length), "vpo_grpo": ("grpo", 1, a.length)}[kind]
+    args = VPOConfig(
+        output_dir=out, estimator=est, num_answers=m, num_weightings=100, shared_prompt_forward=a.shared_prompt,
+        **step_settings(a.batch, length, steps),
+    )  # fmt: skip
+    return VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds, callbacks=cb, peft_config=peft_config)
+
+
+def model_label(a) -> str:
+    name = os.path.basename(os.path.normpath(a.model)) if a.model else f"tiny Qwen2 {a.layers} x {a.hidden}"
+    parts = [name] + ([f"LoRA r={a.lora}"] if a.lora else []) + (["shared prompt forward"] if a.shared_prompt else [])
+    return ", ".join(parts) + f", {a.prompts} prompts"
+
+
+def lora_config(rank: int):
+    from peft import LoraConfig
+
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    return LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets, task_type="CAUSAL_LM")
+
+
+def gemm_gflops(shape: tuple[int, int, int], threads: int, repeats: int = 30) -> float:
+    """GFLOP/s of a float32 matmul [rows, k] x [k, n] (the decode step's largest product), the
+    median of ``repeats`` timed products after two untimed ones."""
+    import torch
+
+    torch.set_num_threads(threads)
+    rows, k, n = shape
+    x, w = torch.randn(rows, k), torch.randn(k, n)
+    for _ in range(2):
+        x @ w
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        x @ w
+        ts.append(time.perf_counter() - t0)
+    return 2 * rows * k * n / statistics.median(ts) / 1e9
+
+
+def generation_fraction(model_dir: str, rows: int, tokens: int, threads: int) -> dict:
+    """Decode tokens/s of ``generate`` (sampling, exactly ``tokens`` new tokens on ``rows`` rows, KV cache)
+    against the GEMM-bound limit: each new token costs ~2 x (non-embedding parameters) FLOPs, so the
+    limit is GEMM GFLOP/s / that; measured right before (and, by the caller, after) in this process."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(threads)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    cfg = model.config
+    shape = (rows, cfg.hidden_size, getattr(cfg, "intermediate_size", 4 * cfg.hidden_size))
+    n_params = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
+    if not getattr(cfg, "tie_word_embeddings", False):
+        n_params -= model.get_output_embeddings().weight.numel()
+    n_params += model.get_output_embeddings().weight.numel()  # the LM head runs on every token
+    gemm_before = gemm_gflops(shape, threads)
+    text = tok.apply_chat_template([{"role": "user", "content": "Name a product."}], tokenize=False)
+    enc = tok([text] * rows, return_tensors="pt")
+    kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, pad_token_id=tok.eos_token_id)
+    with torch.no_grad():
+        model.generate(**enc, **{**kw, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
+        ts = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            model.generate(**enc, **kw)
+            ts.append(time.perf_counter() - t0)
+    tok_s = rows * tokens / statistics.median(ts)
+    return {
+        "shape": shape,
+        "rows": rows,
+        "tokens": tokens,
+        "decode_tokens_per_s": tok_s,
+        "flops_per_token": 2 * n_params,
+        "gemm_gflops_before": gemm_before,
+        "achieved_gflops": tok_s * 2 * n_params / 1e9,
+    }
+
+
+def print_generation(g: dict) -> None:
+    gemm = statistics.median([g["gemm_gflops_before"], g["gemm_gflops_after"]])
+    g["gemm_gflops"] = gemm
+    g["fraction_of_gemm_limit"] = g["achieved_gflops"] / gemm
+    print(
+        f"\ngeneration: {g['rows']} rows x {g['tokens']} new tokens, {g['decode_tokens_per_s']:.1f} tokens/s = "
+        f"{g['achieved_gflops']:.1f} GFLOP/s at {g['flops_per_token'] / 1e6:.0f} MFLOP a token; the same process's "
+        f"GEMM {g['shape'][0]}x{g['shape'][1]}x{g['shape'][2]}: {g['gemm_gflops_before']:.1f} GFLOP/s before, "
+        f"{g['gemm_gflops_after']:.1f} after; generation runs at {g['fraction_of_gemm_limit']:.2f} of the "
+        "GEMM-bound limit (prefill and sampling included in its time)"
+    )
 
 
 def _round(v):

@@ -1,0 +1,45 @@
+"""benchmarks/train_step.py on a checkpoint (--model, as for SmolLM2): the three trainers train with a
+LoRA adapter and the shop prompts, and the generation figures are consistent with their definition
+(a token's FLOPs count every non-embedding weight and the LM head once; the fraction is the achieved
+rate over the same run's GEMM rate). The tiny model stands in for SmolLM2 here (slow suite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_train_step_on_a_checkpoint_with_lora_and_generation_fraction(tmp_path):
+    from vpo.train.tiny import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1, num_heads=4)
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    argv = [sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--model", str(model), "--lora", "4"]
+    argv += ["--shared-prompt", "--prompts", "shop", "--batch", "8", "--length", "4", "--rounds", "1"]
+    argv += ["--warmup", "1", "--threads", "1", "--json"]
+    r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["lora"] == 4 and out["shared_prompt"] is True and out["prompts"] == "shop"
+    assert out["model"] == str(model)
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(model)
+    body = sum(p.numel() for n, p in m.named_parameters() if "embed_tokens" not in n and "lm_head" not in n)
+    head = m.get_output_embeddings().weight.numel()
+    assert out["generation_flops_per_token"] == 2 * (body + head)
+    tok_s = out["generation_decode_tokens_per_s"]
+    assert out["generation_achieved_gflops"] == pytest.approx(tok_s * 2 * (body + head) / 1e9, rel=2e-3)
+    assert out["generation_fraction_of_gemm_limit"] == pytest.approx(
+        out["generation_achieved_gflops"] / out["generation_gemm_gflops"], rel=2e-3
+    )
+    assert out["generation_rows"] == 8 and out["generation_tokens"] == 4
+    assert "shop prompts" in r.stdout and "LoRA r=4" in r.stdout
