@@ -154,17 +154,45 @@ def _hit(doc: dict, method: str, selector: str) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
-def table(a, docs: dict[str, dict]) -> str:
+def _lead(doc: dict, a, seeds):
+    """VPO minus GRPO 3x best@B per replicate x prompt ``[S, P]`` (prompts in the first run's order)."""
+    import numpy as np
+
+    def at_b(key):
+        r = doc["results"][key]
+        return dict(zip(r["per_prompt"]["prompt_ids"], (row[-1] for row in r["per_prompt"]["best_at_budget"])))
+
+    rows = []
+    for seed in seeds:
+        v, g = at_b(f"vpo s{seed}"), at_b(f"grpo_3x s{seed}")
+        rows.append([v[p] - g[p] for p in v])
+    return np.asarray(rows)
+
+
+def lead_changes(a, docs: dict[str, dict], seeds) -> dict:
+    """Per search other than bon: (its VPO - GRPO 3x lead) - (bon's), paired by replicate and problem, with
+    :func:`vpo.search.intervals.replicate_interval`."""
+    from vpo.search.intervals import replicate_interval
+
+    if "bon" not in docs or not {"vpo", "grpo_3x"} <= set(a.methods):
+        return {}
+    base = _lead(docs["bon"], a, seeds)
+    return {s: replicate_interval(_lead(d, a, seeds) - base) for s, d in docs.items() if s != "bon"}
+
+
+def table(a, docs: dict[str, dict], changes: dict | None = None) -> str:
     lines = [
-        f"| search | {' | '.join(LABELS.get(m, m) for m in a.methods)} | VPO − GRPO 3x | hit rate ({a.selector}) |",
-        "|---|" + "---|" * (len(a.methods) + 2),
+        f"| search | {' | '.join(LABELS.get(m, m) for m in a.methods)} | VPO − GRPO 3x | lead change vs bon "
+        f"| hit rate ({a.selector}) |",
+        "|---|" + "---|" * (len(a.methods) + 3),
     ]
     for search, doc in docs.items():
         rep = doc["paired_replicates"]
         cells = [_fmt(rep["groups"][m]) for m in a.methods]
         diff = _fmt(rep["vs"]["grpo_3x"]) if "grpo_3x" in rep["vs"] else "–"
         hits = ", ".join(f"{LABELS.get(m, m)} {_hit(doc, m, a.selector):.2f}" for m in a.methods)
-        lines.append(f"| {search} | " + " | ".join(cells) + f" | {diff} | {hits} |")
+        change = _fmt(changes[search]) if changes and search in changes else "–"
+        lines.append(f"| {search} | " + " | ".join(cells) + f" | {diff} | {change} | {hits} |")
     return "\n".join(lines)
 
 
@@ -224,6 +252,7 @@ def main() -> int:
     if not a.report_only:
         _run_all(jobs, a.jobs)
     docs = {s: _compare(a, cfg, work, s) for s in a.searches}
+    changes = lead_changes(a, docs, a.seeds or cfg.seeds)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(a).items() if k not in ("work",)}
@@ -233,11 +262,12 @@ def main() -> int:
         "wall_s": time.time() - t0,
         "searches": {s: {"paired_replicates": d["paired_replicates"]} for s, d in docs.items()},
         "hit_rate": {s: {m: _hit(d, m, a.selector) for m in a.methods} for s, d in docs.items()},
+        "lead_change_vs_bon": changes,
     }
     (out / "study.json").write_text(json.dumps(summary, indent=1) + "\n")
     md = f"best@{a.budget_tokens} tokens per prompt ({cfg.domain}, {cfg.split} split, {a.num_prompts} prompts, "
     md += f"seeds {list(a.seeds or cfg.seeds)}; mean over replicates x prompts [95 % replicate interval]):\n\n" + table(
-        a, docs
+        a, docs, changes
     )
     (out / "study.md").write_text(md + "\n")
     plot(docs, out / "tokens_vs_best.png", a.methods)
