@@ -259,7 +259,7 @@ def main() -> int:
     summary = {
         "settings": settings,
         "demo": {"split": cfg.split, "seeds": list(a.seeds or cfg.seeds), "domain": cfg.domain},
-        "wall_s": time.time() - t0,
+        "search_wall_s": None if a.report_only else time.time() - t0,  # report-only: the searches ran earlier
         "searches": {s: {"paired_replicates": d["paired_replicates"]} for s, d in docs.items()},
         "hit_rate": {s: {m: _hit(d, m, a.selector) for m in a.methods} for s, d in docs.items()},
         "lead_change_vs_bon": changes,
