@@ -9,7 +9,7 @@ For every trained model of a ``vpo demo`` run (``DEMO/runs/METHOD_sSEED``), this
 ``OUT/tokens_vs_best.png``: best@B per method and search, the VPO minus GRPO-3x difference (paired by
 replicate and prompt) per search, and the final pick's hit rate under a noisy selector.
 
-    python benchmarks/search_study.py --demo runs/search_maze --out docs/search_study/maze \\
+    python scripts/search_study.py --demo runs/search_maze --out docs/search_study/maze \\
         --budget-tokens 480 --step tokens:4 --num-prompts 100 --jobs 2
 
 Runs are resumable (each ``vpo eval`` keeps its finished prompts in ``WORK/NAME/search``).
