@@ -214,6 +214,34 @@ def partial_answers(text: str) -> tuple[list[str], str | None]:
     return closed, (text[open_at:].strip() if open_at is not None else None)
 
 
+def load_examples(
+    source: Sequence[Example] | Mapping[str, Sequence[Example]] | Callable[[str], Sequence[Example]],
+    task_name: str,
+    split: str,
+    n: int | None = None,
+    seed: int = 0,
+) -> list[Example]:
+    """A split of examples given as a list (every split), a ``{split: examples}`` mapping or a
+    ``split -> examples`` function; ``n``: a seeded subset of that size, in the source's order."""
+    if callable(source):
+        data = list(source(split))
+    elif isinstance(source, Mapping):
+        if split not in source:
+            raise ValueError(f"task {task_name!r} has no split {split!r}; it has {sorted(source)}")
+        data = list(source[split])
+    else:
+        data = list(source)
+    if n is not None:
+        idx = np.random.default_rng(seed).permutation(len(data))[:n]
+        data = [data[i] for i in sorted(idx)]
+    return data
+
+
+def ask(question: str | Callable[[Example], str], example: Example) -> str:
+    """An example's question: ``question(example)``, or the example's field of that name."""
+    return question(example) if callable(question) else str(example[question])
+
+
 class FunctionTask(Task):
     """A task from plain functions: one scorer per objective.
 
@@ -257,24 +285,10 @@ class FunctionTask(Task):
         return self._w
 
     def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
-        src = self._examples
-        if callable(src):
-            data = list(src(split))
-        elif isinstance(src, Mapping):
-            if split not in src:
-                raise ValueError(f"task {self.name!r} has no split {split!r}; it has {sorted(src)}")
-            data = list(src[split])
-        else:
-            data = list(src)
-        if n is not None:
-            rng = np.random.default_rng(seed)
-            idx = rng.permutation(len(data))[:n]
-            data = [data[i] for i in sorted(idx)]
-        return data
+        return load_examples(self._examples, self.name, split, n, seed)
 
     def question(self, example: Example) -> str:
-        q = self._question
-        return q(example) if callable(q) else str(example[q])
+        return ask(self._question, example)
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         r = np.array([float(f(example, answer)) for f in self._fns], dtype=np.float64)

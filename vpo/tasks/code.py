@@ -359,7 +359,25 @@ class CodeEvaluation:
         return [o.status for o in self.result.outcomes]
 
 
-class CodeTask(Task):
+class ScoredBySandbox:
+    """``score`` and ``score_answers`` of a task whose ``evaluate(examples, answers)`` runs the answers'
+    programs in the sandbox and returns, per answer, an evaluation with ``.rewards`` (of type
+    ``evaluation_type``) or the exception that stopped it."""
+
+    evaluation_type: type
+
+    def score(self, example: Example, answer: str) -> np.ndarray:
+        r = self.evaluate([example], [[answer]])[0][0]
+        if isinstance(r, Exception):
+            raise r
+        return r.rewards
+
+    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
+        kind = self.evaluation_type
+        return [[r.rewards if isinstance(r, kind) else r for r in row] for row in self.evaluate(examples, answers)]
+
+
+class CodeTask(ScoredBySandbox, Task):
     """Per-test pass/fail of Python programs; ``d = max_tests``.
 
     Args:
@@ -377,6 +395,8 @@ class CodeTask(Task):
         float_tol: tolerance of numeric comparisons of outputs.
         progress: show a progress bar while scoring.
     """
+
+    evaluation_type = CodeEvaluation
 
     name = "code"
     answer_format = "code"
@@ -560,14 +580,3 @@ class CodeTask(Task):
             passed = [outcome_passes(t, o, self.float_tol) for t, o in zip(tests, res.outcomes)]
             out[i][j] = CodeEvaluation(self.reward_vector(passed), passed, res)
         return out
-
-    def score(self, example: Example, answer: str) -> np.ndarray:
-        r = self.evaluate([example], [[answer]])[0][0]
-        if isinstance(r, Exception):
-            raise r
-        return r.rewards
-
-    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
-        return [
-            [r.rewards if isinstance(r, CodeEvaluation) else r for r in row] for row in self.evaluate(examples, answers)
-        ]

