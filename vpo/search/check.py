@@ -74,6 +74,7 @@ def summary_from_eval(result: dict) -> dict:
         "pareto_front_size": _num(M.get("pareto_front_size", {}).get("mean")),
         "failure_shares": None if not f else f["shares"],
         "truncated_share": None if not f else f.get("truncated_share"),
+        "warnings": list(result.get("warnings") or []),
     }
 
 
@@ -111,6 +112,7 @@ def check_summary(s: dict, ceiling: float | None = None) -> dict:
     ew = _num(s.get("ew_best_at_k"))
     if ew is not None and bk is not None:
         notes.append(f"E_w[best@{s['k']}] = {ew:.3f} against best@{s['k']} under w* = {bk:.3f}")
+    notes += [f"warning: {w}" for w in s.get("warnings") or []]
     shares = s.get("failure_shares") or {}
     lost = {k: v for k, v in shares.items() if k != "valid" and v and v > 0.1}
     if lost:
@@ -221,7 +223,11 @@ def run(args) -> int:
         from vpo.search.pools import evaluate_pool, load_pool
 
         pool_dir = Path(args.pool)
-        results = {pool_dir.name: evaluate_pool(load_pool(pool_dir), bootstrap=0)}
+        from vpo.search.cli import _add_all_zero_warning
+
+        pool = load_pool(pool_dir)
+        results = {pool_dir.name: evaluate_pool(pool, bootstrap=0)}
+        _add_all_zero_warning(results[pool_dir.name], pool)
         where = pool_dir
     out_dir = Path(args.check_out) if args.check_out else where
     checks = {name: check_summary(summary_from_eval(r), args.ceiling) for name, r in results.items()}

@@ -10,7 +10,9 @@ recomputes metrics from a saved pool.
 ``num_answers`` of its ``training_args.bin``), else 1. ``--task`` takes a registered name,
 ``module:factory`` or ``path/to/file.py:factory`` (default: the checkpoint's, from ``vpo_args.json``);
 ``--model`` may be a LoRA adapter folder (loaded on its base); ``--import MODULE`` imports user code first;
-``--task-options JSON`` holds the task's options (the spelling ``vpo train`` and ``vpo evolve`` use).
+``--task-options JSON`` holds the task's options (the spelling ``vpo train`` and ``vpo evolve`` use); a
+``--task`` naming the checkpoint's task keeps its saved options under them, another task is refused
+unless ``--task-options`` is given.
 
 ``vpo compare RUN_A RUN_B ... --out DIR`` puts several eval runs in one table and one figure.
 A RUN is a ``vpo eval`` output directory (its ``report.json`` is used as is, unless ``--recompute``)
@@ -340,6 +342,7 @@ def _evaluate(pool, args):
         _add_pool_stats(result, pool, args)
         _add_set_objectives(result, pool, args, kw)
         _add_selection(result, pool, args)
+        _add_all_zero_warning(result, pool)
         if getattr(args, "constraints", None):
             from vpo.search.constraints import constrained_metrics
 
@@ -454,9 +457,32 @@ def run_eval(args) -> int:
         name = args.name or (Path(args.model).name if args.model else (args.served_model or "endpoint"))
         pool = _generate(args, out, name)
     results = {name: _evaluate(pool, args)}
+    _warn_all_zero(results)
     paths = write_report(results, out, title=args.title, plots=not args.no_plots)
     _print_summary(results, paths)
     return 0
+
+
+ALL_ZERO_WARNING = (
+    "every answer scored 0 on every objective: check that the task options match the model's training (a "
+    "checkpoint's vpo_args.json; drop --task to use them) and that the model writes the answer format"
+)
+
+
+def _add_all_zero_warning(res: dict, pool) -> None:
+    """``res["warnings"]`` (report.json and report.md) says so when every answer of the pool scored 0 on every
+    objective: best@k 0.000 is then a mismatch to look for, not a measurement."""
+    import numpy as np
+
+    if not np.any(np.nan_to_num(pool.rewards)):
+        res.setdefault("warnings", []).append(ALL_ZERO_WARNING)
+
+
+def _warn_all_zero(results: dict) -> None:
+    """The results' warnings, on stderr."""
+    for name, res in results.items():
+        for w in res.get("warnings") or []:
+            print(f"vpo eval: warning: {name}: {w}", file=sys.stderr)
 
 
 def checkpoint_settings(model: str | None) -> tuple[dict, str | None]:
@@ -518,30 +544,87 @@ def _task_options(args) -> dict:
 
 
 def _task_from_checkpoint(args) -> None:
-    """``--task`` (and ``--task-options``) from the checkpoint's ``vpo_args.json`` when not given (said
-    on stderr); a note when ``--task`` names another task than the one the checkpoint was trained on."""
+    """``--task`` and ``--task-options`` against the checkpoint's ``vpo_args.json``: without ``--task``, the
+    checkpoint's task and options (said on stderr); with the same task, the checkpoint's options merged under
+    ``--task-options`` (whose keys win); another task: a UserError unless ``--task-options`` is given."""
     if not args.model:
         return
     settings, source = checkpoint_settings(args.model)
     trained = settings.get("task")
     if not isinstance(trained, str) or not trained:
         return
-    trained_opts = settings.get("task_options") or {}
+    trained_opts = settings.get("task_options")
+    trained_opts = dict(trained_opts) if isinstance(trained_opts, dict) else {}
     if not args.task:
         args.task = trained
-        if args.task_options is None and isinstance(trained_opts, dict):
-            args.task_options = dict(trained_opts)
+        args.task_options = {**trained_opts, **(args.task_options or {})}
         opts = f" with task options {json.dumps(args.task_options)}" if args.task_options else ""
         print(
             f"vpo eval: task {trained}{opts}, as the checkpoint was trained ({source}); --task overrides",
             file=sys.stderr,
         )
-    elif args.task != trained:
+    elif _same_task(args.task, trained, trained_opts):
+        _merge_task_options(args, trained, trained_opts, source)
+    elif args.task_options is None and _task_name(args.task, {}) is not None:
+        opts = f" with task options {json.dumps(trained_opts)}" if trained_opts else ""
+        raise UserError(
+            f"--task {args.task}, but {args.model} was trained on task {trained}{opts} ({source}), so it would be "
+            f"scored on another task with that task's default options; drop --task to evaluate on {trained}, or give "
+            "--task-options (e.g. '{}') to evaluate on the other task on purpose"
+        )
+    else:
         print(
             f"vpo eval: note: evaluating on task {args.task}, but the checkpoint was trained on task {trained} "
             f"({source})",
             file=sys.stderr,
         )
+
+
+def _same_task(named: str, trained: str, trained_opts: dict) -> bool:
+    """Whether two task specs name one task: equal, one factory spelled ``module:f`` and ``path/module.py:f``,
+    or two specs (a registered name and a factory) that build tasks of one name."""
+
+    def key(spec: str) -> str:
+        mod, _, fn = spec.rpartition(":")
+        return f"{Path(mod).stem}:{fn}" if mod else spec
+
+    if key(named) == key(trained):
+        return True
+    name = _task_name(trained, trained_opts)
+    return name is not None and name == _task_name(named, trained_opts)
+
+
+def _task_name(spec: str, options: dict) -> str | None:
+    """The name of the task ``spec`` builds with ``options`` (else with its defaults); None when it cannot be
+    built here (the command's own task loading says why, later)."""
+    from vpo.tasks import get as get_task
+
+    for opts in (options, {}):
+        try:
+            return get_task(spec, **opts).name
+        except Exception:  # noqa: BLE001, S112 - an unbuildable spec: the caller falls back to a note
+            continue
+    return None
+
+
+def _merge_task_options(args, trained: str, trained_opts: dict, source: str) -> None:
+    """``args.task_options``: the checkpoint's options with ``--task-options`` on top (said on stderr, with each
+    option the command line changes)."""
+    given = dict(args.task_options or {})
+    args.task_options = {**trained_opts, **given}
+    spelled = "" if args.task == trained else f" (note: the checkpoint was trained on task {trained}, the same factory)"
+    changed = [
+        f"{k} = {json.dumps(v)} (trained with {json.dumps(trained_opts[k])})"
+        for k, v in given.items()
+        if k in trained_opts and trained_opts[k] != v
+    ]
+    print(
+        f"vpo eval: task {args.task}{spelled} with task options {json.dumps(args.task_options)}: the checkpoint's "
+        f"({source}) with --task-options on top",
+        file=sys.stderr,
+    )
+    if changed:
+        print(f"vpo eval: note: --task-options changes {', '.join(changed)}", file=sys.stderr)
 
 
 def _check_budget(args, m: int) -> None:

@@ -98,6 +98,8 @@ def markdown_report(
         f"{cfg['invalid_score']:g}), averaged over {len(cfg['seeds'])} eval seeds."
     )
     lines.append("")
+    lines += [f"**Warning**: {n}: {w}." for n, r in results.items() for w in r.get("warnings") or []]
+    lines += [""] if any(r.get("warnings") for r in results.values()) else []
     lines.append("| method | model | prompts | rollouts/prompt | m | answer slots/prompt |")
     lines.append("|---|---|---|---|---|---|")
     for name, r in results.items():
