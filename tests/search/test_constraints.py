@@ -242,7 +242,8 @@ def test_cli_constraint_writes_both_figures(tmp_path, maze_pool, capsys):
     assert res["metrics"]["best_at_k"]["mean"][1] == pytest.approx(best_lava)
     md = (tmp_path / "run" / "report.md").read_text()
     assert "## Under hard constraints" in md and f"{best_lava:.3f} → {best_safe / 2:.3f}" in md
-    rc = main(["eval", "--pool", str(tmp_path / "run" / "pool"), "--no-plots", "--constraint", "lava>=1"])
+    again = ["--out", str(tmp_path / "again")]  # the run's report stays: vpo eval --pool writes elsewhere
+    rc = main(["eval", "--pool", str(tmp_path / "run" / "pool"), "--no-plots", "--constraint", "lava>=1", *again])
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not have" in err[0] and "avoid_lava" in err[0]

@@ -484,10 +484,10 @@ def test_vpo_eval_maze_end_to_end_and_compare(tiny_model_dir, tmp_path, capsys):
     )
     assert code == 0, err
     re_res = load_report(tmp_path / "re")
-    assert list(re_res) == ["run_m3"]  # named after the run the pool belongs to
-    assert re_res["run_m3"]["metrics"]["best_at_k"]["k"] == [2, 6]
+    assert list(re_res) == ["tiny-m3"]  # the run's method name, from the pool's meta.json
+    assert re_res["tiny-m3"]["metrics"]["best_at_k"]["k"] == [2, 6]
     np.testing.assert_allclose(
-        re_res["run_m3"]["metrics"]["best_at_k_exact"]["mean"][1], res["metrics"]["best_at_k_exact"]["mean"][2]
+        re_res["tiny-m3"]["metrics"]["best_at_k_exact"]["mean"][1], res["metrics"]["best_at_k_exact"]["mean"][2]
     )
     # a second run (m = 1) and the side-by-side comparison
     run1 = tmp_path / "run_m1"

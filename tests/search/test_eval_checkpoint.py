@@ -88,3 +88,20 @@ def test_all_zero_scores_are_warned_on_stderr_and_in_the_reports(tmp_path):
     Pool.from_arrays(np.eye(3)[[0, 1] * 4].reshape(8, 1, 3), group_size=4).save(tmp_path / "some")
     code, err = _cli(["eval", "--pool", str(tmp_path / "some"), "--bootstrap", "0", "--no-plots"])
     assert code == 0 and "every answer scored 0" not in err
+
+
+def test_eval_pool_keeps_the_runs_report_and_method_name(checkpoint_run, tmp_path):
+    _, run, code, err = checkpoint_run
+    assert code == 0, err
+    before = (run / "report.json").read_text()
+    assert json.loads((run / "pool" / "meta.json").read_text())["name"] == "tiny-5x5"
+    code, err = _cli(["eval", "--pool", str(run / "pool"), "--bootstrap", "0", "--no-plots"])
+    assert code == 2 and "would overwrite the run's own report" in err and "--out" in err
+    code, err = _cli(["eval", "--pool", str(run / "pool"), "--out", str(run), "--bootstrap", "0", "--no-plots"])
+    assert code == 2 and "would overwrite" in err
+    assert (run / "report.json").read_text() == before
+    code, err = _cli(["eval", "--pool", str(run / "pool"), "--out", str(tmp_path / "re"), "--no-plots"])
+    assert code == 0, err
+    assert list(load_report(tmp_path / "re")) == ["tiny-5x5"]  # the pool's meta.json keeps the name, not "run"
+    code, err = _cli(["eval", "--pool", str(run / "pool"), "--out", str(tmp_path / "re2"), "--name", "x", "--no-plots"])
+    assert code == 0 and list(load_report(tmp_path / "re2")) == ["x"]

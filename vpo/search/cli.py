@@ -4,7 +4,8 @@
 writes ``OUT/pool/`` (resumable: rerun the same command after an interruption), ``OUT/report.json``,
 ``OUT/report.md`` and ``OUT/best_at_k.png``/``diversity.png``/``summary.png``. ``--endpoint URL``
 samples from an OpenAI-compatible server instead of loading the model; ``--pool DIR`` only
-recomputes metrics from a saved pool.
+recomputes metrics from a saved pool (into ``--out``: a run's own report is not overwritten; the method
+keeps the name its run saved in the pool's meta.json unless ``--name``).
 
 ``--num-answers`` defaults to the m a VPO checkpoint was trained with (its ``vpo_args.json``, or the
 ``num_answers`` of its ``training_args.bin``), else 1. ``--task`` takes a registered name,
@@ -275,8 +276,15 @@ def add_parser(subparsers) -> None:
     _add_search_args(e)
     _add_metric_args(e)
     o = e.add_argument_group("output")
-    o.add_argument("--out", help="run directory: pool/ and the reports go here (required unless --pool)")
-    o.add_argument("--name", help="method name in the reports (default: the model directory's name)")
+    o.add_argument(
+        "--out",
+        help="run directory: pool/ and the reports go here (required unless --pool; with --pool, default the pool's "
+        "run when it has no report.json yet: a run's own report is never overwritten)",
+    )
+    o.add_argument(
+        "--name",
+        help="method name in the reports (default: the model directory's name; with --pool, the name its run saved)",
+    )
     o.add_argument("--title", help="report title")
     o.add_argument("--quiet", action="store_true", help="no progress bars")
     e.set_defaults(func=run_eval)
@@ -441,9 +449,7 @@ def run_eval(args) -> int:
         return run_search_eval(args, _pool_config, _resolve_m, _task_from_checkpoint)
     if args.pool:
         pool = load_pool(args.pool)
-        pool_dir = Path(args.pool)
-        out = Path(args.out) if args.out else (pool_dir.parent if pool_dir.name == "pool" else pool_dir)
-        name = args.name or (pool_dir.parent.name if pool_dir.name == "pool" else pool_dir.name)
+        out, name = _pool_out_and_name(args, pool)
     else:
         _task_from_checkpoint(args)
         if not args.task:
@@ -456,11 +462,50 @@ def run_eval(args) -> int:
         out = Path(args.out)
         name = args.name or (Path(args.model).name if args.model else (args.served_model or "endpoint"))
         pool = _generate(args, out, name)
+        _save_pool_name(out / "pool", name)
     results = {name: _evaluate(pool, args)}
     _warn_all_zero(results)
     paths = write_report(results, out, title=args.title, plots=not args.no_plots)
     _print_summary(results, paths)
     return 0
+
+
+def _run_dir_of(pool_dir: Path) -> Path:
+    """The ``vpo eval`` run a pool directory belongs to (``RUN/pool`` -> ``RUN``), else the folder itself."""
+    return pool_dir.parent if pool_dir.name == "pool" else pool_dir
+
+
+def _pool_out_and_name(args, pool) -> tuple[Path, str]:
+    """``vpo eval --pool``: where the recomputed report goes and the method's name. The run's own report is
+    never overwritten (a UserError unless ``--out`` names another folder); the name is ``--name``, else the
+    one the pool's meta.json saved, else the name in the run's single-method report, else the run folder's."""
+    run_dir = _run_dir_of(Path(args.pool))
+    out = Path(args.out) if args.out else run_dir
+    if (out / "report.json").exists() and out.resolve() == run_dir.resolve():
+        raise UserError(
+            f"vpo eval --pool would overwrite the run's own report {out / 'report.json'}; give --out DIR (another "
+            "folder) for the recomputed report"
+        )
+    return out, args.name or pool.meta.get("name") or _single_report_name(run_dir) or run_dir.name
+
+
+def _single_report_name(run_dir: Path) -> str | None:
+    """The method's name in ``RUN/report.json`` when it holds exactly one method (pools saved before meta.json
+    kept the name), else None."""
+    try:
+        methods = json.loads((run_dir / "report.json").read_text(encoding="utf-8")).get("methods") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    return methods[0] if len(methods) == 1 and isinstance(methods[0], str) else None
+
+
+def _save_pool_name(pool_dir: Path, name: str) -> None:
+    """Record the method's name in the pool's meta.json, so ``vpo eval --pool`` and ``vpo compare`` keep it."""
+    from vpo.search.pools import _read_json, _write_json
+
+    path = pool_dir / META_FILE
+    if path.exists():
+        _write_json(path, {**_read_json(path), "name": name})
 
 
 ALL_ZERO_WARNING = (
