@@ -319,10 +319,11 @@ def test_eval_pool_and_compare_take_import(user_code, tiny_model_dir, capsys):
     unregister_set_objective("user_set_score")  # as in a fresh process: only --import registers it
     sys.modules.pop("my_tasks", None)
     args = ["--set-objectives", "user_set_score", "--bootstrap", "0", "--eval-seeds", "1", "--no-plots"]
-    rc = main(["eval", "--pool", "ev/pool", "--import", "my_tasks"] + args)
+    rc = main(["eval", "--pool", "ev/pool", "--import", "my_tasks", "--out", "ev_re"] + args)
     assert rc == 0, capsys.readouterr().err
     assert (
-        "user_set_score" in json.loads(Path("ev/report.json").read_text())["results"]["ev"]["set_objectives"]["scores"]
+        "user_set_score"
+        in json.loads(Path("ev_re/report.json").read_text())["results"]["model"]["set_objectives"]["scores"]
     )
     unregister_set_objective("user_set_score")
     sys.modules.pop("my_tasks", None)
