@@ -275,6 +275,15 @@ def test_changed_settings_names_what_changed():
     old = {"train": {"learning_rate": 3e-4, "seed": 0}, "x": 1}
     new = {"train": {"learning_rate": 4e-4, "seed": 0}, "x": 1}
     assert changed_settings(old, new) == ["train.learning_rate: 0.0003 -> 0.0004"]
+    # a record read back from JSON has lists where the config has tuples: not a change (the resume log
+    # called eval.ks changed on every rerun)
+    assert (
+        changed_settings(
+            {"eval": {"ks": [1, 10, 30], "pairs": [[1, 2]]}}, {"eval": {"ks": (1, 10, 30), "pairs": ((1, 2),)}}
+        )
+        == []
+    )
+    assert changed_settings({"eval": {"ks": [1, 10]}}, {"eval": {"ks": (1, 30)}}) == ["eval.ks: [1, 10] -> [1, 30]"]
 
 
 def test_stage_state(tmp_path):
