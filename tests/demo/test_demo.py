@@ -125,6 +125,19 @@ def test_vpo_searches_better_than_grpo_at_the_quick_settings(quick_demo):
     assert d > VPO_BEST_MARGIN, d
 
 
+def test_timing_says_where_the_warm_starts_went(quick_demo):
+    """Warm starts trained in the demo's process count in warm_start_s; run as jobs, in
+    warm_start_jobs_s (warm_start_s was the jobs' 0.2 s of setup before)."""
+    _, cfg, agg = quick_demo
+    t = agg["timing"]
+    as_jobs = [sec for name, sec in t["jobs_s"].items() if name.startswith("warm start")]
+    if cfg.warm_starts_as_jobs:
+        assert t["warm_start_s"] == 0 and len(as_jobs) == len(cfg.warm_seeds())
+        assert t["warm_start_jobs_s"] == pytest.approx(sum(as_jobs)) and t["warm_start_jobs_s"] > 0
+    else:
+        assert t["warm_start_s"] > 0 and not as_jobs and t["warm_start_jobs_s"] == 0
+
+
 def test_resume_skips_same_settings_and_reruns_changed_ones(quick_demo, capsys):
     out, cfg, _ = quick_demo
     first = json.loads((out / "demo.json").read_text())["wall_seconds"]
@@ -138,6 +151,7 @@ def test_resume_skips_same_settings_and_reruns_changed_ones(quick_demo, capsys):
     agg2 = run_demo(changed)
     text = capsys.readouterr().out
     assert "settings changed" in text and "eval_temperature" in text
+    assert "ks: [" not in text  # a tuple in the config and a list in the record are the same setting
     assert "] start eval vpo_s0" in text and "] start train" not in text
     assert agg2["config"]["eval_temperature"] == 1.0
     assert agg2["wall_seconds"] == pytest.approx(agg2["last_invocation_seconds"])  # other settings: not summed
