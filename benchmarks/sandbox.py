@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from vpo.tasks.code import DEFAULT_PRELUDE, CodeTask
 from vpo.sandbox import Sandbox, SandboxConfig, TestInput, sandbox_capabilities
@@ -160,35 +161,52 @@ def main(argv=None) -> int:
 FIGURES = ("tests_per_s_worker", "tests_per_s_subprocess", "code_answers_per_s")
 
 
-def paired(args) -> int:
-    """This tree against ``args.paired_with``: ``args.pairs`` runs of one repeat each, alternating."""
+def paired_trees(paired_with: str) -> tuple[str, str]:
+    """(this checkout, the ``--paired-with`` tree), refusing a tree without a ``vpo/sandbox`` package."""
     here = str(Path(__file__).resolve().parents[1])
-    other = str(Path(args.paired_with).resolve())
+    other = str(Path(paired_with).resolve())
     if not (Path(other) / "vpo" / "sandbox").is_dir():
         raise SystemExit(f"--paired-with {other}: no vpo/sandbox package there (git archive REV vpo | tar -x -C DIR)")
+    return here, other
+
+
+def run_in_tree(script: str, argv: list[str], tree: str) -> dict:
+    """``script argv`` run with ``tree``'s ``vpo`` package: the JSON object on its last line."""
+    r = subprocess.run(
+        [sys.executable, script, *argv],
+        env=dict(os.environ, PYTHONPATH=tree),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise SystemExit(f"{Path(script).name} in {tree} failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def alternating_pairs(pairs: int, run: Callable[[str, int], dict], here: str, other: str):
+    """``pairs`` pairs ``(this tree's result, the other's)`` of ``run(tree, k)``, the tree that goes
+    first alternating from pair to pair; yields each pair as it finishes."""
+    for k in range(pairs):
+        if k % 2 == 0:
+            new, old = run(here, k), run(other, k)
+        else:
+            old, new = run(other, k), run(here, k)
+        yield new, old
+
+
+def paired(args) -> int:
+    """This tree against ``args.paired_with``: ``args.pairs`` runs of one repeat each, alternating."""
+    here, other = paired_trees(args.paired_with)
     sizes = ["--programs", str(args.programs), "--tests", str(args.tests), "--completions", str(args.completions)]
     sizes += ["--m", str(args.m)] + (["--concurrency", str(args.concurrency)] if args.concurrency else [])
 
-    def one(tree: str) -> dict:
-        env = dict(os.environ, PYTHONPATH=tree)
-        r = subprocess.run(
-            [sys.executable, __file__, "--repeats", "1", "--json", *sizes],
-            env=env,
-            cwd=tree,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if r.returncode != 0:
-            raise SystemExit(f"benchmark in {tree} failed:\n{r.stderr[-2000:]}")
-        return json.loads(r.stdout.strip().splitlines()[-1])
+    def one(tree: str, k: int) -> dict:
+        return run_in_tree(__file__, ["--repeats", "1", "--json", *sizes], tree)
 
     rows: list[tuple[dict, dict]] = []
-    for k in range(args.pairs):
-        if k % 2 == 0:
-            new, old = one(here), one(other)
-        else:
-            old, new = one(other), one(here)
+    for k, (new, old) in enumerate(alternating_pairs(args.pairs, one, here, other)):
         rows.append((new, old))
         print(f"pair {k + 1}: " + ", ".join(f"{f} {new[f]:.1f} / {old[f]:.1f}" for f in FIGURES), flush=True)
     out: dict = {"pairs": args.pairs, "this_tree": here, "paired_with": other}

@@ -31,7 +31,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -291,36 +290,21 @@ PAIRED_COUNTS = ("unexpected_outcomes", "sandbox_errors", "leaked_processes", "l
 def paired(args) -> dict:
     """This tree against ``args.paired_with``: ``args.pairs`` soaks of ``args.seconds`` in each tree, one
     of each a pair, alternating which goes first; the same ``--seed`` (program order) within a pair."""
-    here = str(Path(__file__).resolve().parents[1])
-    other = str(Path(args.paired_with).resolve())
-    if not (Path(other) / "vpo" / "sandbox").is_dir():
-        raise SystemExit(f"--paired-with {other}: no vpo/sandbox package there (git archive REV vpo | tar -x -C DIR)")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sandbox import alternating_pairs, paired_trees, run_in_tree  # the throughput benchmark's paired runs
+
+    here, other = paired_trees(args.paired_with)
     extra = ["--concurrency", str(args.concurrency)] if args.concurrency else []
 
-    def one(tree: str, seed: int) -> dict:
+    def one(tree: str, k: int) -> dict:
+        argv = ["--seconds", str(args.seconds), "--slices", "2", "--seed", str(args.seed + k), "--json", *extra]
         load0 = os.getloadavg()[0]
-        r = subprocess.run(
-            [sys.executable, __file__, "--seconds", str(args.seconds), "--slices", "2", "--seed", str(seed), "--json"]
-            + extra,
-            env=dict(os.environ, PYTHONPATH=tree),
-            cwd=tree,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if r.returncode != 0:
-            raise SystemExit(f"soak in {tree} failed:\n{r.stderr[-2000:]}")
-        out = json.loads(r.stdout.strip().splitlines()[-1])
+        out = run_in_tree(__file__, argv, tree)
         out["load_1min"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         return out
 
     rows: list[tuple[dict, dict]] = []
-    for k in range(args.pairs):
-        seed = args.seed + k
-        if k % 2 == 0:
-            new, old = one(here, seed), one(other, seed)
-        else:
-            old, new = one(other, seed), one(here, seed)
+    for k, (new, old) in enumerate(alternating_pairs(args.pairs, one, here, other)):
         rows.append((new, old))
         print(
             f"pair {k + 1}: programs/s {new['programs_per_s']:.2f} / {old['programs_per_s']:.2f} "
