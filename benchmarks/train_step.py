@@ -21,8 +21,9 @@ per-round ratios, with its IQR and range; the first ``--warmup`` rounds are drop
 With ``--model`` (a pretrained checkpoint, e.g. SmolLM2-135M-Instruct from ``vpo models fetch
 smollm2``) the same run also measures generation: decode tokens/s of the model's own ``generate`` on
 ``--batch`` rows, as a fraction of the machine's GEMM-bound limit measured in the same process (a
-matmul of the decode step's shape, [batch, hidden] x [hidden, intermediate], timed just before and
-just after, so load on a shared machine hits both alike). ``--lora R`` trains a LoRA adapter of rank R
+matmul of the decode step's shape, [batch, hidden] x [hidden, intermediate], timed before the
+generation and again after the training rounds; the limit is the median of the two, so a burst of
+load on a shared machine moves it less). ``--lora R`` trains a LoRA adapter of rank R
 (every trainer the same), ``--shared-prompt`` runs VPOTrainer's prompt prefill once per distinct prompt
 (``shared_prompt_forward``; TRL's GRPOTrainer has no such option), ``--prompts shop`` uses the
 pretrained-model study's prompts (examples/smollm2/shop_task.py: a six-item list, ~150 tokens with
@@ -250,6 +251,10 @@ def main(argv=None) -> dict:
 
     if generation is not None:
         generation["gemm_gflops_after"] = gemm_gflops(generation["shape"], threads)
+        generation["gemm_gflops"] = statistics.median(
+            [generation["gemm_gflops_before"], generation["gemm_gflops_after"]]
+        )
+        generation["fraction_of_gemm_limit"] = generation["achieved_gflops"] / generation["gemm_gflops"]
     lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
     print(
         f"\nseconds per training step: {a.batch} rollouts x {lengths}, {model_label(a)} on CPU, "
@@ -389,9 +394,6 @@ def generation_fraction(model_dir: str, rows: int, tokens: int, threads: int) ->
 
 
 def print_generation(g: dict) -> None:
-    gemm = statistics.median([g["gemm_gflops_before"], g["gemm_gflops_after"]])
-    g["gemm_gflops"] = gemm
-    g["fraction_of_gemm_limit"] = g["achieved_gflops"] / gemm
     print(
         f"\ngeneration: {g['rows']} rows x {g['tokens']} new tokens, {g['decode_tokens_per_s']:.1f} tokens/s = "
         f"{g['achieved_gflops']:.1f} GFLOP/s at {g['flops_per_token'] / 1e6:.0f} MFLOP a token; the same process's "
