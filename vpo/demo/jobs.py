@@ -28,21 +28,14 @@ def _record_path(marker: Path) -> Path:
     return marker.with_name(marker.name + ".settings.json")
 
 
-def _as_json(value):
-    """``value`` as JSON would give it back (tuples become lists, at any depth)."""
-    if isinstance(value, (list, tuple)):
-        return [_as_json(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_json(v) for k, v in value.items()}
-    return value
-
-
 def changed_settings(old: dict, new: dict, prefix: str = "") -> list[str]:
     """Dotted names of the settings that differ between two records (for the log)."""
+    from vpo.tasks.text import to_jsonable
+
     out = []
     for k in sorted(set(old) | set(new)):
         # a record read back from JSON holds lists where the config holds tuples: the same setting
-        a, b = (_as_json(x.get(k, "<absent>")) for x in (old, new))
+        a, b = (to_jsonable(x.get(k, "<absent>")) for x in (old, new))
         if isinstance(a, dict) and isinstance(b, dict):
             out += changed_settings(a, b, f"{prefix}{k}.")
         elif a != b:
