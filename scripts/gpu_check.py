@@ -36,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 TASK_SPEC = f"{HERE}:make_check_task"
-STAGES = ("env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl", "pretrained")
+STAGES = ("env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl", "pretrained", "pretrained_study")
 
 SIZES = {
     # a Qwen2 of ~20 M parameters on the GPU (char tokenizer), ~0.03 M on CPU
@@ -65,6 +65,25 @@ SIZES = {
         pre_completion=96,
         pre_eval_prompts=8,
         pre_eval_rollouts=4,
+        # stage pretrained_study: `vpo demo --domain shop` (the CPU study's design) at GPU sizes
+        study=[
+            "--seeds",
+            "0",
+            "1",
+            "2",
+            "--set",
+            "warm_steps=60",
+            "--set",
+            "warm_batch=32",
+            "--set",
+            "rl_steps=40",
+            "--set",
+            "prompts_per_step=16",
+            "--set",
+            "num_generations=8",
+            "--set",
+            "eval_problems=100",
+        ],  # fmt: skip
     ),
     "dry": dict(
         hidden_size=32,
@@ -90,6 +109,7 @@ SIZES = {
         pre_completion=16,
         pre_eval_prompts=1,
         pre_eval_rollouts=2,
+        study=["--quick"],
     ),
 }
 LIMITS = {
@@ -101,6 +121,7 @@ LIMITS = {
     "eval": 70,
     "verl": 150,
     "pretrained": 150,
+    "pretrained_study": 540,
 }
 """Seconds per stage on the GPU (each stage's ceiling; most finish well inside it). A slower start
 (Ray, vLLM's engine) can be given more with GPU_CHECK_LIMIT_SCALE=2 and ``--stages verl``. The
@@ -652,6 +673,34 @@ def stage_pretrained(ctx: dict) -> dict:
         "vpo": vpo_run,
         "grpo": grpo_run,
         "eval": {"seconds_with_load": round(eval_s, 2), "m": res["shape"]["m"], **_eval_figures(res)},
+    }
+
+
+def stage_pretrained_study(ctx: dict) -> dict:
+    """The pretrained-model study (``vpo demo --domain shop``: SmolLM2 format warm start, LoRA VPO,
+    GRPO 3x and Max@k, three replicates, evaluation) at GPU sizes on the GPU; ``--quick`` on CPU in a
+    dry run. Reports each method's best@k and E_w[best@k] and the study's wall time."""
+    base = smollm2_dir()
+    if not (base / "config.json").exists():
+        return {"skipped": SMOLLM2_HINT.format(path=base)}
+    cuda = _device(ctx["dry"]) == "cuda"
+    out = Path(ctx["out"]) / "shop_study"
+    cmd = [sys.executable, "-m", "vpo.cli", "demo", "--domain", "shop", "--model", str(base), "--out", str(out)]
+    cmd += [*ctx["sizes"]["study"], "--set", f"shop_device={'cuda' if cuda else 'cpu'}"]
+    wall = _run(cmd, "vpo demo --domain shop")
+    agg = json.loads((out / "demo.json").read_text())
+    ks = agg["config"]["ks"]
+    return {
+        "out": str(out),
+        "wall_s": round(wall, 1),
+        "methods": {
+            key: {
+                "best_at_k": {k: round(row["best_at_k"][str(k)]["mean"], 4) for k in ks},
+                "ew_best_at_k": {k: round(row["ew_best_at_k"][str(k)]["mean"], 4) for k in ks},
+                "seeds": row["num_seeds"],
+            }
+            for key, row in agg["methods"].items()
+        },
     }
 
 

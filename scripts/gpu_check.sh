@@ -11,7 +11,10 @@
 # PPO steps with the vpo plugin, in .venv-verl or $VERL_PYTHON), pretrained (SmolLM2-135M-Instruct
 # through docs/gpu.md's recipe: format warm start, LoRA VPO and GRPO steps, eval of the adapter; needs
 # the checkpoint of `vpo models fetch smollm2` in $GPU_CHECK_SMOLLM2 or runs/smollm2, and
-# GPU_CHECK_TIMEOUT=900). A stage whose dependency is missing is recorded as skipped with the reason.
+# GPU_CHECK_TIMEOUT=900), pretrained_study (`vpo demo --domain shop`, the CPU study of docs/demo.md at GPU
+# sizes: three replicates of VPO, GRPO 3x and Max@k on SmolLM2; up to 9 more minutes, so run it as
+# `--stages pretrained_study` with GPU_CHECK_TIMEOUT=600). A stage whose dependency is missing is
+# recorded as skipped with the reason.
 # The last line printed is one JSON summary; it is also written to <out>/gpu_check.json.
 # Exit status: 0 when no stage failed, 1 otherwise, 124 when the whole check ran past its limit.
 # More time: GPU_CHECK_TIMEOUT=900 (whole run, seconds) and GPU_CHECK_LIMIT_SCALE=2 (every stage).

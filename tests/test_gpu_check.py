@@ -82,7 +82,17 @@ def test_dry_run_prints_one_json_summary(tmp_path):
     assert summary["mode"] == "dry-run (CPU)" and summary["ok"] is False  # the vLLM stages are skipped
     assert "train_vllm" in summary["skipped"] and not summary["failed"]
     st = summary["stages"]
-    assert list(st) == ["env", "estimator", "train", "step_memory", "train_vllm", "eval", "verl", "pretrained"]
+    assert list(st) == [
+        "env",
+        "estimator",
+        "train",
+        "step_memory",
+        "train_vllm",
+        "eval",
+        "verl",
+        "pretrained",
+        "pretrained_study",
+    ]
     assert json.loads((tmp_path / "gpu_check.json").read_text())["stages"].keys() == st.keys()
     assert st["env"]["status"] == "ok" and st["env"]["dry_run"] is True
     assert st["estimator"]["status"] == "ok" and np.isfinite(st["estimator"]["cpu_ms_median"])
@@ -109,3 +119,7 @@ def test_dry_run_prints_one_json_summary(tmp_path):
     # this stage with one); without it the stage says how to get one
     pre = st["pretrained"]
     assert pre["status"] in ("ok", "skipped") and (pre["status"] == "ok" or "vpo models fetch" in pre["reason"])
+    study = st["pretrained_study"]  # the shop demo, --quick on CPU (tests/integrations/test_shop_demo.py)
+    assert study["status"] == pre["status"]
+    if study["status"] == "ok":
+        assert set(study["methods"]) == {"warmstart_m1", "warmstart_m3", "grpo", "vpo"}

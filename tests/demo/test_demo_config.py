@@ -199,3 +199,12 @@ def test_the_time_estimate_matches_the_measured_three_replicate_default():
     assert estimate_minutes(DemoConfig(rl_steps=120)) > est + 2.5
     assert estimate_minutes(DemoConfig(methods=("grpo", "vpo"))) < est - 2
     assert estimate_minutes(DemoConfig.quick()) < est / 3
+
+
+def test_the_estimate_says_what_a_busy_machine_does_to_it():
+    from vpo.demo.cli import load_note
+
+    assert load_note(0.1, 2, 2) == "" and load_note(0.9, 2, 2) == ""
+    note = load_note(5.5, 2, 2)
+    assert "load 5.5 on 2 cores" in note and "3.8x" in note  # (5.5 + 2) / 2: the maze replay's 36 min vs 10
+    assert load_note(3.0, 16, 2) == ""  # plenty of idle cores: no slowdown to speak of

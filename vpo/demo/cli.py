@@ -52,9 +52,18 @@ def _parse_setting(name: str, value: str, current):
 
 def config_from_args(args):
     from vpo.demo.config import DemoConfig, parse_methods
+    from vpo.demo.domains import DEFAULT_DOMAIN
 
-    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    domain = getattr(args, "domain", None) or DEFAULT_DOMAIN
+    cfg = DemoConfig.for_domain(domain, quick=args.quick)
     over = {}
+    if getattr(args, "model", None):
+        if "shop_model" not in cfg.domain_spec.settings:
+            raise UserError(
+                f"--model applies to --domain shop (a pretrained chat model); --domain {domain} trains a tiny "
+                "model of its own: drop --model or add --domain shop"
+            )
+        over["shop_model"] = args.model
     if args.out:
         over["out"] = args.out
     if args.seeds is not None:
@@ -65,8 +74,6 @@ def config_from_args(args):
         over["jobs"] = args.jobs
     if args.warm_only:
         over["warm_only"] = True
-    if getattr(args, "domain", None):
-        over["domain"] = args.domain
     names = {f.name for f in fields(DemoConfig)}
     for kv in args.set or []:
         k, sep, v = kv.partition("=")
@@ -82,6 +89,10 @@ def config_from_args(args):
 # one evaluation of 100 problems x 30 answers; methods not listed cost like VPO (multi-answer) or GRPO
 _COST_S = {
     "maze": {"warm": 132.0, "eval": 5.0, "grpo": 21, "grpo_3x": 53, "gdpo": 18, "max_at_k": 20, "multi_rlvr": 46, "vpo": 47},
+    # shop: SmolLM2 (135 M) on the validation probe of docs/pretrained.md: a 24-step warm start took 195 s on
+    # two threads alone; 20 LoRA steps 366 s (GRPO 3x), 373 s (VPO), 189 s (Max@k) with two jobs side by side;
+    # an evaluation of 50 requests x 30 answers ~110 s
+    "shop": {"warm": 9750.0, "eval": 220.0, "grpo": 567, "grpo_3x": 1100, "max_at_k": 567, "multi_rlvr": 1120, "vpo": 1120},
     "prog": {"warm": 125.0, "eval": 3.7, "grpo": 16, "grpo_3x": 41, "gdpo": 16, "max_at_k": 18, "multi_rlvr": 39, "vpo": 40},
 }  # fmt: skip
 _FIXED_S = 30.0  # worker start (imports, training problems), the report
@@ -109,7 +120,18 @@ def estimate_minutes(cfg) -> float:
     return (_FIXED_S + max(work / slots, chain)) / 60
 
 
+def load_note(load: float, cores: int, jobs: int) -> str:
+    """What the estimate means on a busy machine: the demo's ``jobs`` share the ``cores`` with the
+    ``load`` (run-queue length) already there, so each job runs about (load + jobs) / cores times
+    slower once that exceeds one (the maze replay of 2026-12: 36 min at load 3-8 against an idle 10)."""
+    factor = (load + min(jobs, cores)) / max(1, cores)
+    if load < 1.0 or factor < 1.25:
+        return ""
+    return f"; this machine is busy (load {load:.1f} on {cores} cores): expect about {factor:.1f}x that"
+
+
 def _main(args) -> int:
+    import os
     import sys
 
     from vpo.demo.report import markdown
@@ -118,7 +140,8 @@ def _main(args) -> int:
     cfg = config_from_args(args)
     print(
         f"vpo demo: {len(cfg.methods)} methods x {len(cfg.seeds)} seed(s), {cfg.jobs} jobs at a time: about "
-        f"{estimate_minutes(cfg):.0f} min on 2 CPU cores (less where stages in {cfg.out} are already done); "
+        f"{estimate_minutes(cfg):.0f} min on 2 idle CPU cores (less where stages in {cfg.out} are already done)"
+        f"{load_note(os.getloadavg()[0], os.cpu_count() or 1, cfg.jobs)}; "
         "Ctrl-C stops it, and the same command resumes",
         file=sys.stderr,
         flush=True,
@@ -154,6 +177,12 @@ def add_parser(sub) -> None:
         choices=tuple(DOMAINS),
         default=None,
         help="the task: " + "; ".join(d.summary for d in DOMAINS.values()),
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the pretrained chat model of --domain shop: 'smollm2' (default; fetched once) or a checkpoint "
+        "directory (the maze and prog domains train a tiny model of their own)",
     )
     p.add_argument(
         "--quick",

@@ -9,7 +9,7 @@ in :mod:`vpo.demo.domains`, and added here as fields.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 
 from vpo.demo.domains import DEFAULT_DOMAIN, DOMAINS, domain_named
 from vpo.errors import UserError
@@ -290,19 +290,31 @@ class DemoConfig:
                 )
 
     @classmethod
+    def for_domain(cls, domain: str = DEFAULT_DOMAIN, quick: bool = False, **kw) -> "DemoConfig":
+        """A domain's defaults (:attr:`vpo.demo.domains.Domain.defaults`: the shop domain's model
+        and RL sizes differ from the tiny model's), shrunk for CI with ``quick``, then ``kw``."""
+        spec = domain_named(domain)
+        base = {"domain": domain, **spec.defaults}
+        if quick:
+            base.update(
+                {
+                    "seeds": (0,),
+                    "methods": ("grpo", "vpo"),
+                    "eval_problems": 24,
+                    "eval_budget": 12,
+                    "ks": (1, 3, 6, 12),
+                    "eval_seeds": 2,
+                    "bootstrap": 200,
+                    **spec.quick,
+                }
+            )
+        return cls(**{**base, **kw})
+
+    @classmethod
     def quick(cls, **kw) -> "DemoConfig":
         """The CI setting: the default task, model, warm start and RL, then GRPO and VPO only,
         1 seed, evaluated on 24 problems with 12 answers each."""
-        base = cls(
-            seeds=(0,),
-            methods=("grpo", "vpo"),
-            eval_problems=24,
-            eval_budget=12,
-            ks=(1, 3, 6, 12),
-            eval_seeds=2,
-            bootstrap=200,
-        )
-        return replace(base, **kw)
+        return cls.for_domain(kw.pop("domain", DEFAULT_DOMAIN), quick=True, **kw)
 
     def as_dict(self) -> dict:
         d = asdict(self)

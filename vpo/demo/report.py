@@ -267,13 +267,16 @@ def reproduce_command(cfg: dict) -> str:
     """The ``vpo demo`` command that reruns a report: every setting that differs from the defaults."""
     from vpo.demo.config import RECORDED_BEFORE, DemoConfig, current_names
 
-    default = DemoConfig().as_dict()
-    parts = [f"vpo demo --out {cfg['out']}"]
     # a record from before a setting existed was run with what RECORDED_BEFORE says: name it
     record = {**RECORDED_BEFORE, **current_names(cfg)}
+    default = DemoConfig.for_domain(record.get("domain", DemoConfig.domain)).as_dict()
+    parts = [f"vpo demo --out {cfg['out']}"]
     # warm_threads: a count the automatic default (0) resolves to for this run is not named
     auto = DemoConfig.automatic_warm_threads(cfg)
     for name, value in record.items():
+        if name == "domain" and value != DemoConfig.domain:  # the defaults below are the domain's
+            parts.append(f"--domain {value}")
+            continue
         if name in ("out", "jobs") or name not in default or value == default[name]:
             continue
         if name == "warm_threads" and value == auto:
@@ -281,8 +284,8 @@ def reproduce_command(cfg: dict) -> str:
         if name == "warm_only":
             parts.append("--warm-only")
             continue
-        if name == "domain":
-            parts.append(f"--domain {value}")
+        if name == "shop_model":
+            parts.append(f"--model {value}")
             continue
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         parts.append(f"--set {name}={text}")

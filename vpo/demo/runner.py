@@ -108,6 +108,7 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     env = environment()  # what the jobs run with (a later commit may write the report)
+    cfg.domain_spec.prepare(cfg)  # e.g. fetch the pretrained model, once, before jobs that read it
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
     ws = None if cfg.warm_starts_as_jobs else {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()}
     # seconds of warm starts trained here, before the jobs; 0 when they run as jobs (their time is in jobs_s)

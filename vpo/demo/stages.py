@@ -54,7 +54,6 @@ def warm_dir(out: Path, warm_seed: int | None) -> Path:
 def warm_start(cfg: DemoConfig, out: Path, warm_seed: int | None = None) -> Path:
     """Build the tiny model and fine-tune it on diverse mediocre answers (routes or programs, both
     formats); ``warm_seed``: a replicate's own warm start (None: the shared one, seed 0)."""
-    from vpo.train.tiny import build_tiny_model
     from vpo.train.warmstart import supervised_warm_start
 
     ws = warm_dir(out, warm_seed)
@@ -69,20 +68,21 @@ def warm_start(cfg: DemoConfig, out: Path, warm_seed: int | None = None) -> Path
     clear_stage(marker)
     task = make_task(cfg)
     pairs = warm_pairs(cfg, task, task.load("train", n=cfg.train_problems), warm_seed)
-    init = build_tiny_model(
-        out / ("init" if warm_seed is None else f"init_s{warm_seed}"),
-        hidden_size=cfg.hidden_size,
-        num_layers=cfg.num_layers,
-        num_heads=4,
-        seed=warm_seed or 0,
-    )
+    init = cfg.domain_spec.init_model(cfg, out, warm_seed)
     status(f"warm start: {len(pairs)} (prompt, {task.answer_noun}s) pairs, {cfg.warm_steps} steps")
     import torch
 
     torch.set_num_threads(max(1, min(cfg.warm_thread_count, os.cpu_count() or 1)))
     t0 = time.time()
     info = supervised_warm_start(
-        init, ws, pairs, steps=cfg.warm_steps, batch_size=cfg.warm_batch, learning_rate=cfg.warm_lr, seed=warm_seed or 0
+        init,
+        ws,
+        pairs,
+        steps=cfg.warm_steps,
+        batch_size=cfg.warm_batch,
+        learning_rate=cfg.warm_lr,
+        seed=warm_seed or 0,
+        **cfg.domain_spec.warm_kwargs(cfg),
     )
     fingerprint = {"weights_sha256": weights_sha256(ws), "threads": torch.get_num_threads()}
     marker.write_text(json.dumps({**info, **fingerprint, "seconds": time.time() - t0}, indent=1))
@@ -141,8 +141,9 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
                 "seed": 7000 + seed,
             },
         )
-    return {
-        "model_name_or_path": str(init),
+    conf = {
+        # resolved: a LoRA adapter records its base model's path, which must not depend on the cwd
+        "model_name_or_path": str(Path(init).resolve()),
         "task": task,
         "task_options": json.dumps(options),
         "train_size": cfg.train_problems,
@@ -180,6 +181,12 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
     }
+    for key, value in cfg.domain_spec.train_overrides(cfg).items():
+        if value is None:
+            conf.pop(key, None)
+        else:
+            conf[key] = value
+    return conf
 
 
 def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, name: str, seed: int) -> list[str]:
@@ -193,7 +200,7 @@ def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, nam
         "--temperature", str(cfg.eval_temperature), "--max-new-tokens", str(max_new),
         "--seed", str(seed), "--batch-rows", "512", "--threads", "1",
         "--ks", ",".join(map(str, cfg.ks)), "--eval-seeds", str(cfg.eval_seeds), "--no-plots",
-        "--out", str(out_dir), "--name", name, "--quiet",
+        "--out", str(out_dir), "--name", name, "--quiet", *cfg.domain_spec.eval_args(cfg),
     ]  # fmt: skip
 
 
@@ -252,7 +259,7 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
                     f"train {method} s{seed}",
                     [sys.executable, "-m", "vpo.cli", "train", str(conf)],
                     out / "logs" / f"train_{method}_s{seed}.log",
-                    run / "model.safetensors",
+                    run / ("adapter_model.safetensors" if tc.get("use_peft") else "model.safetensors"),
                     settings={"warm_start": warm, "train": _without_paths(tc)},
                     after=list(warm_after[w]),
                     progress_total=cfg.rl_steps,

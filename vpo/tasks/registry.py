@@ -36,6 +36,7 @@ _BUILTIN: dict[str, str] = {
     "noisy": "vpo.tasks.noisy:NoisyTask",
     "humaneval": "vpo.tasks.humaneval:HumanEvalTask",
     "bfcl": "vpo.tasks.bfcl:BFCLTask",
+    "shop": "vpo.tasks.shop:ShopTask",
 }
 """Built-in tasks: name -> ``module:factory``, imported on first use."""
 _REGISTRY: dict[str, Callable[..., base.Task]] = {}

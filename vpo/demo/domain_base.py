@@ -1,0 +1,208 @@
+"""What a demo domain is (:class:`Domain`, :class:`Setting`) and the report helpers every domain
+uses. The domains themselves are in :mod:`vpo.demo.domains` (maze, prog) and :mod:`vpo.demo.shop`
+(a pretrained chat model); this module sits below them, so none imports another's module back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+
+if TYPE_CHECKING:  # the config imports this module (for the domains' settings), not the other way round
+    from vpo.demo.config import DemoConfig
+
+DEFAULT_DOMAIN = "maze"
+"""The domain of ``DemoConfig()`` and of records written before the demo had a second one."""
+
+
+_PLOT_TITLES = {
+    "best_at_k": "best@k",
+    "pareto_coverage": "Pareto coverage",
+    "preferences": "preferences",
+    "pass_at_k": "pass@k",
+    "diversity": "diversity",
+}
+
+
+def report_tail(agg: dict, plots: list[str]) -> list[str]:
+    """The end of every domain's report: where the time went, its plots, the training curves' link
+    and the command that reproduces it."""
+    from vpo.demo.report import _timing_lines, _training_link, reproduce_command
+
+    lines = list(_timing_lines(agg))
+    for name in plots:
+        lines += [f"![{_PLOT_TITLES[name]}]({name}.png)", ""]
+    return lines + [*_training_link(agg), f"Reproduce: `{reproduce_command(agg['config'])}`."]
+
+
+def interval_name(agg: dict, unit: str, form: str = "colon") -> str:
+    """How a report's intervals were computed, in its words (a report from before the ``interval``
+    setting used the two-level bootstrap, and renders as it always did). ``form``: where the words go
+    ('colon', 'short', 'over', 'band')."""
+    if agg["config"].get("interval", "two_level_bootstrap") == "two_level_bootstrap":
+        return {
+            "colon": f"95 % two-level bootstrap: seeds, then {unit}",
+            "short": "95 % two-level bootstrap",
+            "over": f"95 % two-level bootstrap over seeds, then {unit}",
+            "band": f"95 % two-level bootstrap (seeds, then {unit})",
+        }[form]
+    return f"95 % t interval over independent replicates and {unit}"
+
+
+def interval_note(agg: dict, unit: str) -> str:
+    """The report's sentence on its intervals."""
+    if agg["config"].get("interval", "two_level_bootstrap") == "two_level_bootstrap":
+        return (
+            f"Intervals: [{interval_name(agg, unit)}]. They include seed-to-seed variance; "
+            "with few seeds the seed level is coarse, so every seed's own value is listed below too."
+        )
+    shared = agg["config"].get("warm_start", "shared") == "shared"
+    return (
+        f"Intervals: [{interval_name(agg, unit)}]: the half-width combines the spread of the replicate means "
+        f"(t with S - 1 degrees of freedom) and of the {unit}' means (t with P - 1); coverage checked by "
+        "simulation (tests/search/test_intervals.py). "
+        + (
+            "All seeds share one warm start, so the replicates are not independent end to end and the "
+            "interval misses the warm start's spread."
+            if shared
+            else "Each seed is a replicate independent end to end: its own warm start, RL runs and evaluation draws."
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting only one domain reads: its default and what it means (a field of DemoConfig)."""
+
+    default: object
+    doc: str
+
+
+class Domain:
+    """What one demo domain contributes. Subclasses set the class attributes and implement the
+    methods that raise ``NotImplementedError``; the others have defaults that fit most domains."""
+
+    name: str = ""
+    """``--domain`` value and the name recorded in ``DemoConfig.domain``."""
+    task: str = ""
+    """The registered vpo task the jobs run (``vpo train``'s ``task``, ``vpo eval --task``)."""
+    summary: str = ""
+    """One line for ``vpo demo --help``."""
+    settings: dict[str, Setting] = {}
+    """Settings only this domain reads, in the order error messages name them."""
+    unit: str = "problems"
+    """What the report counts (plural)."""
+    ceiling_label: str = "ceiling"
+    """The legend of the best@k plot's ceiling line."""
+    coverage_plot: tuple[str, str, str] = ("pareto_coverage", "fraction of the exact Pareto front hit", "")
+    """``(metric, y label, title)`` of the report's second plot, saved as ``<metric>.png``."""
+    done_label: str = "completed answers"
+    """The answers the completed-diversity plot counts."""
+    completion_label: str = "completion rate"
+    """The title of the completion-rate bar plot."""
+    extra_curves: tuple[str, ...] = ()
+    """Curves ``[P, len(ks)]`` that :meth:`extra_stats` adds to every run's statistics."""
+    readme_begin: str = ""
+    readme_end: str = ""
+    """The README markers around this domain's table (:meth:`readme_table`)."""
+
+    # -- the task and its settings ------------------------------------------------------------
+    def task_options(self, cfg: DemoConfig) -> dict:
+        """The task's options (``vpo train``'s ``task_options``, ``vpo eval --task-options``)."""
+        raise NotImplementedError
+
+    def make_task(self, cfg: DemoConfig, evaluation: bool = False):
+        """The task with the config's options; ``evaluation``: as the evaluations build it (with
+        ``test_seed``, :meth:`DemoConfig.eval_task_options`), which the report must read its problems from."""
+        from vpo.tasks import get
+
+        return get(self.task, **self.options(cfg, evaluation))
+
+    def options(self, cfg: DemoConfig, evaluation: bool = False) -> dict:
+        """:meth:`task_options`, or with ``evaluation`` the evaluations' (``test_seed`` added)."""
+        return cfg.eval_task_options() if evaluation else self.task_options(cfg)
+
+    def check(self, cfg: DemoConfig) -> None:
+        """Raise :class:`~vpo.errors.UserError` on a setting of this domain that a later stage would refuse."""
+
+    def record(self) -> dict:
+        """What the warm start's and the evaluations' settings records (their resume hashes) say about
+        the domain: its name."""
+        return {"domain": self.name}
+
+    def warm_settings(self, cfg: DemoConfig) -> dict:
+        """This domain's settings that the warm start reads besides the task options."""
+        return {}
+
+    def binary_objectives(self, cfg: DemoConfig) -> tuple[str, ...]:
+        """The objectives whose rewards are 0 or 1: training-reward noise flips them
+        (``train_noise_flip``) instead of adding Gaussian noise (``train_noise_sigma``)."""
+        return ()
+
+    defaults: dict[str, object] = {}
+    """Shared settings whose default differs for this domain (``vpo demo --domain NAME`` starts from
+    them; :meth:`vpo.demo.config.DemoConfig.for_domain`)."""
+    quick: dict[str, object] = {}
+    """What ``--quick`` changes for this domain besides the shared quick settings."""
+
+    # -- the model ----------------------------------------------------------------------------
+    def prepare(self, cfg: DemoConfig) -> None:
+        """Once per invocation, before any job: fetch what the stages need (a pretrained model)."""
+
+    def init_model(self, cfg: DemoConfig, out, warm_seed: int | None):
+        """The checkpoint a warm start fine-tunes: by default the tiny Qwen2 built from the seed."""
+        from vpo.train.tiny import build_tiny_model
+
+        return build_tiny_model(
+            out / ("init" if warm_seed is None else f"init_s{warm_seed}"),
+            hidden_size=cfg.hidden_size,
+            num_layers=cfg.num_layers,
+            num_heads=4,
+            seed=warm_seed or 0,
+        )
+
+    def warm_kwargs(self, cfg: DemoConfig) -> dict:
+        """Extra keywords of :func:`vpo.train.warmstart.supervised_warm_start` (default: none)."""
+        return {}
+
+    def train_overrides(self, cfg: DemoConfig) -> dict:
+        """Changes to every ``vpo train`` config of the domain (a key set to None is dropped)."""
+        return {}
+
+    def eval_args(self, cfg: DemoConfig) -> list[str]:
+        """Arguments added to every ``vpo eval`` job of the domain (default: none)."""
+        return []
+
+    # -- the warm start -----------------------------------------------------------------------
+    def warm_answer_sampler(self, cfg: DemoConfig, rng: np.random.Generator) -> Callable[[dict], str]:
+        """``sample(example) -> answer text``: the warm start's random (valid, mediocre) answers."""
+        raise NotImplementedError
+
+    # -- statistics ---------------------------------------------------------------------------
+    def answer_key(self, examples: list[dict]) -> Callable[[int, str], object]:
+        """``key(problem index, answer text)``: what makes two completed answers the same (distinct
+        answers count distinct keys). Default: the text itself."""
+        return lambda p, text: text
+
+    def fronts(self, examples: list[dict]) -> list[np.ndarray]:
+        """Each problem's exact Pareto-front reward vectors ``[F, d]`` (coverage and ceilings use them)."""
+        raise NotImplementedError
+
+    def extra_stats(self, g, ks: list[int], seeds: list[int]) -> dict[str, np.ndarray]:
+        """Statistics only this domain reports, per problem (``g``: the grouped pool of
+        :func:`vpo.search.metrics.group_by_prompt`); the keys are :attr:`extra_curves`."""
+        return {}
+
+    # -- the report ---------------------------------------------------------------------------
+    def markdown(self, agg: dict) -> str:
+        """``report.md`` of a finished run (``agg``: what :func:`vpo.demo.runner.aggregate` returns).
+        The formatting helpers are :mod:`vpo.demo.report`'s (imported inside the methods: the config
+        imports this module, and the report pulls in the plotting stack)."""
+        raise NotImplementedError
+
+    def readme_table(self, agg: dict) -> str:
+        """The README's table of this domain, between :attr:`readme_begin` and :attr:`readme_end`."""
+        raise NotImplementedError
