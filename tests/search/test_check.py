@@ -97,3 +97,18 @@ def test_check_a_model_runs_vpo_eval_with_the_arguments_after_it(tiny_model_dir,
     checks = json.loads((out / "check.json").read_text())
     assert (out / "report.json").exists() and next(iter(checks.values()))["verdict"] == "warm start first"
     assert main(["check", str(tiny_model_dir), "--task", "maze"]) == 2  # no --out
+
+
+def test_lost_slots_are_named_as_the_reports_columns_name_them():
+    s = {
+        "num_answers": 3,
+        "k": 12,
+        "valid_share": 0.4,
+        "rho_bar": 0.2,
+        "best_at_1": 0.1,
+        "best_at_k": 0.5,
+        "failure_shares": {"valid": 0.4, "no_tags": 0.35, "duplicates": 0.2, "malformed": 0.05},
+    }
+    notes = check_summary(s)["notes"]
+    assert "answer slots lost: no answer tags 35.0%, duplicates 20.0%" in notes, notes
+    assert not any("no_tags" in n for n in notes)

@@ -57,3 +57,10 @@ def test_report_shows_them_and_a_pool_without_texts_has_none():
     assert "## Where answers were lost" in md and "| m | 0.167 (2) | 0.250 (3) | 0.250 (3) |" in md
     bare = Pool.from_arrays(np.random.default_rng(0).random((4, 3, 2)), group_size=2, objectives=["a", "b"])
     assert failure_types(bare) is None and "failures" not in evaluate_pool(bare, ks=(1,), bootstrap=0)
+
+
+def test_a_budget_warning_is_not_read_as_a_row_of_the_table_above_it():
+    res = evaluate_pool(_crafted(), ks=(1, 3), bootstrap=0)
+    lines = markdown_report({"m": res}, warnings=["pools differ in answer slots"]).splitlines()
+    i = lines.index("**Warning**: pools differ in answer slots.")
+    assert lines[i - 1] == "" and lines[i - 2].startswith("| m |")

@@ -116,7 +116,12 @@ def check_summary(s: dict, ceiling: float | None = None) -> dict:
     shares = s.get("failure_shares") or {}
     lost = {k: v for k, v in shares.items() if k != "valid" and v and v > 0.1}
     if lost:
-        notes.append("answer slots lost: " + ", ".join(f"{k} {v:.1%}" for k, v in sorted(lost.items())))
+        from vpo.search.failures import FAILURE_TYPES, FAILURE_WORDS
+
+        # in the report's column order and words ("no answer tags", not the key no_tags)
+        notes.append(
+            "answer slots lost: " + ", ".join(f"{FAILURE_WORDS[k]} {lost[k]:.1%}" for k in FAILURE_TYPES if k in lost)
+        )
     return {
         **s,
         "headroom": headroom,

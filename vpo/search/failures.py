@@ -26,6 +26,16 @@ from vpo.core.answers import parse_answers
 __all__ = ["FAILURE_TYPES", "failure_types"]
 
 FAILURE_TYPES = ("valid", "no_tags", "malformed", "fewer_than_m", "duplicates", "scored_invalid")
+FAILURE_WORDS = {
+    "valid": "valid",
+    "no_tags": "no answer tags",
+    "malformed": "tags, nothing parsed",
+    "fewer_than_m": "fewer than m",
+    "duplicates": "duplicates",
+    "scored_invalid": "scored invalid",
+}
+"""How reports name each failure type: the column headings of "Where answers were lost" and the words
+of ``vpo check``'s notes."""
 
 
 def failure_types(pool) -> dict | None:

@@ -111,7 +111,9 @@ def markdown_report(
         )
     from vpo.search.paired import budget_warnings, paired_differences
 
-    lines += [f"**Warning**: {w}." for w in (budget_warnings(results) if warnings is None else warnings)]
+    budget = budget_warnings(results) if warnings is None else warnings
+    # a blank line first: a line right after a table renders as one more row of it
+    lines += ([""] + [f"**Warning**: {w}." for w in budget]) if budget else []
     lines += ["", "## best@k on w* (matched answer budget)", ""]
     lines += _curve_table(results, "best_at_k", all_ks)
     lines += _paired_table(results, paired_differences(results) if paired is None else paired)
@@ -275,18 +277,10 @@ def _selection_table(results: Mapping[str, dict], ks) -> list[str]:
 
 def _failure_table(results: Mapping[str, dict]) -> list[str]:
     """The "Where answers were lost" section (``result["failures"]``, :mod:`vpo.search.failures`)."""
-    from vpo.search.failures import FAILURE_TYPES
+    from vpo.search.failures import FAILURE_TYPES, FAILURE_WORDS as words
 
     if not any(r.get("failures") for r in results.values()):
         return []
-    words = {
-        "valid": "valid",
-        "no_tags": "no answer tags",
-        "malformed": "tags, nothing parsed",
-        "fewer_than_m": "fewer than m",
-        "duplicates": "duplicates",
-        "scored_invalid": "scored invalid",
-    }
     lines = [
         "",
         "## Where answers were lost (share of answer slots; count)",
