@@ -179,6 +179,19 @@ def adapter_base(path: str | os.PathLike) -> str | None:
             f"{p / ADAPTER_CONFIG} names no base model (base_model_name_or_path); add it, or merge the adapter "
             "into its base and save that (model.merge_and_unload().save_pretrained(DIR))"
         )
+    b = Path(os.path.expanduser(str(base)))
+    if b.is_absolute() and not b.exists():
+        raise ModelLoadError(
+            f"adapter {p}: its base model {base} is gone (moved or deleted?); put it back, or write its new path "
+            f"into base_model_name_or_path in {p / ADAPTER_CONFIG}"
+        )
+    if not b.is_absolute() and not b.exists() and (_looks_like_path(str(base)) or (p.parent / base).exists()):
+        raise ModelLoadError(
+            f"adapter {p}: its base model {base!r} is a relative path that does not exist from here (cwd "
+            f"{Path.cwd()}): it was relative to the directory the training ran in. Run from there, or write the "
+            f"absolute path into base_model_name_or_path in {p / ADAPTER_CONFIG} (vpo train records absolute "
+            "paths since this check)"
+        )
     return str(base)
 
 
@@ -266,7 +279,16 @@ def load_causal_lm(name: str, dtype, tokenizer=None):
         raise ModelLoadError(
             f"{name} is a LoRA adapter (of {base}); loading it needs the 'peft' package: pip install peft"
         ) from None
-    model = AutoModelForCausalLM.from_pretrained(check_model(base, f"the base model of adapter {name}"), dtype=dtype)
+    try:
+        checked = check_model(base, f"the base model of adapter {name}")
+    except ModelLoadError as e:
+        if Path(os.path.expanduser(base)).is_absolute():
+            raise
+        raise ModelLoadError(
+            f"{e}. If {base!r} was a local directory, it is relative to where the training ran: run from there, or "
+            f"write its absolute path into base_model_name_or_path in {Path(name) / ADAPTER_CONFIG}"
+        ) from None
+    model = AutoModelForCausalLM.from_pretrained(checked, dtype=dtype)
     model = PeftModel.from_pretrained(model, name).merge_and_unload()
     if tokenizer is None:
         has_own = any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))

@@ -303,6 +303,10 @@ def check_run(training_args, model_args) -> None:
             check_model(model_args.model_name_or_path)
         except UserError as e:
             problems.append(str(e))
+        else:
+            local = Path(os.path.expanduser(model_args.model_name_or_path))
+            if local.is_dir():  # absolute: a LoRA adapter records its base by this path (loadable from anywhere)
+                model_args.model_name_or_path = str(local.resolve())
     if not training_args.task:
         problems.append("task is required (in the YAML or as --task); `vpo tasks` lists them")
     problems += backend_problems(training_args, model_args)
