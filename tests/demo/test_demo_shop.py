@@ -98,3 +98,16 @@ def test_on_a_gpu_the_warm_start_rl_and_evaluations_use_it():
     assert "--device" not in eval_argv(DemoConfig(), Path("m"), 3, Path("e"), "vpo_s0", 0)
     with pytest.raises(UserError, match="shop_device"):
         DemoConfig.for_domain("shop", shop_device="tpu")
+
+
+def test_demo_help_names_every_method_that_all_adds_and_the_shop_domain():
+    import re
+
+    from vpo.demo import cli
+    from vpo.demo.config import ALL_METHODS, DEFAULT_METHODS, METHODS
+
+    text = " ".join(cli.__doc__.split())
+    for name in ALL_METHODS[len(DEFAULT_METHODS) :]:
+        label = re.sub(r" \(m=3.*\)| \(ours\)", "", METHODS[name][0]).replace("GRPO", "").strip()
+        assert label.split()[0].lower() in text.lower(), name
+    assert "--model smollm2 --domain shop" in text

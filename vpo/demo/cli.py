@@ -4,18 +4,24 @@ The embedded default: designed-conflict mazes (a route can visit the gold zone o
 but never both within the budget), a 0.69 M-parameter Qwen2 with one token per character built from
 scratch (no hub), then
 
-1. a supervised warm start on random valid routes, in both the single-answer and the 3-answer format
-   (one checkpoint serves every method);
+1. a supervised warm start per replicate (seed) on random valid routes, in both the single-answer and
+   the 3-answer format;
 2. RL from that checkpoint with the product's own ``vpo train`` for each method and seed: GRPO, GRPO
    with 3x rollouts (compute control), GDPO, Max@k, Multi-RLVR (m = 3) and VPO (m = 3);
-   ``--methods all`` adds MaxRL, random-weighting and goal-conditioned GRPO;
+   ``--methods all`` adds MaxRL, random-weighting GRPO, goal-conditioned GRPO, VPO@k (m = 3) and
+   Pareto/niche;
 3. ``vpo eval`` on held-out mazes at a matched answer budget (k counts answers);
 4. ``report.md``, ``demo.json`` and PNG plots: best@k under w* and under other preferences, Pareto
-   coverage, diversity among completed answers, every interval including seed-to-seed variance.
+   coverage, diversity among completed answers, replicate t intervals.
 
 ``--domain prog`` runs the same pipeline on programs in a tiny language, one reward component per test
 case (by default step-function targets such as ``x<9?5:9``), reporting pass@1, pass@k and best@k
 (docs/demo.md, "Second domain: programs"; about 9 minutes here).
+
+``--model smollm2 --domain shop`` runs it on a pretrained chat model: SmolLM2-135M-Instruct (fetched
+once, offline) recommends products from six-item shop lists scored by three shoppers; its warm start
+fine-tunes the model, RL trains LoRA adapters, and the methods are GRPO 3x, Max@k and VPO
+(docs/pretrained.md; about 47 minutes here). ``--model DIR`` takes another checkpoint.
 
 ``--set NAME=VALUE`` overrides any setting (``eval_problems``, ``train_problems``, ``rl_steps``, or a
 domain's own, such as ``maze_size`` or ``prog_tests``). Settings are chosen with ``--set
