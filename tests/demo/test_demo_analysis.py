@@ -377,3 +377,36 @@ def test_worker_runs_module_jobs_like_python_dash_m(tmp_path):
         run_jobs([job], 1, workers=True)
     log = (tmp_path / "cli.log").read_text()
     assert "vpo eval: error:" in log and "Traceback" not in log
+
+
+def test_a_statistic_undefined_for_a_whole_run_is_nan_without_a_numpy_warning_and_says_how_many_are_defined():
+    import warnings
+
+    from vpo.demo.analysis import summarize
+    from vpo.demo.domain_base import rho_cell
+
+    v = np.array([[0.2, np.nan, 0.4], [np.nan, np.nan, np.nan]])  # replicate 2: a collapsed pool, ρ̄ nowhere defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = summarize(v, 0, interval="replicate_t")
+        none = summarize(np.full((2, 3), np.nan), 0, interval="replicate_t")
+    assert s["defined"] == [2, 6] and s["mean"] == pytest.approx(0.3) and np.isnan(s["per_seed"][1])
+    assert rho_cell({"collinearity": s}) == "0.30 (2/6)" and rho_cell({"collinearity": none}) == "n/a (0/6)"
+    full = summarize(np.ones((2, 3)), 0, interval="replicate_t")
+    assert "defined" not in full and rho_cell({"collinearity": full}) == "1.00"  # the shipped reports' cells
+
+
+def test_the_report_says_how_often_training_groups_were_flat():
+    from vpo.demo.domain_base import flat_group_lines
+
+    agg = {
+        "methods": {"grpo": {"label": "GRPO"}, "vpo": {"label": "VPO (m=3)"}},
+        "training_curves": {
+            "grpo": {"flat_group_frac": [[0.0, 0.5, 1.0], [1.0, 1.0, 1.0]]},
+            "vpo": {"flat_group_frac": [[0.0, 0.0, 0.25], [0.0, float("nan"), 0.0]]},
+        },
+    }
+    (line, blank) = flat_group_lines(agg)
+    assert "GRPO 0.75 (max 1.00); VPO (m=3) 0.05 (max 0.25)." in line and blank == ""
+    # a run recorded before the curves held it: no line, so its shipped report renders as it did
+    assert flat_group_lines({"methods": {}, "training_curves": {"grpo": {"diversity": [[1.0]]}}}) == []

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -194,9 +195,13 @@ def summarize(values: np.ndarray, num_resamples: int, seed: int = 0, interval: s
     'replicate_t' (:func:`vpo.search.intervals.replicate_interval`) or 'two_level_bootstrap'
     (:func:`two_level_interval` with ``num_resamples``)."""
     v = np.asarray(values, dtype=float)
-    per_seed = np.nanmean(v, axis=1)
+    with warnings.catch_warnings():  # a statistic undefined for every problem of a run (ρ̄ of a collapsed
+        # pool) is nan, said by "defined" below, not by numpy's "Mean of empty slice"
+        warnings.filterwarnings("ignore", message="Mean of empty slice", category=RuntimeWarning)
+        per_seed = np.nanmean(v, axis=1)
+        maze_mean = np.nanmean(v, axis=0)
+        overall = float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
     S = v.shape[0]
-    maze_mean = np.nanmean(v, axis=0)
     maze_mean = maze_mean[np.isfinite(maze_mean)]
     if interval == "replicate_t":
         from vpo.search.intervals import replicate_interval
@@ -204,8 +209,8 @@ def summarize(values: np.ndarray, num_resamples: int, seed: int = 0, interval: s
         lo, hi = (replicate_interval(v)[k] for k in ("ci_low", "ci_high"))
     else:
         lo, hi = two_level_interval(v, num_resamples, seed=seed)
-    return {
-        "mean": float(np.nanmean(v)),
+    out = {
+        "mean": overall,
         "per_seed": per_seed.tolist(),
         "se_seeds": float(per_seed.std(ddof=1) / math.sqrt(S)) if S > 1 else float("nan"),
         "ci_low": lo,
@@ -214,6 +219,11 @@ def summarize(values: np.ndarray, num_resamples: int, seed: int = 0, interval: s
         if len(maze_mean) > 1
         else float("nan"),
     }
+    if not np.isfinite(v).all():
+        # a statistic some problems leave undefined (ρ̄ needs two valid answers that vary): how many
+        # (seed, problem) values the mean is over, of how many
+        out["defined"] = [int(np.isfinite(v).sum()), int(v.size)]
+    return out
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> np.ndarray:

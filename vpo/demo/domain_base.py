@@ -32,7 +32,7 @@ def report_tail(agg: dict, plots: list[str]) -> list[str]:
     and the command that reproduces it."""
     from vpo.demo.report import _timing_lines, _training_link, reproduce_command
 
-    lines = list(_timing_lines(agg))
+    lines = flat_group_lines(agg) + list(_timing_lines(agg))
     for name in plots:
         lines += [f"![{_PLOT_TITLES[name]}]({name}.png)", ""]
     return lines + [*_training_link(agg), f"Reproduce: `{reproduce_command(agg['config'])}`."]
@@ -206,3 +206,37 @@ class Domain:
     def readme_table(self, agg: dict) -> str:
         """The README's table of this domain, between :attr:`readme_begin` and :attr:`readme_end`."""
         raise NotImplementedError
+
+
+def rho_cell(row: dict) -> str:
+    """A report's ρ̄ cell: the mean, and when some problems leave it undefined (fewer than two valid
+    answers that vary: a collapsed pool) over how many (seed, problem) values it is, e.g. "0.41 (87/100)"."""
+    from vpo.demo.report import _fmt
+
+    c = row.get("collinearity") or {}
+    cell = _fmt(c.get("mean"), 2)
+    if "defined" in c:
+        cell += f" ({c['defined'][0]}/{c['defined'][1]})"
+    return cell
+
+
+def flat_group_lines(agg: dict) -> list[str]:
+    """The report's line on training signal: per method, the share of RL groups whose rollouts all
+    scored alike (the trainer's "every group is flat" warnings, which otherwise stay in the job logs),
+    mean over steps and seeds, and its largest single-step value. None for runs recorded before."""
+    curves = agg.get("training_curves") or {}
+    parts = []
+    for method, c in curves.items():
+        runs = [np.asarray(r, dtype=float) for r in c.get("flat_group_frac", []) if len(r)]
+        vals = np.concatenate(runs) if runs else np.array([])
+        vals = vals[np.isfinite(vals)]
+        if vals.size:
+            label = agg["methods"].get(method, {}).get("label", method)
+            parts.append(f"{label} {vals.mean():.2f} (max {vals.max():.2f})")
+    if not parts:
+        return []
+    return [
+        "Flat groups during RL (all rollouts of a problem scored alike: no learning signal from it), share of "
+        "groups, mean over steps and seeds (largest step): " + "; ".join(parts) + ".",
+        "",
+    ]

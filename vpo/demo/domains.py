@@ -29,6 +29,7 @@ from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' inte
     interval_name,
     interval_note,
     report_tail,
+    rho_cell,
 )
 from vpo.demo.shop import ShopDomain
 from vpo.errors import UserError
@@ -192,7 +193,7 @@ class MazeDomain(Domain):
                 + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['pass_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
                 f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
                 f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-                f" | {_fmt(r['union_coverage']['mean'])} | {_fmt(r.get('collinearity', {}).get('mean'), 2)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+                f" | {_fmt(r['union_coverage']['mean'])} | {rho_cell(r)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
             )
         L += [
             "",
@@ -454,7 +455,7 @@ class ProgDomain(Domain):
                 + " | ".join(_fmt(_k(r["pass_at_k"], k)["mean"]) for k in ks[1:])
                 + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
                 f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-                f" | {_fmt(r['union_coverage']['mean'])} | {_fmt(r['collinearity']['mean'], 2)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+                f" | {_fmt(r['union_coverage']['mean'])} | {rho_cell(r)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
             )
         L += [
             "",
@@ -561,7 +562,7 @@ class ProgDomain(Domain):
                 + f" | {_fmt(r['pass_at_1']['mean'])} | "
                 + " | ".join(_fmt(_k(r["pass_at_k"], k)["mean"]) for k in top)
                 + f" | {_fmt(r['completion_rate']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
-                f" | {_fmt(r['distinct_routes']['mean'], 2)} | {_fmt(r['collinearity']['mean'], 2)} |"
+                f" | {_fmt(r['distinct_routes']['mean'], 2)} | {rho_cell(r)} |"
             )
         if agg["paired_vs_vpo"]:
             L += [

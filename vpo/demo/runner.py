@@ -26,6 +26,8 @@ def training_curves(out: Path, cfg: DemoConfig) -> dict:
             c.setdefault("diversity", []).append([h["vpo/diversity"] for h in rows])
             c.setdefault("reward", []).append([h.get("reward", float("nan")) for h in rows])
             c.setdefault("completion_tokens", []).append([h.get("completions/mean_length", float("nan")) for h in rows])
+            # groups whose rollouts all scored alike (no learning signal), as the trainer's warnings count them
+            c.setdefault("flat_group_frac", []).append([h.get("vpo/flat_group_frac", float("nan")) for h in rows])
     return curves
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from vpo.demo.domain_base import Domain, Setting, interval_name, interval_note, report_tail
+from vpo.demo.domain_base import Domain, Setting, interval_name, interval_note, report_tail, rho_cell
 from vpo.errors import UserError
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class ShopDomain(Domain):
                 + f" | {_fmt(_k(r['ew_best_at_k'], kmax)['mean'])} | {_fmt(r['reward_at_1']['mean'])}"
                 f" | {_fmt(r['completion_rate']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
                 f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-                f" | {_fmt(r.get('collinearity', {}).get('mean'), 2)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+                f" | {rho_cell(r)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
             )
         L += [
             "",
@@ -231,7 +231,8 @@ class ShopDomain(Domain):
             "not an unlisted name). Diversity (useful): mean pairwise L1 of the reward vectors over useful answers "
             "only (failing cannot raise it). Pareto cov.: fraction of the list's non-dominated products named. "
             "Distinct products: among useful answers. ρ̄: mean pairwise correlation of the shoppers over a pool's "
-            "valid answers.",
+            "valid answers; where a pool leaves it undefined (fewer than two different valid answers: a collapsed "
+            "pool) the cell says over how many (replicate, request) pairs it is, and n/a when none.",
             "",
             "## With intervals",
             "",
