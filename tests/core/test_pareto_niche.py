@@ -56,3 +56,15 @@ def test_invalid_rollouts_flat_groups_and_layouts():
     assert np.all(flat.advantages.numpy() == 0.0)
     with pytest.raises(ValueError, match="one answer per rollout"):
         compute_advantages("pareto_niche", np.zeros((4, 3, 2)), group_size=4)
+
+
+def test_the_sign_rule_is_a_tendency_the_two_counterexamples_in_the_docs():
+    """docs/estimators.md: a front member below the group mean, a dominated answer above it."""
+    from vpo.core import compute_advantages
+
+    front = np.array([[0.5, 0.25], [0.75, 0.0], [0.0, 0.5]])  # no answer dominates another
+    a = np.asarray(compute_advantages("pareto_niche", front[:, None, :], group_size=3, seed=0).advantages)
+    np.testing.assert_allclose(a, [-1.155, 0.577, 0.577], atol=1e-3)
+    group = np.array([[0.5, 0.5], [1.0, 0.25], [0.75, 0.5], [1.0, 1.0], [0.0, 0.25]])  # (1, 0.25) < (1, 1)
+    a = np.asarray(compute_advantages("pareto_niche", group[:, None, :], group_size=5, seed=0).advantages)
+    assert a[1] == pytest.approx(0.070, abs=1e-3) and a[3] > a[1]
