@@ -66,6 +66,29 @@ def test_checkpoint_hooks():
         assert hasattr(GRPOTrainer, name), f"GRPOTrainer.{name} is gone; VPOTrainer saves its sampler state there"
 
 
+def test_every_private_method_vpotrainer_overrides_is_a_checked_hook():
+    """An override of a method TRL renamed would never be called, and the option it serves would
+    fall back to TRL's path without a word: each one is in _TRL_HOOKS, which check_trl_hooks checks."""
+    from vpo.train import trainer as tr
+
+    overridden = {
+        name
+        for name, value in vars(tr.VPOTrainer).items()
+        if name.startswith("_") and not name.startswith("__") and callable(value) and hasattr(GRPOTrainer, name)
+    }
+    assert overridden <= set(tr._TRL_HOOKS), sorted(overridden - set(tr._TRL_HOOKS))
+    assert {"_generate_single_turn", "_get_per_token_logps_and_entropies"} <= overridden
+
+
+@pytest.mark.parametrize("hook", ["_calculate_rewards", "_get_per_token_logps_and_entropies"])
+def test_trainer_refuses_a_trl_without_the_hooks_param(monkeypatch, hook):
+    from vpo.train import trainer as tr
+
+    monkeypatch.delattr(GRPOTrainer, hook)
+    with pytest.raises(RuntimeError, match=f"GRPOTrainer.{hook} is missing"):
+        tr.check_trl_hooks()
+
+
 def test_trainer_refuses_a_trl_without_the_hooks(monkeypatch):
     """A TRL that moved a hook makes VPOTrainer fail at construction, naming the method (the hook
     is removed from the class for this test only)."""

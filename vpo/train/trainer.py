@@ -141,7 +141,12 @@ _TRL_HOOKS = (
     "_compute_loss",
     "_save_checkpoint",
     "_load_optimizer_and_scheduler",
+    # shared_prompt_forward: without these two upstream, the option would silently take TRL's path
+    "_generate_single_turn",
+    "_get_per_token_logps_and_entropies",
 )
+"""GRPOTrainer methods VPOTrainer overrides or calls into (tests/train/test_trl_contract.py checks
+that every private method VPOTrainer overrides is listed)."""
 
 
 def check_trl_hooks() -> None:
