@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from vpo._util import positive_int
-from vpo.core.weights import SimplexSampler, check_simplex, validate_sampler_args
+from vpo.core.weights import check_simplex, validate_sampler_args
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 GDPO_WEIGHTINGS = ("target", "ones")
@@ -168,10 +168,6 @@ class _Batch:
         r = self.rewards[:, 0, :]
         s = (r * weights).sum(-1) if weights.ndim == 2 else r @ weights
         return torch.where(self.valid[:, 0], s, torch.full_like(s, invalid_score))
-
-
-EstimatorFn = Callable[[_Batch, EstimatorConfig, SimplexSampler], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-"""``fn(batch, config, sampler) -> (scores [N], advantages [N], group_std [P])``."""
 
 
 @dataclass(frozen=True)
@@ -470,6 +466,3 @@ def _prepare(
         _lengths(response_lengths, N, r.device),
     )
 
-
-def config_dict(cfg: EstimatorConfig) -> dict:
-    return asdict(cfg)
