@@ -30,7 +30,7 @@ from pathlib import Path
 from vpo.integrations.evolve.config import EvolveError, EvolveProblem
 from vpo.integrations.evolve.problems import _build_task
 
-_WORKERS: dict[str, _EvalWorker] = {}
+_WORKERS: dict[str, "_WorkerPool"] = {}
 """Live workers by spec path: how the generated evaluation file finds its run's worker."""
 _READY_TIMEOUT = 300.0
 _WORKER_MODULE = "vpo.integrations.evolve"
