@@ -410,3 +410,14 @@ def test_the_report_says_how_often_training_groups_were_flat():
     assert "GRPO 0.75 (max 1.00); VPO (m=3) 0.05 (max 0.25)." in line and blank == ""
     # a run recorded before the curves held it: no line, so its shipped report renders as it did
     assert flat_group_lines({"methods": {}, "training_curves": {"grpo": {"diversity": [[1.0]]}}}) == []
+
+
+def test_intervals_of_a_non_negative_statistic_stop_at_zero_and_differences_keep_their_sign():
+    from vpo.demo.analysis import summarize
+
+    v = np.array([[0.0, 0.0, 0.3], [0.0, 0.0, 0.0], [0.1, 0.0, 0.0]])  # a diversity near 0
+    raw = summarize(v, 0, interval="replicate_t")
+    cut = summarize(v, 0, interval="replicate_t", lower=0.0)
+    assert raw["ci_low"] < 0 and cut["ci_low"] == 0.0 and cut["ci_high"] == raw["ci_high"] and cut["mean"] == raw["mean"]
+    diff = summarize(v - 0.2, 0, interval="replicate_t")  # a paired difference: negative bounds stay
+    assert diff["ci_low"] < -0.2  # not cut: a difference may be negative

@@ -189,7 +189,18 @@ def two_level_interval(
     return float(np.nanquantile(stats, a)), float(np.nanquantile(stats, 1 - a))
 
 
-def summarize(values: np.ndarray, num_resamples: int, seed: int = 0, interval: str = "two_level_bootstrap") -> dict:
+SIGNED = ("collinearity",)
+"""Per-method statistics that can be negative (ρ̄ is a correlation); every other one is >= 0, and its
+interval is cut at 0 (:func:`summarize`'s ``lower``)."""
+
+
+def summarize(
+    values: np.ndarray,
+    num_resamples: int,
+    seed: int = 0,
+    interval: str = "two_level_bootstrap",
+    lower: float | None = None,
+) -> dict:
     """``values [S, P]`` -> mean, per-seed means, SE over seeds, the interval, and the maze-level
     SE of the seed-averaged values (conditional on the trained models). ``interval``:
     'replicate_t' (:func:`vpo.search.intervals.replicate_interval`) or 'two_level_bootstrap'
@@ -209,6 +220,10 @@ def summarize(values: np.ndarray, num_resamples: int, seed: int = 0, interval: s
         lo, hi = (replicate_interval(v)[k] for k in ("ci_low", "ci_high"))
     else:
         lo, hi = two_level_interval(v, num_resamples, seed=seed)
+    if lower is not None:
+        # a statistic that cannot go below ``lower`` (a rate, a best@k): the interval is cut there, which
+        # drops no value the statistic can take, so its coverage is unchanged
+        lo, hi = (x if x is None or not np.isfinite(x) else max(float(x), lower) for x in (lo, hi))
     out = {
         "mean": overall,
         "per_seed": per_seed.tolist(),
@@ -269,10 +284,11 @@ def aggregate_runs(
     for key, rs in runs.items():
         row = {"label": labels[key], "m": ms[key], "num_seeds": len(rs)}
         for name in SCALARS:
-            row[name] = summarize(_stack(rs, name), B, interval=cfg.interval)
+            low = None if name in SIGNED else 0.0
+            row[name] = summarize(_stack(rs, name), B, interval=cfg.interval, lower=low)
         for name in curves:
             arr = _stack(rs, name)
-            row[name] = {k: summarize(arr[:, :, i], B, interval=cfg.interval) for i, k in enumerate(ks)}
+            row[name] = {k: summarize(arr[:, :, i], B, interval=cfg.interval, lower=0.0) for i, k in enumerate(ks)}
         rows[key] = row
     diffs: dict[str, dict] = {}
     if "vpo" in runs:
