@@ -44,8 +44,17 @@ def prog10():
     return json.loads((PROG10 / "demo.json").read_text())
 
 
+SHOP = ROOT / "docs" / "demo" / "shop"
+"""The pretrained-model study (docs/pretrained.md): SmolLM2 on the shop lists, three replicates."""
+
+
 @pytest.fixture(scope="module")
-def reports(shipped, shipped_prog, maze10, prog10):
+def shop():
+    return json.loads((SHOP / "demo.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reports(shipped, shipped_prog, maze10, prog10, shop):
     """The README prose's namespaces: ``maze``/``prog`` the ten-replicate runs, ``maze3``/``prog3`` the
     three-seed runs they replaced, ``maze10val``/``prog10val`` the ten-replicate reruns with today's
     defaults on the validation split (their wall times)."""
@@ -53,7 +62,7 @@ def reports(shipped, shipped_prog, maze10, prog10):
         f"{d}10val": json.loads((ROOT / "docs" / "demo" / f"{d}10_validation" / "demo.json").read_text())
         for d in ("maze", "prog")
     }
-    return {"maze": maze10, "prog": prog10, "maze3": shipped, "prog3": shipped_prog, **val}
+    return {"maze": maze10, "prog": prog10, "maze3": shipped, "prog3": shipped_prog, "shop": shop, **val}
 
 
 def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
@@ -79,14 +88,15 @@ def _block(text: str, begin: str, end: str) -> str:
     return text[text.index(begin) : text.index(end) + len(end)]
 
 
-def test_readme_demo_tables_are_the_ten_replicate_runs(maze10, prog10):
+def test_readme_demo_tables_are_the_shipped_runs(maze10, prog10, shop):
     readme = (ROOT / "README.md").read_text()
-    for dom, agg in (("maze", maze10), ("prog", prog10)):
+    for dom, agg in (("maze", maze10), ("prog", prog10), ("shop", shop)):
         spec = DOMAINS[dom]
         assert _block(readme, spec.readme_begin, spec.readme_end) == readme_table(agg), dom
 
 
-def test_shipped_reports_md_are_rendered_from_demo_json(shipped, shipped_prog, maze10, prog10):
+def test_shipped_reports_md_are_rendered_from_demo_json(shipped, shipped_prog, maze10, prog10, shop):
+    assert (SHOP / "report.md").read_text() == markdown(shop)
     assert (ROOT / "docs" / "demo" / "report.md").read_text() == markdown(shipped)
     assert (ROOT / "docs" / "demo" / "prog" / "report.md").read_text() == markdown(shipped_prog)
     assert (MAZE10 / "report.md").read_text() == markdown(maze10)
@@ -165,7 +175,30 @@ def test_the_three_seed_prog_run_is_the_former_prog_default(shipped_prog):
     assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3
 
 
-ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|maze|prog):([^:]+):(\w+) -->")
+def test_the_shop_study_is_the_shop_default_on_its_test_split_once(shop):
+    """`vpo demo --model smollm2 --domain shop` as docs/pretrained.md says: the domain's defaults, at
+    least three replicates each with its own warm start, the test split evaluated by this run only
+    (besides the first requests that the --quick runs evaluate)."""
+    from vpo.demo.config import DemoConfig
+
+    cfg, default = _comparable(shop["config"], DemoConfig.for_domain("shop").as_dict())
+    assert cfg["warm_threads"] == 0  # the automatic default, recorded as such (one thread here)
+    assert {k: v for k, v in cfg.items() if k != "warm_threads"} == {
+        k: v for k, v in default.items() if k != "warm_threads"
+    }
+    assert cfg["split"] == "test" and len(cfg["seeds"]) >= 3 and cfg["warm_start"] == "per_replicate"
+    splits = json.loads((ROOT / "docs" / "demo" / "splits.json").read_text())["splits"]
+    entry = [e for e in splits if e["domain"] == "shop" and e["test_seed"] == cfg["test_seed"]]
+    assert len(entry) == 1 and entry[0]["shipped"] == ["docs/demo/shop"]
+    assert all("--quick" in o for o in entry[0]["other"])
+    ws = shop["warm_start"]["replicates"]
+    assert len(ws) == len(cfg["seeds"]) and len({w["weights_sha256"] for w in ws}) == len(ws)
+    # the predictions were committed before the run: docs/pretrained.md says which held
+    text = (ROOT / "docs" / "pretrained.md").read_text()
+    assert "Written before the test split was evaluated" in text and "## Results (test split, evaluated once)" in text
+
+
+ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|maze|prog|shop):([^:]+):(\w+) -->")
 FORMATS = {
     "ci": lambda x: f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]",
     "mean": lambda x: f"{x['mean']:.3f}",

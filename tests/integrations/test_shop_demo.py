@@ -34,7 +34,7 @@ def test_the_quick_shop_study_runs_end_to_end_and_resumes(smollm2, tmp_path):
     out = tmp_path / "shop_study"
     assert set(st["methods"]) == {"warmstart_m1", "warmstart_m3", "grpo", "vpo"}
     assert all(0.0 <= v <= 1.0 for row in st["methods"].values() for v in row["best_at_k"].values())
-    warm = out / "warmstart"
+    warm = out / "warmstart_s0"  # the replicate's own warm start
     assert (warm / "model.safetensors").exists() and json.loads((warm / "config.json").read_text())[
         "num_hidden_layers"
     ] == 30
