@@ -240,3 +240,45 @@ def flat_group_lines(agg: dict) -> list[str]:
         "groups, mean over steps and seeds (largest step): " + "; ".join(parts) + ".",
         "",
     ]
+
+
+def table(head: str, columns: list[str], rows) -> list[str]:
+    """A markdown table's lines: ``| head | columns... |``, its separator, and one line per
+    ``(label, cells)`` of ``rows``."""
+    lines = [f"| {head} | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    return lines + [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
+
+
+def method_table(rows: dict, columns: list[tuple[str, Callable[[dict], str]]]) -> list[str]:
+    """One line per method of a report (``agg["methods"]``): ``columns`` are ``(heading, cell(row))``."""
+    return table("method", [c for c, _ in columns], ((r["label"], [f(r) for _, f in columns]) for r in rows.values()))
+
+
+def paired_table(agg: dict, columns: list[tuple[str, Callable[[dict], str]]]) -> list[str]:
+    """One line per method VPO is paired with (``agg["paired_vs_vpo"]``): ``columns`` are
+    ``(heading, cell(differences))``."""
+    rows = agg["methods"]
+    pairs = agg["paired_vs_vpo"].items()
+    return table("vs", [c for c, _ in columns], ((rows[o]["label"], [f(d) for _, f in columns]) for o, d in pairs))
+
+
+def per_seed(summary: dict) -> str:
+    """Every replicate's own value of a summary, "0.412 / 0.398 / 0.431"."""
+    from vpo.demo.report import _fmt
+
+    return " / ".join(_fmt(x) for x in summary["per_seed"])
+
+
+def diff_cell(summary: dict) -> str:
+    """A paired difference with its interval, then the SE over seeds of the per-seed differences:
+    "+0.107 [+0.057, +0.158] / 0.019"."""
+    from vpo.demo.report import _ci, _fmt
+
+    return f"{_ci(summary, signed=True)} / {_fmt(summary['se_seeds'])}"
+
+
+def mean_of(name: str, k=None, digits: int = 3) -> Callable[[dict], str]:
+    """A cell of a method table: the mean of ``row[name]`` (at ``k`` for a curve), ``digits`` decimals."""
+    from vpo.demo.report import _fmt, _k
+
+    return lambda r: _fmt((r[name] if k is None else _k(r[name], k))["mean"], digits)

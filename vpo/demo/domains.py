@@ -26,8 +26,13 @@ from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' inte
     DEFAULT_DOMAIN,
     Domain,
     Setting,
+    diff_cell,
     interval_name,
     interval_note,
+    mean_of,
+    method_table,
+    paired_table,
+    per_seed,
     report_tail,
     rho_cell,
 )
@@ -180,21 +185,23 @@ class MazeDomain(Domain):
             "",
             "## Search on w* and what the pools contain",
             "",
-            "| method | " + " | ".join(f"best@{k}" for k in ks) + " | reward@1 | pass@1 | completion | "
-            "diversity (all) | diversity (completed) | Pareto cov.@"
-            + str(kmax)
-            + " | distinct routes | union cov. | ρ̄ | tokens/rollout |",
-            "|---|" + "---|" * (len(ks) + 10),
         ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(_fmt(_k(r["best_at_k"], k)["mean"]) for k in ks)
-                + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['pass_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
-                f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
-                f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-                f" | {_fmt(r['union_coverage']['mean'])} | {rho_cell(r)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
-            )
+        L += method_table(
+            rows,
+            [(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
+            + [
+                ("reward@1", mean_of("reward_at_1")),
+                ("pass@1", mean_of("pass_at_1")),
+                ("completion", mean_of("completion_rate")),
+                ("diversity (all)", mean_of("diversity")),
+                ("diversity (completed)", mean_of("completed_diversity")),
+                (f"Pareto cov.@{kmax}", mean_of("pareto_coverage", kmax)),
+                ("distinct routes", mean_of("distinct_routes", digits=2)),
+                ("union cov.", mean_of("union_coverage")),
+                ("ρ̄", rho_cell),
+                ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
+            ],
+        )
         L += [
             "",
             f"Ceiling (best single route per maze by exact search, under w*): {agg['ceilings']['w*']:.3f}; the exact "
@@ -209,33 +216,25 @@ class MazeDomain(Domain):
             "",
             "## With intervals",
             "",
-            "| method | "
-            + " | ".join(f"best@{k}" for k in top)
-            + f" | Pareto cov.@{kmax} | diversity (completed) | completion |",
-            "|---|" + "---|" * (len(top) + 3),
         ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(_ci(_k(r["best_at_k"], k)) for k in top)
-                + f" | {_ci(_k(r['pareto_coverage'], kmax))} | {_ci(r['completed_diversity'])} | {_ci(r['completion_rate'])} |"
-            )
-        L += [
-            "",
-            "## Per seed",
-            "",
-            "| method | "
-            + " | ".join(f"best@{k} per seed" for k in top)
-            + f" | Pareto cov.@{kmax} per seed | diversity (completed) per seed |",
-            "|---|" + "---|" * (len(top) + 2),
-        ]
-        per = lambda s: " / ".join(_fmt(x) for x in s["per_seed"])  # noqa: E731
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(per(_k(r["best_at_k"], k)) for k in top)
-                + f" | {per(_k(r['pareto_coverage'], kmax))} | {per(r['completed_diversity'])} |"
-            )
+        L += method_table(
+            rows,
+            [(f"best@{k}", lambda r, k=k: _ci(_k(r["best_at_k"], k))) for k in top]
+            + [
+                (f"Pareto cov.@{kmax}", lambda r: _ci(_k(r["pareto_coverage"], kmax))),
+                ("diversity (completed)", lambda r: _ci(r["completed_diversity"])),
+                ("completion", lambda r: _ci(r["completion_rate"])),
+            ],
+        )
+        L += ["", "## Per seed", ""]
+        L += method_table(
+            rows,
+            [(f"best@{k} per seed", lambda r, k=k: per_seed(_k(r["best_at_k"], k))) for k in top]
+            + [
+                (f"Pareto cov.@{kmax} per seed", lambda r: per_seed(_k(r["pareto_coverage"], kmax))),
+                ("diversity (completed) per seed", lambda r: per_seed(r["completed_diversity"])),
+            ],
+        )
         if agg["paired_vs_vpo"]:
             L += [
                 "",
@@ -246,22 +245,19 @@ class MazeDomain(Domain):
                 + str(top[-1])
                 + " given the trained models.",
                 "",
-                "| vs | "
-                + " | ".join(f"Δbest@{k}" for k in top)
-                + f" | ΔPareto cov.@{kmax} | Δdiversity (completed) | maze-level SE (given models) |",
-                "|---|" + "---|" * (len(top) + 3),
             ]
-            for other, d in agg["paired_vs_vpo"].items():
-                cells = [
-                    f"{_ci(_k(d['best_at_k'], k), signed=True)} / {_fmt(_k(d['best_at_k'], k)['se_seeds'])}"
-                    for k in top
-                ]
-                L.append(
-                    f"| {rows[other]['label']} | "
-                    + " | ".join(cells)
-                    + f" | {_ci(_k(d['pareto_coverage'], kmax), signed=True)} | {_ci(d['completed_diversity'], signed=True)}"
-                    + f" | {_fmt(_k(d['best_at_k'], top[-1])['se_mazes_given_models'])} |"
-                )
+            L += paired_table(
+                agg,
+                [(f"Δbest@{k}", lambda d, k=k: diff_cell(_k(d["best_at_k"], k))) for k in top]
+                + [
+                    (f"ΔPareto cov.@{kmax}", lambda d: _ci(_k(d["pareto_coverage"], kmax), signed=True)),
+                    ("Δdiversity (completed)", lambda d: _ci(d["completed_diversity"], signed=True)),
+                    (
+                        "maze-level SE (given models)",
+                        lambda d: _fmt(_k(d["best_at_k"], top[-1])["se_mazes_given_models"]),
+                    ),
+                ],
+            )
         prefs = [p for p in agg["preferences"] if p != "w*"]
         L += [
             "",
@@ -417,7 +413,7 @@ class ProgDomain(Domain):
     def markdown(self, agg: dict) -> str:
         """The prog domain's report: pass@1, pass@k and best@k, ρ̄ of the test components, diversity among
         answers passing at least one test, distinct programs; the ceiling is 1 (the reference passes all)."""
-        from vpo.demo.report import _ci, _fmt, _k
+        from vpo.demo.report import _ci, _k
 
         cfg = agg["config"]
         ks = cfg["ks"]
@@ -440,23 +436,23 @@ class ProgDomain(Domain):
             "",
             "## Search on w* (pass rate) and what the pools contain",
             "",
-            "| method | "
-            + " | ".join(f"best@{k}" for k in ks)
-            + " | pass@1 | "
-            + " | ".join(f"pass@{k}" for k in ks[1:])
-            + " | reward@1 | ≥1 test | diversity (all) | diversity (≥1 test) | distinct programs | union cov. | ρ̄ | tokens/rollout |",
-            "|---|" + "---|" * (2 * len(ks) + 8),
         ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(_fmt(_k(r["best_at_k"], k)["mean"]) for k in ks)
-                + f" | {_fmt(r['pass_at_1']['mean'])} | "
-                + " | ".join(_fmt(_k(r["pass_at_k"], k)["mean"]) for k in ks[1:])
-                + f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['completion_rate']['mean'])}"
-                f" | {_fmt(r['diversity']['mean'])} | {_fmt(r['completed_diversity']['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-                f" | {_fmt(r['union_coverage']['mean'])} | {rho_cell(r)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
-            )
+        L += method_table(
+            rows,
+            [(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
+            + [("pass@1", mean_of("pass_at_1"))]
+            + [(f"pass@{k}", mean_of("pass_at_k", k)) for k in ks[1:]]
+            + [
+                ("reward@1", mean_of("reward_at_1")),
+                ("≥1 test", mean_of("completion_rate")),
+                ("diversity (all)", mean_of("diversity")),
+                ("diversity (≥1 test)", mean_of("completed_diversity")),
+                ("distinct programs", mean_of("distinct_routes", digits=2)),
+                ("union cov.", mean_of("union_coverage")),
+                ("ρ̄", rho_cell),
+                ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
+            ],
+        )
         L += [
             "",
             f"Ceiling: {agg['ceilings']['w*']:.3f} (the reference program passes every test of every problem). best@k: "
@@ -471,37 +467,25 @@ class ProgDomain(Domain):
             "",
             "## With intervals",
             "",
-            "| method | "
-            + " | ".join(f"best@{k}" for k in top)
-            + " | "
-            + " | ".join(f"pass@{k}" for k in top)
-            + " | diversity (≥1 test) | ≥1 test |",
-            "|---|" + "---|" * (2 * len(top) + 2),
         ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(_ci(_k(r["best_at_k"], k)) for k in top)
-                + " | "
-                + " | ".join(_ci(_k(r["pass_at_k"], k)) for k in top)
-                + f" | {_ci(r['completed_diversity'])} | {_ci(r['completion_rate'])} |"
-            )
-        per = lambda s: " / ".join(_fmt(x) for x in s["per_seed"])  # noqa: E731
-        L += [
-            "",
-            "## Per seed",
-            "",
-            "| method | "
-            + " | ".join(f"best@{k} per seed" for k in top)
-            + f" | pass@{kmax} per seed | diversity (≥1 test) per seed |",
-            "|---|" + "---|" * (len(top) + 2),
-        ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(per(_k(r["best_at_k"], k)) for k in top)
-                + f" | {per(_k(r['pass_at_k'], kmax))} | {per(r['completed_diversity'])} |"
-            )
+        L += method_table(
+            rows,
+            [(f"best@{k}", lambda r, k=k: _ci(_k(r["best_at_k"], k))) for k in top]
+            + [(f"pass@{k}", lambda r, k=k: _ci(_k(r["pass_at_k"], k))) for k in top]
+            + [
+                ("diversity (≥1 test)", lambda r: _ci(r["completed_diversity"])),
+                ("≥1 test", lambda r: _ci(r["completion_rate"])),
+            ],
+        )
+        L += ["", "## Per seed", ""]
+        L += method_table(
+            rows,
+            [(f"best@{k} per seed", lambda r, k=k: per_seed(_k(r["best_at_k"], k))) for k in top]
+            + [
+                (f"pass@{kmax} per seed", lambda r: per_seed(_k(r["pass_at_k"], kmax))),
+                ("diversity (≥1 test) per seed", lambda r: per_seed(r["completed_diversity"])),
+            ],
+        )
         if agg["paired_vs_vpo"]:
             L += [
                 "",
@@ -509,24 +493,16 @@ class ProgDomain(Domain):
                 "",
                 f"mean [{interval_name(agg, 'problems', 'short')}] / SE over seeds of the per-seed differences.",
                 "",
-                "| vs | "
-                + " | ".join(f"Δbest@{k}" for k in top)
-                + " | "
-                + " | ".join(f"Δpass@{k}" for k in top)
-                + " | Δdiversity (≥1 test) |",
-                "|---|" + "---|" * (2 * len(top) + 1),
             ]
-            for other, d in agg["paired_vs_vpo"].items():
-                cells = [
-                    f"{_ci(_k(d[c], k), signed=True)} / {_fmt(_k(d[c], k)['se_seeds'])}"
+            L += paired_table(
+                agg,
+                [
+                    (f"Δ{c.split('_')[0]}@{k}", lambda d, c=c, k=k: diff_cell(_k(d[c], k)))
                     for c in ("best_at_k", "pass_at_k")
                     for k in top
                 ]
-                L.append(
-                    f"| {rows[other]['label']} | "
-                    + " | ".join(cells)
-                    + f" | {_ci(d['completed_diversity'], signed=True)} |"
-                )
+                + [("Δdiversity (≥1 test)", lambda d: _ci(d["completed_diversity"], signed=True))],
+            )
         L += [
             "",
             f"E_w[best@{kmax}] over fixed Dir(1) weightings of the tests: "

@@ -15,7 +15,19 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from vpo.demo.domain_base import Domain, Setting, interval_name, interval_note, report_tail, rho_cell
+from vpo.demo.domain_base import (
+    Domain,
+    Setting,
+    diff_cell,
+    interval_name,
+    interval_note,
+    mean_of,
+    method_table,
+    paired_table,
+    per_seed,
+    report_tail,
+    rho_cell,
+)
 from vpo.errors import UserError
 
 if TYPE_CHECKING:
@@ -209,19 +221,21 @@ class ShopDomain(Domain):
             "",
             "## Search on w* and what the pools contain",
             "",
-            "| method | " + " | ".join(f"best@{k}" for k in ks) + f" | E_w[best@{kmax}] | reward@1 | useful | "
-            f"diversity (useful) | Pareto cov.@{kmax} | distinct products | ρ̄ | tokens/rollout |",
-            "|---|" + "---|" * (len(ks) + 8),
         ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(_fmt(_k(r["best_at_k"], k)["mean"]) for k in ks)
-                + f" | {_fmt(_k(r['ew_best_at_k'], kmax)['mean'])} | {_fmt(r['reward_at_1']['mean'])}"
-                f" | {_fmt(r['completion_rate']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
-                f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['distinct_routes']['mean'], 2)}"
-                f" | {rho_cell(r)} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
-            )
+        L += method_table(
+            rows,
+            [(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
+            + [
+                (f"E_w[best@{kmax}]", mean_of("ew_best_at_k", kmax)),
+                ("reward@1", mean_of("reward_at_1")),
+                ("useful", mean_of("completion_rate")),
+                ("diversity (useful)", mean_of("completed_diversity")),
+                (f"Pareto cov.@{kmax}", mean_of("pareto_coverage", kmax)),
+                ("distinct products", mean_of("distinct_routes", digits=2)),
+                ("ρ̄", rho_cell),
+                ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
+            ],
+        )
         L += [
             "",
             f"Ceiling (the best listed product under w*, per request): {agg['ceilings']['w*']:.3f}; each list's "
@@ -236,34 +250,26 @@ class ShopDomain(Domain):
             "",
             "## With intervals",
             "",
-            "| method | "
-            + " | ".join(f"best@{k}" for k in top)
-            + f" | E_w[best@{kmax}] | Pareto cov.@{kmax} | diversity (useful) | reward@1 |",
-            "|---|" + "---|" * (len(top) + 4),
         ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(_ci(_k(r["best_at_k"], k)) for k in top)
-                + f" | {_ci(_k(r['ew_best_at_k'], kmax))} | {_ci(_k(r['pareto_coverage'], kmax))}"
-                f" | {_ci(r['completed_diversity'])} | {_ci(r['reward_at_1'])} |"
-            )
-        per = lambda s: " / ".join(_fmt(x) for x in s["per_seed"])  # noqa: E731
-        L += [
-            "",
-            "## Per seed",
-            "",
-            "| method | "
-            + " | ".join(f"best@{k} per seed" for k in top)
-            + f" | E_w[best@{kmax}] per seed | diversity (useful) per seed |",
-            "|---|" + "---|" * (len(top) + 2),
-        ]
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(per(_k(r["best_at_k"], k)) for k in top)
-                + f" | {per(_k(r['ew_best_at_k'], kmax))} | {per(r['completed_diversity'])} |"
-            )
+        L += method_table(
+            rows,
+            [(f"best@{k}", lambda r, k=k: _ci(_k(r["best_at_k"], k))) for k in top]
+            + [
+                (f"E_w[best@{kmax}]", lambda r: _ci(_k(r["ew_best_at_k"], kmax))),
+                (f"Pareto cov.@{kmax}", lambda r: _ci(_k(r["pareto_coverage"], kmax))),
+                ("diversity (useful)", lambda r: _ci(r["completed_diversity"])),
+                ("reward@1", lambda r: _ci(r["reward_at_1"])),
+            ],
+        )
+        L += ["", "## Per seed", ""]
+        L += method_table(
+            rows,
+            [(f"best@{k} per seed", lambda r, k=k: per_seed(_k(r["best_at_k"], k))) for k in top]
+            + [
+                (f"E_w[best@{kmax}] per seed", lambda r: per_seed(_k(r["ew_best_at_k"], kmax))),
+                ("diversity (useful) per seed", lambda r: per_seed(r["completed_diversity"])),
+            ],
+        )
         if agg["paired_vs_vpo"]:
             L += [
                 "",
@@ -271,22 +277,16 @@ class ShopDomain(Domain):
                 "",
                 f"mean [{interval_name(agg, 'requests', 'short')}] / SE over seeds of the per-seed differences.",
                 "",
-                "| vs | "
-                + " | ".join(f"Δbest@{k}" for k in top)
-                + f" | ΔE_w[best@{kmax}] | ΔPareto cov.@{kmax} | Δdiversity (useful) |",
-                "|---|" + "---|" * (len(top) + 3),
             ]
-            for other, d in agg["paired_vs_vpo"].items():
-                cells = [
-                    f"{_ci(_k(d['best_at_k'], k), signed=True)} / {_fmt(_k(d['best_at_k'], k)['se_seeds'])}"
-                    for k in top
-                ]
-                L.append(
-                    f"| {rows[other]['label']} | "
-                    + " | ".join(cells)
-                    + f" | {_ci(_k(d['ew_best_at_k'], kmax), signed=True)} | {_ci(_k(d['pareto_coverage'], kmax), signed=True)}"
-                    f" | {_ci(d['completed_diversity'], signed=True)} |"
-                )
+            L += paired_table(
+                agg,
+                [(f"Δbest@{k}", lambda d, k=k: diff_cell(_k(d["best_at_k"], k))) for k in top]
+                + [
+                    (f"ΔE_w[best@{kmax}]", lambda d: _ci(_k(d["ew_best_at_k"], kmax), signed=True)),
+                    (f"ΔPareto cov.@{kmax}", lambda d: _ci(_k(d["pareto_coverage"], kmax), signed=True)),
+                    ("Δdiversity (useful)", lambda d: _ci(d["completed_diversity"], signed=True)),
+                ],
+            )
         prefs = [p for p in agg["preferences"] if p != "w*"]
         L += [
             "",
