@@ -237,3 +237,80 @@ def test_the_checker_flags_an_upward_import(module, source, rule):
 )
 def test_the_checker_allows_downward_imports(module, source):
     assert violations(source, module, "fake.py", is_package=module == "vpo") == []
+
+
+def _runtime_imports(source: str, module: str) -> set[str]:
+    """The vpo modules ``module`` imports when it runs (at the top or inside a function), without the
+    ``if TYPE_CHECKING:`` blocks, which annotations read and nothing executes."""
+    tree = ast.parse(source)
+    skip = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for child in node.body
+        for n in ast.walk(child)
+    }
+    out = set()
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("vpo")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if base.startswith("vpo"):
+                out.add(base)
+                out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle of ``graph`` (as the list of modules along it), found by depth-first search."""
+    found, state, stack = [], {}, []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                found.append(stack[stack.index(t) :] + [t])
+            elif t in graph and not state.get(t):
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if not state.get(m):
+            visit(m)
+    return found
+
+
+def test_the_demo_package_has_no_import_circle():
+    """vpo.demo's modules import one way (docs/design.md): the domains sit below the report, and the
+    formatting helpers (vpo.demo.fmt) below both, so no module needs a lazy import to break a circle."""
+    # the package's __init__ only re-exports, and Python runs it before any submodule anyway: left out
+    files = sorted(p for p in (PACKAGE / "demo").glob("*.py") if p.name != "__init__.py")
+    names = {module_name(p) for p in files}
+    graph = {
+        module_name(p): {t for t in _runtime_imports(p.read_text(encoding="utf-8"), module_name(p)) if t in names}
+        for p in files
+    }
+    assert "vpo.demo.domains" in graph["vpo.demo.config"]  # the walk sees the edges it must
+    assert _cycles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle_through_a_lazy_import():
+    src = {"vpo.demo.a": "import vpo.demo.b\n", "vpo.demo.b": "def f():\n    from vpo.demo import a\n"}
+    graph = {m: {t for t in _runtime_imports(s, m) if t in src} for m, s in src.items()}
+    assert _cycles(graph) == [["vpo.demo.a", "vpo.demo.b", "vpo.demo.a"]]
+    typed = {
+        "vpo.demo.a": "import vpo.demo.b\n",
+        "vpo.demo.b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import vpo.demo.a\n",
+    }
+    graph = {m: {t for t in _runtime_imports(s, m) if t in typed} for m, s in typed.items()}
+    assert _cycles(graph) == []

@@ -10,32 +10,14 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from vpo.demo.fmt import at_k, ci, fmt
+
 
 if TYPE_CHECKING:  # the config imports this module (for the domains' settings), not the other way round
     from vpo.demo.config import DemoConfig
 
 DEFAULT_DOMAIN = "maze"
 """The domain of ``DemoConfig()`` and of records written before the demo had a second one."""
-
-
-_PLOT_TITLES = {
-    "best_at_k": "best@k",
-    "pareto_coverage": "Pareto coverage",
-    "preferences": "preferences",
-    "pass_at_k": "pass@k",
-    "diversity": "diversity",
-}
-
-
-def report_tail(agg: dict, plots: list[str]) -> list[str]:
-    """The end of every domain's report: where the time went, its plots, the training curves' link
-    and the command that reproduces it."""
-    from vpo.demo.report import _timing_lines, _training_link, reproduce_command
-
-    lines = flat_group_lines(agg) + list(_timing_lines(agg))
-    for name in plots:
-        lines += [f"![{_PLOT_TITLES[name]}]({name}.png)", ""]
-    return lines + [*_training_link(agg), f"Reproduce: `{reproduce_command(agg['config'])}`."]
 
 
 def interval_name(agg: dict, unit: str, form: str = "colon") -> str:
@@ -105,6 +87,8 @@ class Domain:
     """The title of the completion-rate bar plot."""
     extra_curves: tuple[str, ...] = ()
     """Curves ``[P, len(ks)]`` that :meth:`extra_stats` adds to every run's statistics."""
+    report_plots: tuple[str, ...] = ("best_at_k", "pareto_coverage", "preferences", "diversity")
+    """The plots the report shows after its tables (PNG names :func:`vpo.demo.report.plot_demo` writes)."""
     readme_begin: str = ""
     readme_end: str = ""
     """The README markers around this domain's table (:meth:`readme_table`)."""
@@ -211,10 +195,8 @@ class Domain:
 def rho_cell(row: dict) -> str:
     """A report's ρ̄ cell: the mean, and when some problems leave it undefined (fewer than two valid
     answers that vary: a collapsed pool) over how many (seed, problem) values it is, e.g. "0.41 (87/100)"."""
-    from vpo.demo.report import _fmt
-
     c = row.get("collinearity") or {}
-    cell = _fmt(c.get("mean"), 2)
+    cell = fmt(c.get("mean"), 2)
     if "defined" in c:
         cell += f" ({c['defined'][0]}/{c['defined'][1]})"
     return cell
@@ -264,21 +246,15 @@ def paired_table(agg: dict, columns: list[tuple[str, Callable[[dict], str]]]) ->
 
 def per_seed(summary: dict) -> str:
     """Every replicate's own value of a summary, "0.412 / 0.398 / 0.431"."""
-    from vpo.demo.report import _fmt
-
-    return " / ".join(_fmt(x) for x in summary["per_seed"])
+    return " / ".join(fmt(x) for x in summary["per_seed"])
 
 
 def diff_cell(summary: dict) -> str:
     """A paired difference with its interval, then the SE over seeds of the per-seed differences:
     "+0.107 [+0.057, +0.158] / 0.019"."""
-    from vpo.demo.report import _ci, _fmt
-
-    return f"{_ci(summary, signed=True)} / {_fmt(summary['se_seeds'])}"
+    return f"{ci(summary, signed=True)} / {fmt(summary['se_seeds'])}"
 
 
 def mean_of(name: str, k=None, digits: int = 3) -> Callable[[dict], str]:
     """A cell of a method table: the mean of ``row[name]`` (at ``k`` for a curve), ``digits`` decimals."""
-    from vpo.demo.report import _fmt, _k
-
-    return lambda r: _fmt((r[name] if k is None else _k(r[name], k))["mean"], digits)
+    return lambda r: fmt((r[name] if k is None else at_k(r[name], k))["mean"], digits)

@@ -33,10 +33,10 @@ from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' inte
     method_table,
     paired_table,
     per_seed,
-    report_tail,
     rho_cell,
 )
 from vpo.demo.shop import ShopDomain
+from vpo.demo.fmt import at_k, ci, fmt
 from vpo.errors import UserError
 
 if TYPE_CHECKING:  # the config imports this module (for the domains' settings), not the other way round
@@ -162,8 +162,6 @@ class MazeDomain(Domain):
 
     def markdown(self, agg: dict) -> str:
         """The maze report: best@k, Pareto coverage, diversity among completed answers, other preferences."""
-        from vpo.demo.report import _ci, _fmt, _k
-
         cfg = agg["config"]
         ks = cfg["ks"]
         kmax = max(ks)
@@ -219,19 +217,19 @@ class MazeDomain(Domain):
         ]
         L += method_table(
             rows,
-            [(f"best@{k}", lambda r, k=k: _ci(_k(r["best_at_k"], k))) for k in top]
+            [(f"best@{k}", lambda r, k=k: ci(at_k(r["best_at_k"], k))) for k in top]
             + [
-                (f"Pareto cov.@{kmax}", lambda r: _ci(_k(r["pareto_coverage"], kmax))),
-                ("diversity (completed)", lambda r: _ci(r["completed_diversity"])),
-                ("completion", lambda r: _ci(r["completion_rate"])),
+                (f"Pareto cov.@{kmax}", lambda r: ci(at_k(r["pareto_coverage"], kmax))),
+                ("diversity (completed)", lambda r: ci(r["completed_diversity"])),
+                ("completion", lambda r: ci(r["completion_rate"])),
             ],
         )
         L += ["", "## Per seed", ""]
         L += method_table(
             rows,
-            [(f"best@{k} per seed", lambda r, k=k: per_seed(_k(r["best_at_k"], k))) for k in top]
+            [(f"best@{k} per seed", lambda r, k=k: per_seed(at_k(r["best_at_k"], k))) for k in top]
             + [
-                (f"Pareto cov.@{kmax} per seed", lambda r: per_seed(_k(r["pareto_coverage"], kmax))),
+                (f"Pareto cov.@{kmax} per seed", lambda r: per_seed(at_k(r["pareto_coverage"], kmax))),
                 ("diversity (completed) per seed", lambda r: per_seed(r["completed_diversity"])),
             ],
         )
@@ -248,13 +246,13 @@ class MazeDomain(Domain):
             ]
             L += paired_table(
                 agg,
-                [(f"Δbest@{k}", lambda d, k=k: diff_cell(_k(d["best_at_k"], k))) for k in top]
+                [(f"Δbest@{k}", lambda d, k=k: diff_cell(at_k(d["best_at_k"], k))) for k in top]
                 + [
-                    (f"ΔPareto cov.@{kmax}", lambda d: _ci(_k(d["pareto_coverage"], kmax), signed=True)),
-                    ("Δdiversity (completed)", lambda d: _ci(d["completed_diversity"], signed=True)),
+                    (f"ΔPareto cov.@{kmax}", lambda d: ci(at_k(d["pareto_coverage"], kmax), signed=True)),
+                    ("Δdiversity (completed)", lambda d: ci(d["completed_diversity"], signed=True)),
                     (
                         "maze-level SE (given models)",
-                        lambda d: _fmt(_k(d["best_at_k"], top[-1])["se_mazes_given_models"]),
+                        lambda d: fmt(at_k(d["best_at_k"], top[-1])["se_mazes_given_models"]),
                     ),
                 ],
             )
@@ -269,21 +267,18 @@ class MazeDomain(Domain):
             "| method | w* | " + " | ".join(prefs) + f" | E_w[best@{kmax}] |",
             "|---|" + "---|" * (len(prefs) + 2),
         ]
-        L.append("| ceiling | " + " | ".join(_fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |")
+        L.append("| ceiling | " + " | ".join(fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |")
         for r in rows.values():
             L.append(
                 f"| {r['label']} | "
-                + " | ".join(_ci(_k(r[f"pref_{p}"], kmax)) for p in ["w*"] + prefs)
-                + f" | {_ci(_k(r['ew_best_at_k'], kmax))} |"
+                + " | ".join(ci(at_k(r[f"pref_{p}"], kmax)) for p in ["w*"] + prefs)
+                + f" | {ci(at_k(r['ew_best_at_k'], kmax))} |"
             )
         L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
-        L += report_tail(agg, ["best_at_k", "pareto_coverage", "preferences", "diversity"])
-        return "\n".join(L) + "\n"
+        return "\n".join(L)
 
     def readme_table(self, agg: dict) -> str:
         """The README's demo table: every number is the shipped report's (tests compare the two)."""
-        from vpo.demo.report import _ci, _fmt, _k
-
         cfg = agg["config"]
         kmax = max(cfg["ks"])
         top = [k for k in (1, 10, 30) if k in cfg["ks"]]
@@ -298,10 +293,10 @@ class MazeDomain(Domain):
             name = f"**{r['label']}**" if key == "vpo" else r["label"]
             L.append(
                 f"| {name} | "
-                + " | ".join(_fmt(_k(r["best_at_k"], k)["mean"]) for k in top)
-                + f" | {_fmt(r['completion_rate']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
-                f" | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])} | {_fmt(r['diversity']['mean'])}"
-                f" | {_fmt(r['reward_at_1']['mean'])} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+                + " | ".join(fmt(at_k(r["best_at_k"], k)["mean"]) for k in top)
+                + f" | {fmt(r['completion_rate']['mean'])} | {fmt(r['completed_diversity']['mean'])}"
+                f" | {fmt(at_k(r['pareto_coverage'], kmax)['mean'])} | {fmt(r['diversity']['mean'])}"
+                f" | {fmt(r['reward_at_1']['mean'])} | {fmt(r['tokens_per_rollout']['mean'], 1)} |"
             )
         if agg["paired_vs_vpo"]:
             L += [
@@ -318,8 +313,8 @@ class MazeDomain(Domain):
                     continue
                 L.append(
                     f"| {agg['methods'][other]['label']} | "
-                    + " | ".join(_ci(_k(d["best_at_k"], k), signed=True) for k in top[1:])
-                    + f" | {_ci(_k(d['pareto_coverage'], kmax), signed=True)} | {_ci(d['completed_diversity'], signed=True)} |"
+                    + " | ".join(ci(at_k(d["best_at_k"], k), signed=True) for k in top[1:])
+                    + f" | {ci(at_k(d['pareto_coverage'], kmax), signed=True)} | {ci(d['completed_diversity'], signed=True)} |"
                 )
         L += ["", self.readme_end]
         return "\n".join(L)
@@ -352,6 +347,7 @@ class ProgDomain(Domain):
     unit = "problems"
     ceiling_label = "ceiling: the reference program"
     coverage_plot = ("pass_at_k", "fraction of problems with an all-pass answer", "pass@k vs answer budget")
+    report_plots = ("best_at_k", "pass_at_k", "diversity")
     done_label = "answers passing >= 1 test"
     completion_label = "passing >= 1 test"
     extra_curves = ("pass_at_k",)
@@ -413,8 +409,6 @@ class ProgDomain(Domain):
     def markdown(self, agg: dict) -> str:
         """The prog domain's report: pass@1, pass@k and best@k, ρ̄ of the test components, diversity among
         answers passing at least one test, distinct programs; the ceiling is 1 (the reference passes all)."""
-        from vpo.demo.report import _ci, _k
-
         cfg = agg["config"]
         ks = cfg["ks"]
         kmax = max(ks)
@@ -470,19 +464,19 @@ class ProgDomain(Domain):
         ]
         L += method_table(
             rows,
-            [(f"best@{k}", lambda r, k=k: _ci(_k(r["best_at_k"], k))) for k in top]
-            + [(f"pass@{k}", lambda r, k=k: _ci(_k(r["pass_at_k"], k))) for k in top]
+            [(f"best@{k}", lambda r, k=k: ci(at_k(r["best_at_k"], k))) for k in top]
+            + [(f"pass@{k}", lambda r, k=k: ci(at_k(r["pass_at_k"], k))) for k in top]
             + [
-                ("diversity (≥1 test)", lambda r: _ci(r["completed_diversity"])),
-                ("≥1 test", lambda r: _ci(r["completion_rate"])),
+                ("diversity (≥1 test)", lambda r: ci(r["completed_diversity"])),
+                ("≥1 test", lambda r: ci(r["completion_rate"])),
             ],
         )
         L += ["", "## Per seed", ""]
         L += method_table(
             rows,
-            [(f"best@{k} per seed", lambda r, k=k: per_seed(_k(r["best_at_k"], k))) for k in top]
+            [(f"best@{k} per seed", lambda r, k=k: per_seed(at_k(r["best_at_k"], k))) for k in top]
             + [
-                (f"pass@{kmax} per seed", lambda r: per_seed(_k(r["pass_at_k"], kmax))),
+                (f"pass@{kmax} per seed", lambda r: per_seed(at_k(r["pass_at_k"], kmax))),
                 ("diversity (≥1 test) per seed", lambda r: per_seed(r["completed_diversity"])),
             ],
         )
@@ -497,26 +491,23 @@ class ProgDomain(Domain):
             L += paired_table(
                 agg,
                 [
-                    (f"Δ{c.split('_')[0]}@{k}", lambda d, c=c, k=k: diff_cell(_k(d[c], k)))
+                    (f"Δ{c.split('_')[0]}@{k}", lambda d, c=c, k=k: diff_cell(at_k(d[c], k)))
                     for c in ("best_at_k", "pass_at_k")
                     for k in top
                 ]
-                + [("Δdiversity (≥1 test)", lambda d: _ci(d["completed_diversity"], signed=True))],
+                + [("Δdiversity (≥1 test)", lambda d: ci(d["completed_diversity"], signed=True))],
             )
         L += [
             "",
             f"E_w[best@{kmax}] over fixed Dir(1) weightings of the tests: "
-            + "; ".join(f"{r['label']} {_ci(_k(r['ew_best_at_k'], kmax))}" for r in rows.values())
+            + "; ".join(f"{r['label']} {ci(at_k(r['ew_best_at_k'], kmax))}" for r in rows.values())
             + ".",
             "",
         ]
-        L += report_tail(agg, ["best_at_k", "pass_at_k", "diversity"])
-        return "\n".join(L) + "\n"
+        return "\n".join(L)
 
     def readme_table(self, agg: dict) -> str:
         """The README's table of the prog domain: every number is the shipped prog report's."""
-        from vpo.demo.report import _ci, _fmt, _k
-
         cfg = agg["config"]
         ks = cfg["ks"]
         top = [k for k in (10, 30) if k in ks] or [max(ks)]
@@ -534,11 +525,11 @@ class ProgDomain(Domain):
             name = f"**{r['label']}**" if key == "vpo" else r["label"]
             L.append(
                 f"| {name} | "
-                + " | ".join(_fmt(_k(r["best_at_k"], k)["mean"]) for k in top)
-                + f" | {_fmt(r['pass_at_1']['mean'])} | "
-                + " | ".join(_fmt(_k(r["pass_at_k"], k)["mean"]) for k in top)
-                + f" | {_fmt(r['completion_rate']['mean'])} | {_fmt(r['completed_diversity']['mean'])}"
-                f" | {_fmt(r['distinct_routes']['mean'], 2)} | {rho_cell(r)} |"
+                + " | ".join(fmt(at_k(r["best_at_k"], k)["mean"]) for k in top)
+                + f" | {fmt(r['pass_at_1']['mean'])} | "
+                + " | ".join(fmt(at_k(r["pass_at_k"], k)["mean"]) for k in top)
+                + f" | {fmt(r['completion_rate']['mean'])} | {fmt(r['completed_diversity']['mean'])}"
+                f" | {fmt(r['distinct_routes']['mean'], 2)} | {rho_cell(r)} |"
             )
         if agg["paired_vs_vpo"]:
             L += [
@@ -557,8 +548,8 @@ class ProgDomain(Domain):
                     continue
                 L.append(
                     f"| {agg['methods'][other]['label']} | "
-                    + " | ".join(_ci(_k(d[c], k), signed=True) for c in ("best_at_k", "pass_at_k") for k in top)
-                    + f" | {_ci(d['completed_diversity'], signed=True)} |"
+                    + " | ".join(ci(at_k(d[c], k), signed=True) for c in ("best_at_k", "pass_at_k") for k in top)
+                    + f" | {ci(d['completed_diversity'], signed=True)} |"
                 )
         L += ["", self.readme_end]
         return "\n".join(L)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vpo.demo.domain_base import flat_group_lines
 from vpo.demo.domains import domain_of, interval_name
 from vpo.search.plots import draw_bars, draw_curve, new_figure
 
@@ -34,18 +35,6 @@ COLORS = {
 }
 # distinct markers, largest first: collapsed methods often share one flat curve and must stay visible
 MARKERS = {"grpo": ("s", 10), "grpo_3x": ("D", 8), "gdpo": ("^", 6), "max_at_k": ("P", 6), "multi_rlvr": ("v", 5)}
-
-
-def _fmt(x: float, digits: int = 3, signed: bool = False) -> str:
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
-def _ci(s: dict, digits: int = 3, signed: bool = False) -> str:
-    return (
-        f"{_fmt(s['mean'], digits, signed)} [{_fmt(s['ci_low'], digits, signed)}, {_fmt(s['ci_high'], digits, signed)}]"
-    )
 
 
 def _style(key: str) -> dict:
@@ -177,13 +166,29 @@ def plot_demo(agg: dict, out: Path) -> dict[str, Path]:
     return paths
 
 
-def _k(entry: dict, k) -> dict:
-    return entry[str(k)] if str(k) in entry else entry[k]
+_PLOT_TITLES = {
+    "best_at_k": "best@k",
+    "pareto_coverage": "Pareto coverage",
+    "preferences": "preferences",
+    "pass_at_k": "pass@k",
+    "diversity": "diversity",
+}
 
 
 def markdown(agg: dict) -> str:
-    """``report.md`` of a finished run, as its domain writes it (:meth:`vpo.demo.domains.Domain.markdown`)."""
-    return domain_of(agg["config"]).markdown(agg)
+    """``report.md`` of a finished run: its domain's tables and claims
+    (:meth:`vpo.demo.domains.Domain.markdown`), then the tail every report shares (:func:`report_tail`)."""
+    spec = domain_of(agg["config"])
+    return spec.markdown(agg) + "\n" + "\n".join(report_tail(agg, spec.report_plots)) + "\n"
+
+
+def report_tail(agg: dict, plots: list[str] | tuple[str, ...]) -> list[str]:
+    """The end of every domain's report: the training signal, where the time went, its plots, the
+    training curves' link and the command that reproduces it."""
+    lines = flat_group_lines(agg) + list(_timing_lines(agg))
+    for name in plots:
+        lines += [f"![{_PLOT_TITLES[name]}]({name}.png)", ""]
+    return lines + [*_training_link(agg), f"Reproduce: `{reproduce_command(agg['config'])}`."]
 
 
 def _timing_lines(agg: dict) -> list[str]:

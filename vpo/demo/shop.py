@@ -25,9 +25,9 @@ from vpo.demo.domain_base import (
     method_table,
     paired_table,
     per_seed,
-    report_tail,
     rho_cell,
 )
+from vpo.demo.fmt import at_k, ci, fmt
 from vpo.errors import UserError
 
 if TYPE_CHECKING:
@@ -199,8 +199,6 @@ class ShopDomain(Domain):
     def markdown(self, agg: dict) -> str:
         """The shop report: best@1/10/30 and E_w[best@k], Pareto coverage, diversity among useful
         answers, reward@1 and tokens per rollout, with replicate intervals and every seed's value."""
-        from vpo.demo.report import _ci, _fmt, _k
-
         cfg = agg["config"]
         ks = cfg["ks"]
         kmax = max(ks)
@@ -253,20 +251,20 @@ class ShopDomain(Domain):
         ]
         L += method_table(
             rows,
-            [(f"best@{k}", lambda r, k=k: _ci(_k(r["best_at_k"], k))) for k in top]
+            [(f"best@{k}", lambda r, k=k: ci(at_k(r["best_at_k"], k))) for k in top]
             + [
-                (f"E_w[best@{kmax}]", lambda r: _ci(_k(r["ew_best_at_k"], kmax))),
-                (f"Pareto cov.@{kmax}", lambda r: _ci(_k(r["pareto_coverage"], kmax))),
-                ("diversity (useful)", lambda r: _ci(r["completed_diversity"])),
-                ("reward@1", lambda r: _ci(r["reward_at_1"])),
+                (f"E_w[best@{kmax}]", lambda r: ci(at_k(r["ew_best_at_k"], kmax))),
+                (f"Pareto cov.@{kmax}", lambda r: ci(at_k(r["pareto_coverage"], kmax))),
+                ("diversity (useful)", lambda r: ci(r["completed_diversity"])),
+                ("reward@1", lambda r: ci(r["reward_at_1"])),
             ],
         )
         L += ["", "## Per seed", ""]
         L += method_table(
             rows,
-            [(f"best@{k} per seed", lambda r, k=k: per_seed(_k(r["best_at_k"], k))) for k in top]
+            [(f"best@{k} per seed", lambda r, k=k: per_seed(at_k(r["best_at_k"], k))) for k in top]
             + [
-                (f"E_w[best@{kmax}] per seed", lambda r: per_seed(_k(r["ew_best_at_k"], kmax))),
+                (f"E_w[best@{kmax}] per seed", lambda r: per_seed(at_k(r["ew_best_at_k"], kmax))),
                 ("diversity (useful) per seed", lambda r: per_seed(r["completed_diversity"])),
             ],
         )
@@ -280,11 +278,11 @@ class ShopDomain(Domain):
             ]
             L += paired_table(
                 agg,
-                [(f"Δbest@{k}", lambda d, k=k: diff_cell(_k(d["best_at_k"], k))) for k in top]
+                [(f"Δbest@{k}", lambda d, k=k: diff_cell(at_k(d["best_at_k"], k))) for k in top]
                 + [
-                    (f"ΔE_w[best@{kmax}]", lambda d: _ci(_k(d["ew_best_at_k"], kmax), signed=True)),
-                    (f"ΔPareto cov.@{kmax}", lambda d: _ci(_k(d["pareto_coverage"], kmax), signed=True)),
-                    ("Δdiversity (useful)", lambda d: _ci(d["completed_diversity"], signed=True)),
+                    (f"ΔE_w[best@{kmax}]", lambda d: ci(at_k(d["ew_best_at_k"], kmax), signed=True)),
+                    (f"ΔPareto cov.@{kmax}", lambda d: ci(at_k(d["pareto_coverage"], kmax), signed=True)),
+                    ("Δdiversity (useful)", lambda d: ci(d["completed_diversity"], signed=True)),
                 ],
             )
         prefs = [p for p in agg["preferences"] if p != "w*"]
@@ -296,15 +294,12 @@ class ShopDomain(Domain):
             "|---|" + "---|" * len(prefs),
         ]
         for r in rows.values():
-            L.append(f"| {r['label']} | " + " | ".join(_fmt(_k(r[f"pref_{p}"], kmax)["mean"]) for p in prefs) + " |")
+            L.append(f"| {r['label']} | " + " | ".join(fmt(at_k(r[f"pref_{p}"], kmax)["mean"]) for p in prefs) + " |")
         L += ["", "Ceilings: " + ", ".join(f"{p} {agg['ceilings'][p]:.3f}" for p in prefs) + ".", ""]
-        L += report_tail(agg, ["best_at_k", "pareto_coverage", "preferences", "diversity"])
-        return "\n".join(L) + "\n"
+        return "\n".join(L)
 
     def readme_table(self, agg: dict) -> str:
         """The README's table of the shop study: every number is the shipped report's."""
-        from vpo.demo.report import _ci, _fmt, _k
-
         cfg = agg["config"]
         ks = cfg["ks"]
         kmax = max(ks)
@@ -321,9 +316,9 @@ class ShopDomain(Domain):
             name = f"**{r['label']}**" if key == "vpo" else r["label"]
             L.append(
                 f"| {name} | "
-                + " | ".join(_fmt(_k(r["best_at_k"], k)["mean"]) for k in top)
-                + f" | {_fmt(_k(r['ew_best_at_k'], kmax)['mean'])} | {_fmt(_k(r['pareto_coverage'], kmax)['mean'])}"
-                f" | {_fmt(r['completed_diversity']['mean'])} | {_fmt(r['tokens_per_rollout']['mean'], 1)} |"
+                + " | ".join(fmt(at_k(r["best_at_k"], k)["mean"]) for k in top)
+                + f" | {fmt(at_k(r['ew_best_at_k'], kmax)['mean'])} | {fmt(at_k(r['pareto_coverage'], kmax)['mean'])}"
+                f" | {fmt(r['completed_diversity']['mean'])} | {fmt(r['tokens_per_rollout']['mean'], 1)} |"
             )
         if agg["paired_vs_vpo"]:
             L += [
@@ -336,8 +331,8 @@ class ShopDomain(Domain):
             for other, d in agg["paired_vs_vpo"].items():
                 L.append(
                     f"| {agg['methods'][other]['label']} | "
-                    + " | ".join(_ci(_k(d["best_at_k"], k), signed=True) for k in top)
-                    + f" | {_ci(_k(d['ew_best_at_k'], kmax), signed=True)} | {_ci(d['completed_diversity'], signed=True)} |"
+                    + " | ".join(ci(at_k(d["best_at_k"], k), signed=True) for k in top)
+                    + f" | {ci(at_k(d['ew_best_at_k'], kmax), signed=True)} | {ci(d['completed_diversity'], signed=True)} |"
                 )
         L += ["", self.readme_end]
         return "\n".join(L)
