@@ -117,8 +117,10 @@ class ToyDomain(MazeDomain):
     summary = "toy: a test domain"
     settings = {}  # a domain registered after DemoConfig was built cannot add fields
 
+    report_plots = ("best_at_k",)
+
     def markdown(self, agg: dict) -> str:
-        return f"toy report of {agg['config']['domain']}\n"
+        return f"toy report of {agg['config']['domain']}"
 
     def readme_table(self, agg: dict) -> str:
         return "toy table"
@@ -145,7 +147,11 @@ def test_a_third_domain_is_one_registered_object(monkeypatch, tmp_path):
     build_jobs(cfg, tmp_path)
     assert {yaml.safe_load(p.read_text())["task"] for p in (tmp_path / "configs").glob("*.yaml")} == {"maze"}
     agg = {"config": cfg.as_dict()}
-    assert markdown(agg) == "toy report of toy\n" and readme_table(agg) == "toy table"
+    # the domain writes its tables; the report adds the tail every report shares (its plots, the command)
+    text = markdown(agg)
+    assert text.startswith("toy report of toy\n") and readme_table(agg) == "toy table"
+    assert "![best@k](best_at_k.png)" in text and "pareto_coverage.png" not in text
+    assert text.splitlines()[-1].startswith(f"Reproduce: `vpo demo --out {tmp_path} --domain toy ")
     # the other domains' settings are refused for it, as for any domain
     with pytest.raises(UserError, match="prog_tests apply to --domain prog only"):
         DemoConfig(domain="toy", prog_tests=12)
