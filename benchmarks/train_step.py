@@ -26,8 +26,8 @@ generation and again after the training rounds; the limit is the median of the t
 load on a shared machine moves it less). ``--lora R`` trains a LoRA adapter of rank R
 (every trainer the same), ``--shared-prompt`` runs VPOTrainer's prompt prefill once per distinct prompt
 (``shared_prompt_forward``; TRL's GRPOTrainer has no such option), ``--prompts shop`` uses the
-pretrained-model study's prompts (examples/smollm2/shop_task.py: a six-item list, ~150 tokens with
-the chat template) instead of one short line.
+pretrained-model study's prompts (vpo.tasks.shop asked by name, as examples/smollm2/shop_task.py does: a
+six-item list, ~150 tokens with the chat template) instead of one short line.
 """
 
 from __future__ import annotations
@@ -79,15 +79,11 @@ class SliceTask:
 
 
 def shop_question(i: int) -> str:
-    """Request i of the shop task's training split, as the pretrained-model study prompts it."""
-    import importlib.util
-    from pathlib import Path
+    """Request i of the shop task's training split, asked by name as the first candidate of the
+    pretrained-model study asked it (the prompts the shipped figures were measured with)."""
+    from vpo.tasks.shop import ShopTask, requests
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "smollm2" / "shop_task.py"
-    spec = importlib.util.spec_from_file_location("vpo_bench_shop_task", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.question(mod.requests("train")[i])
+    return ShopTask(answer="name").question(requests("train")[i])
 
 
 def trl_reward_funcs():
