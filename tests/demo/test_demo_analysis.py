@@ -418,6 +418,8 @@ def test_intervals_of_a_non_negative_statistic_stop_at_zero_and_differences_keep
     v = np.array([[0.0, 0.0, 0.3], [0.0, 0.0, 0.0], [0.1, 0.0, 0.0]])  # a diversity near 0
     raw = summarize(v, 0, interval="replicate_t")
     cut = summarize(v, 0, interval="replicate_t", lower=0.0)
-    assert raw["ci_low"] < 0 and cut["ci_low"] == 0.0 and cut["ci_high"] == raw["ci_high"] and cut["mean"] == raw["mean"]
+    assert (
+        raw["ci_low"] < 0 and cut["ci_low"] == 0.0 and cut["ci_high"] == raw["ci_high"] and cut["mean"] == raw["mean"]
+    )
     diff = summarize(v - 0.2, 0, interval="replicate_t")  # a paired difference: negative bounds stay
     assert diff["ci_low"] < -0.2  # not cut: a difference may be negative

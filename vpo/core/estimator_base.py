@@ -465,4 +465,3 @@ def _prepare(
         int(group_size) if group_size is not None else None,
         _lengths(response_lengths, N, r.device),
     )
-
