@@ -36,6 +36,8 @@ fi
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check)
 
 # What `verl[verl-core]==0.9.1` resolved to when main_ppo trained on CPU here (pip check clean).
+# virtualenv (Ray's dependency): unpinned, pip backtracked through ~25 releases (21.15.13 down to
+# 21.14.5, 5.6 MB each) before one fit; pinned to where it lands.
 CONSTRAINTS="$(mktemp)"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 if [ "${VERL_CONSTRAINTS:-}" != "none" ]; then
@@ -60,6 +62,7 @@ numpy==2.4.6
 cachetools==8.0.2
 fastapi==0.165.0
 uvicorn==0.54.0
+virtualenv==21.14.5
 PINS
 fi
 
