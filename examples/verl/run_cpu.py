@@ -82,6 +82,21 @@ def stop_string(num_answers: int) -> str:
     return "</answer>" if num_answers == 1 else f"</answer_{num_answers}>"
 
 
+def check_world(prompts_per_step: int, rollouts: int, ranks: int, nodes: int) -> None:
+    """Refuse a world veRL would refuse later (its micro-batch assertion, after Ray has started): every
+    rank must get a whole share of each step's prompts_per_step x rollouts sequences."""
+    for name, v in (("ranks", ranks), ("nodes", nodes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    world = ranks * nodes
+    if (prompts_per_step * rollouts) % world:
+        raise ValueError(
+            f"--ranks {ranks} x --nodes {nodes} = {world} ranks cannot split a step's {prompts_per_step} prompts x "
+            f"{rollouts} rollouts = {prompts_per_step * rollouts} sequences evenly; choose --prompts-per-step and "
+            f"--rollouts whose product is a multiple of {world}"
+        )
+
+
 def overrides(
     *,
     method: str,
@@ -93,6 +108,7 @@ def overrides(
     prompts_per_step: int = 4,
     rollouts: int = 4,
     ranks: int = 2,
+    nodes: int = 1,
     lr: float = 1e-4,
     max_prompt_length: int = 128,
     max_response_length: int = 48,
@@ -107,7 +123,8 @@ def overrides(
     manager = METHODS.get(method, (m, "vpo", None))[1]
     score_method = METHODS.get(method, (m, "vpo", None))[2]
     rollout = rollout or ("vpo_hf" if cpu else "vllm")
-    micro = max(1, prompts_per_step * rollouts // ranks)
+    check_world(prompts_per_step, rollouts, ranks, nodes)
+    micro = max(1, prompts_per_step * rollouts // (ranks * nodes))
     ov = [
         f"algorithm.adv_estimator={method}",
         "algorithm.use_kl_in_reward=False",
@@ -150,7 +167,7 @@ def overrides(
         "+reward.custom_reward_function.reward_kwargs.weight_sampler=iid",
         "+reward.custom_reward_function.reward_kwargs.weight_seed=0",
         f"trainer.n_gpus_per_node={ranks}",
-        "trainer.nnodes=1",
+        f"trainer.nnodes={nodes}",
         f"trainer.total_training_steps={steps}",
         'trainer.logger=["console","file"]',
         "trainer.val_before_train=False",
@@ -318,6 +335,8 @@ def run(args, extra: list[str]) -> dict:
         steps=args.steps,
         prompts_per_step=args.prompts_per_step,
         rollouts=args.rollouts,
+        ranks=args.ranks,
+        nodes=args.nodes,
         lr=args.lr,
         save_freq=args.save_freq,
         task_options=task_options,
@@ -402,6 +421,11 @@ def main(argv=None) -> int:
     p.add_argument("--warm-steps", type=int, default=300, help="warm-start steps of the built policy")
     p.add_argument("--prompts-per-step", type=int, default=4)
     p.add_argument("--rollouts", type=int, default=4, help="rollouts per prompt (G)")
+    p.add_argument(
+        "--ranks", type=int, default=2,
+        help="FSDP ranks per node (trainer.n_gpus_per_node, the micro batches and Ray's logical GPUs follow)",
+    )  # fmt: skip
+    p.add_argument("--nodes", type=int, default=1, help="Ray nodes (trainer.nnodes); more than 1 needs a Ray cluster")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--save-freq", type=int, default=-1)
     p.add_argument("--train-n", type=int, default=256)
@@ -410,6 +434,11 @@ def main(argv=None) -> int:
     p.add_argument("--tag", default=None, help="name of this run's log and metrics files")
     p.add_argument("--timeout", type=float, default=1800)
     args = p.parse_args(argv)
+    try:
+        check_world(args.prompts_per_step, args.rollouts, args.ranks, args.nodes)
+    except ValueError as e:
+        print(f"run_cpu.py: {e}", file=sys.stderr)
+        return 2
     rec = run(args, extra)
     print(json.dumps(rec))
     if rec["returncode"] != 0:

@@ -625,3 +625,41 @@ def test_task_options_from_hydra_containers_reach_the_task():
     opts = UserDict({"tests": 8, "pieces": 2, "slope": UserList([0, 0]), "intercept": UserList([0, 9])})
     task = _get_task("prog", opts)
     assert task is _get_task("prog", {"tests": 8, "pieces": 2, "slope": [0, 0], "intercept": [0, 9]})
+
+
+def test_the_recipe_refuses_a_world_that_cannot_split_a_step_before_starting_ray(capsys):
+    """--ranks/--nodes: a world size that does not divide prompts x rollouts is refused at once
+    (exit 2, naming the fix), not by veRL's micro-batch assertion after Ray has started."""
+    recipe = _recipe()
+    recipe.check_world(4, 4, 4, 1)  # 16 sequences over 4 ranks
+    recipe.check_world(4, 4, 2, 2)
+    with pytest.raises(ValueError, match="3 ranks cannot split a step's 4 prompts x 4 rollouts"):
+        recipe.check_world(4, 4, 3, 1)
+    with pytest.raises(ValueError, match="--nodes must be an integer >= 1"):
+        recipe.check_world(4, 4, 2, 0)
+    assert recipe.main(["--out", "/nonexistent/never", "--ranks", "3"]) == 2
+    assert "choose --prompts-per-step and --rollouts whose product is a multiple of 3" in capsys.readouterr().err
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("ranks, nodes", [(4, 1), (2, 2), (1, 1)])
+def test_ranks_and_nodes_set_every_override_they_need(ranks, nodes):
+    """One pair of flags instead of five overrides: GPUs per node, nodes, the three micro batches and
+    Ray's logical GPUs agree with each other in veRL's own composed config."""
+    _verl()
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    recipe = _recipe()
+    ov = recipe.overrides(
+        method="vpo", task="maze", model="/m", data_dir="/d", out="/o", steps=2, ranks=ranks, nodes=nodes
+    )
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=[o for o in ov if not o.startswith("hydra.")])
+    micro = 4 * 4 // (ranks * nodes)
+    assert config.trainer.n_gpus_per_node == ranks and config.trainer.nnodes == nodes
+    assert config.ray_kwargs.ray_init.num_gpus == ranks
+    a = config.actor_rollout_ref
+    assert a.actor.ppo_micro_batch_size_per_gpu == a.rollout.log_prob_micro_batch_size_per_gpu == micro
+    assert a.ref.log_prob_micro_batch_size_per_gpu == micro
