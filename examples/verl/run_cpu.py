@@ -427,13 +427,19 @@ def main(argv=None) -> int:
     )  # fmt: skip
     p.add_argument("--nodes", type=int, default=1, help="Ray nodes (trainer.nnodes); more than 1 needs a Ray cluster")
     p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--save-freq", type=int, default=-1)
+    p.add_argument(
+        "--save-freq", type=int, default=None,
+        help="checkpoint every N steps (default: --steps, one checkpoint at the end; -1: none). A rerun of the "
+        "same command with a larger --steps resumes from the latest (trainer.resume_mode=auto)",
+    )  # fmt: skip
     p.add_argument("--train-n", type=int, default=256)
     p.add_argument("--val-n", type=int, default=16)
     p.add_argument("--dump", default=None, help="VPO_VERL_DUMP_DIR: evidence files for the tests")
     p.add_argument("--tag", default=None, help="name of this run's log and metrics files")
     p.add_argument("--timeout", type=float, default=1800)
     args = p.parse_args(argv)
+    if args.save_freq is None:  # a run that can be continued: one checkpoint at the end, at least
+        args.save_freq = args.steps
     try:
         check_world(args.prompts_per_step, args.rollouts, args.ranks, args.nodes)
     except ValueError as e:
@@ -441,6 +447,12 @@ def main(argv=None) -> int:
         return 2
     rec = run(args, extra)
     print(json.dumps(rec))
+    if rec["returncode"] == 0 and args.save_freq > 0:
+        print(
+            f"checkpoints: {Path(args.out).expanduser().resolve() / 'checkpoints'}; to train further, rerun this "
+            "command with a larger --steps: it resumes from the latest checkpoint",
+            file=sys.stderr,
+        )
     if rec["returncode"] != 0:
         lines = open(rec["log"], errors="replace").readlines()
         # Ray interleaves the workers' output: the cause (a Python error, a native abort) is rarely last

@@ -663,3 +663,21 @@ def test_ranks_and_nodes_set_every_override_they_need(ranks, nodes):
     a = config.actor_rollout_ref
     assert a.actor.ppo_micro_batch_size_per_gpu == a.rollout.log_prob_micro_batch_size_per_gpu == micro
     assert a.ref.log_prob_micro_batch_size_per_gpu == micro
+
+
+def test_the_recipe_saves_a_checkpoint_at_the_end_by_default(monkeypatch, capsys):
+    """A documented run can be continued: --save-freq defaults to --steps (veRL then saves at the last
+    step), -1 still turns it off, and a finished run prints where the checkpoints are."""
+    recipe = _recipe()
+    seen = {}
+
+    def fake_run(args, extra):  # a fake main_ppo: only the arguments it would get matter here
+        seen["save_freq"] = args.save_freq
+        return {"returncode": 0, "log": "/dev/null"}
+
+    monkeypatch.setattr(recipe, "run", fake_run)
+    assert recipe.main(["--out", "/tmp/vpo-recipe-test", "--steps", "6"]) == 0
+    assert seen["save_freq"] == 6
+    assert "rerun this command with a larger --steps" in capsys.readouterr().err
+    assert recipe.main(["--out", "/tmp/vpo-recipe-test", "--steps", "6", "--save-freq", "-1"]) == 0
+    assert seen["save_freq"] == -1 and "checkpoints:" not in capsys.readouterr().err
