@@ -148,6 +148,9 @@ def step_settings(batch: int, length: int, steps: int) -> dict:
         report_to="none",
         save_strategy="no",
         use_cpu=True,
+        # one precision for every trainer: TRL's GRPOConfig defaults to bf16 (autocast, on this CPU's
+        # AMX units), VPOConfig to float32 on a CPU; left to their defaults they time different arithmetic
+        bf16=False,
         logging_steps=1,
         disable_tqdm=True,
         seed=0,
