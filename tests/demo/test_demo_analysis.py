@@ -397,7 +397,7 @@ def test_a_statistic_undefined_for_a_whole_run_is_nan_without_a_numpy_warning_an
 
 
 def test_the_report_says_how_often_training_groups_were_flat():
-    from vpo.demo.domain_base import flat_group_lines
+    from vpo.demo.report import flat_group_lines
 
     agg = {
         "methods": {"grpo": {"label": "GRPO"}, "vpo": {"label": "VPO (m=3)"}},

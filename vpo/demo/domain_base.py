@@ -202,28 +202,6 @@ def rho_cell(row: dict) -> str:
     return cell
 
 
-def flat_group_lines(agg: dict) -> list[str]:
-    """The report's line on training signal: per method, the share of RL groups whose rollouts all
-    scored alike (the trainer's "every group is flat" warnings, which otherwise stay in the job logs),
-    mean over steps and seeds, and its largest single-step value. None for runs recorded before."""
-    curves = agg.get("training_curves") or {}
-    parts = []
-    for method, c in curves.items():
-        runs = [np.asarray(r, dtype=float) for r in c.get("flat_group_frac", []) if len(r)]
-        vals = np.concatenate(runs) if runs else np.array([])
-        vals = vals[np.isfinite(vals)]
-        if vals.size:
-            label = agg["methods"].get(method, {}).get("label", method)
-            parts.append(f"{label} {vals.mean():.2f} (max {vals.max():.2f})")
-    if not parts:
-        return []
-    return [
-        "Flat groups during RL (all rollouts of a problem scored alike: no learning signal from it), share of "
-        "groups, mean over steps and seeds (largest step): " + "; ".join(parts) + ".",
-        "",
-    ]
-
-
 def table(head: str, columns: list[str], rows) -> list[str]:
     """A markdown table's lines: ``| head | columns... |``, its separator, and one line per
     ``(label, cells)`` of ``rows``."""

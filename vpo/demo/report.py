@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vpo.demo.domain_base import flat_group_lines
 from vpo.demo.domains import domain_of, interval_name
 from vpo.search.plots import draw_bars, draw_curve, new_figure
 
@@ -189,6 +188,28 @@ def report_tail(agg: dict, plots: list[str] | tuple[str, ...]) -> list[str]:
     for name in plots:
         lines += [f"![{_PLOT_TITLES[name]}]({name}.png)", ""]
     return lines + [*_training_link(agg), f"Reproduce: `{reproduce_command(agg['config'])}`."]
+
+
+def flat_group_lines(agg: dict) -> list[str]:
+    """The report's line on training signal: per method, the share of RL groups whose rollouts all
+    scored alike (the trainer's "every group is flat" warnings, which otherwise stay in the job logs),
+    mean over steps and seeds, and its largest single-step value. None for runs recorded before."""
+    curves = agg.get("training_curves") or {}
+    parts = []
+    for method, c in curves.items():
+        runs = [np.asarray(r, dtype=float) for r in c.get("flat_group_frac", []) if len(r)]
+        vals = np.concatenate(runs) if runs else np.array([])
+        vals = vals[np.isfinite(vals)]
+        if vals.size:
+            label = agg["methods"].get(method, {}).get("label", method)
+            parts.append(f"{label} {vals.mean():.2f} (max {vals.max():.2f})")
+    if not parts:
+        return []
+    return [
+        "Flat groups during RL (all rollouts of a problem scored alike: no learning signal from it), share of "
+        "groups, mean over steps and seeds (largest step): " + "; ".join(parts) + ".",
+        "",
+    ]
 
 
 def _timing_lines(agg: dict) -> list[str]:
