@@ -730,12 +730,7 @@ def _generate(args, out: Path, name: str):
             last_answer_stop(m, task.answer_format)  # a task without closing tags is refused here
     except ValueError as err:
         raise UserError(str(err)) from None
-    examples = load_split(task, args.split, n=args.num_prompts, spec=args.task)
-    if not examples:
-        raise UserError(
-            f"task {args.task!r}: its {args.split!r} split has no examples, so there is nothing to evaluate; check "
-            "the task's data (--task-options) and --split"
-        )
+    examples = load_split(task, args.split, n=args.num_prompts, spec=args.task, required=True, purpose="evaluate")
     pool_dir = out / "pool"
     done = {"n": 0}
 

@@ -228,11 +228,32 @@ def _raised(what: str, err: BaseException, todo: str) -> str:
     return f"{what} raised {type(err).__name__}: {text}; {todo} (--debug shows the traceback)"
 
 
-def load_split(task: base.Task, split: str, n: int | None = None, seed: int | None = None, spec=None) -> list:
+def load_split(
+    task: base.Task,
+    split: str,
+    n: int | None = None,
+    seed: int | None = None,
+    spec=None,
+    *,
+    required: bool = False,
+    purpose: str = "train or evaluate on",
+) -> list:
     """``task.load(split, n=n[, seed=seed])``, with any exception the task's ``load`` raises (a
     missing data file, a split it does not have, a bug) turned into one :class:`TaskSpecError` line
-    naming the task, the split and the cause (``--debug`` shows the traceback)."""
+    naming the task, the split and the cause (``--debug`` shows the traceback). ``required``: an
+    empty split is refused too (training or evaluating on it would do nothing and report success);
+    ``purpose`` says what it was for."""
     name = spec if spec is not None else getattr(task, "name", "?")
+    examples = _load_split(task, split, n, seed, name)
+    if required and not examples:
+        raise TaskSpecError(
+            f"task {name!r}: its {split!r} split has no examples, so there is nothing to {purpose}; check the task's "
+            "data (task_options / --task-options) and the split name"
+        )
+    return examples
+
+
+def _load_split(task: base.Task, split: str, n: int | None, seed: int | None, name: str) -> list:
     try:
         return task.load(split, n=n) if seed is None else task.load(split, n=n, seed=seed)
     except UserError:

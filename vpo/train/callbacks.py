@@ -50,8 +50,8 @@ class SearchEvalCallback(TrainerCallback):
     def __init__(self, trainer) -> None:
         from vpo.search.generate import PoolConfig
         from vpo.search.metrics import default_ks
-        from vpo.train.config import validate_search_eval_args
-        from vpo.train.trainer import TrainerSetupError, _load
+        from vpo.tasks.registry import load_split
+        from vpo.train.config import TrainerSetupError, validate_search_eval_args
 
         args = trainer.args
         validate_search_eval_args(args)
@@ -71,11 +71,14 @@ class SearchEvalCallback(TrainerCallback):
         self.every = int(args.search_eval_steps)
         self.task = trainer.vpo_task
         self.split = args.search_eval_split
-        self.examples = _load(self.task, self.split, args.search_eval_examples, args.data_seed_task)
-        if not self.examples:
-            raise TrainerSetupError(
-                f"search evaluation: task {self.task.name!r} has no examples in split {self.split!r}"
-            )
+        self.examples = load_split(
+            self.task,
+            self.split,
+            args.search_eval_examples,
+            args.data_seed_task,
+            required=True,
+            purpose="run the search evaluation (search_eval_split) on",
+        )
         m = trainer.num_answers
         budget = int(args.search_eval_budget)
         self.budget = budget

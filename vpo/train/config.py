@@ -28,8 +28,14 @@ from trl import GRPOConfig
 
 from vpo._util import positive_int
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
+from vpo.errors import UserError
 
 _CHECKPOINTING_RENAMES = r"`(is_)?gradient_checkpointing(_enable|_disable)?` is deprecated"
+
+
+class TrainerSetupError(UserError, ValueError):
+    """A setting that does not fit the task or the trainer (e.g. ``reward_weights`` of the wrong
+    length): a user mistake (one line from the CLI) and a ``ValueError`` as before."""
 
 
 def silence_checkpointing_renames() -> None:

@@ -36,7 +36,8 @@ from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
 from vpo.tasks.base import _RewardShapeError
 from vpo.tasks.constrained import constrained
-from vpo.train.config import TRL_NATIVE_ESTIMATORS, VPOConfig, silence_checkpointing_renames
+from vpo.tasks.registry import load_split
+from vpo.train.config import TRL_NATIVE_ESTIMATORS, TrainerSetupError, VPOConfig, silence_checkpointing_renames
 
 silence_checkpointing_renames()
 
@@ -184,11 +185,6 @@ class _GatheredScores:
     """Valid answers the ``constraints`` made invalid."""
     score_errors: float = 0.0
     """Answers whose scorer raised (counted invalid)."""
-
-
-class TrainerSetupError(UserError, ValueError):
-    """A setting that does not fit the task (e.g. ``reward_weights`` of the wrong length): a user
-    mistake (one line from the CLI) and a ``ValueError`` as before."""
 
 
 class StrictRewardsError(UserError):
@@ -363,11 +359,21 @@ class VPOTrainer(GRPOTrainer):
         if self._vpo_task_data:
             if train_dataset is None:
                 train_dataset = build_task_dataset(
-                    task, _load(task, "train", args.train_size, args.data_seed_task, spec), self.num_answers, chat
+                    task,
+                    load_split(
+                        task, "train", args.train_size, args.data_seed_task, spec, required=True, purpose="train on"
+                    ),
+                    self.num_answers,
+                    chat,
                 )
             if eval_dataset is None and args.eval_size:
                 eval_dataset = build_task_dataset(
-                    task, _load(task, "test", args.eval_size, args.data_seed_task, spec), self.num_answers, chat
+                    task,
+                    load_split(
+                        task, "test", args.eval_size, args.data_seed_task, spec, required=True, purpose="evaluate on"
+                    ),
+                    self.num_answers,
+                    chat,
                 )
         elif self.num_answers > 1 and train_dataset is not None:
             train_dataset = train_dataset.map(
@@ -876,22 +882,6 @@ def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_siz
     )
     ok = np.isfinite(per_group)
     return float(per_group[ok].mean()) if ok.any() else 0.0
-
-
-def _load(task: Task, split: str, n: int | None, seed: int | None, spec: str | None = None) -> list[dict]:
-    """The task's ``split`` (``vpo.tasks.registry.load_split``: a failing ``load()`` is one line
-    naming the task, the split and the cause); an empty split is refused, since training or
-    evaluating on it would do nothing and report success."""
-    from vpo.tasks.registry import load_split
-
-    examples = load_split(task, split, n=n, seed=seed, spec=spec)
-    if not examples:
-        name = spec if spec is not None else getattr(task, "name", "?")
-        raise TrainerSetupError(
-            f"task {name!r}: its {split!r} split has no examples, so there is nothing to train or evaluate on; check "
-            "the task's data (task_options / --task-options) and the split name"
-        )
-    return examples
 
 
 def _append_instruction(prompt, m: int):
