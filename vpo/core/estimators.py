@@ -56,7 +56,6 @@ __all__ = [
     "AdvantageResult",
     "EstimatorSpec",
     "ESTIMATORS",
-    "register_estimator",
     "get_estimator",
     "list_estimators",
     "compute_advantages",
