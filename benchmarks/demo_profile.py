@@ -40,7 +40,7 @@ BUCKETS = {
         ("step", "torch/optim/optimizer.py"),
         ("wrapper", "torch/optim/optimizer.py"),
     ],
-    # the demo's configs set shared_prompt_forward: VPOTrainer's override (vpo/train/shared_prefix.py)
+    # the demo's configs set shared_prompt_forward: VPOTrainer's override (vpo/search/shared_prefix.py)
     "loss_forward": [
         ("_get_per_token_logps_and_entropies", "trl/"),
         ("_get_per_token_logps_and_entropies", "vpo/train/trainer.py"),

@@ -73,8 +73,8 @@ def main(argv=None) -> None:
     from vpo.demo.stages import make_task
     from transformers import GenerationConfig
 
-    from vpo.search.prefill import shared_prefix_generate
-    from vpo.train.shared_prefix import shared_prefix_logps
+    from vpo.search.shared_prefix import shared_prefix_generate
+    from vpo.search.shared_prefix import shared_prefix_logps
     from vpo.train.tiny import build_tiny_model
 
     torch.set_num_threads(a.threads)

@@ -1,5 +1,5 @@
 """``vpo eval``'s transformers backend prefills each prompt once for its n rows
-(``vpo.search.prefill.shared_prefix_generate``): the pools must be the ones the plain ``generate``
+(``vpo.search.shared_prefix.shared_prefix_generate``): the pools must be the ones the plain ``generate``
 call gives, token for token, and the shared path must be the one taken."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-import vpo.search.prefill as prefill  # noqa: E402
+import vpo.search.shared_prefix as prefill  # noqa: E402
 from vpo.search.backends import PoolConfig, TransformersGenerator  # noqa: E402
 
 PROMPTS = ["abc", "a longer prompt here", "xy"]

@@ -16,7 +16,7 @@ from trl import GRPOTrainer  # noqa: E402
 from trl.trainer.utils import add_fused_lm_head  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from vpo.train.shared_prefix import shared_prefix_generate, shared_prefix_logps, shared_prefix_supported  # noqa: E402
+from vpo.search.shared_prefix import shared_prefix_generate, shared_prefix_logps, shared_prefix_supported  # noqa: E402
 
 TEMPERATURE = 0.9
 
@@ -84,18 +84,18 @@ def test_shared_prefix_equals_trls_logps_entropies_and_gradients(tiny_model_dir,
 
 def test_a_prompt_mix_up_is_caught(tiny_model_dir, monkeypatch):
     """The comparison has teeth: rows given another row's prompt cache change the numbers."""
-    import vpo.train.shared_prefix as sp
+    import vpo.search.shared_prefix as sp
 
     model = _model(tiny_model_dir)
     ids, mask, c = _batch(model.config.vocab_size)
     ref_logps, _ = _trl(model, ids, mask, c)
-    real = sp._distinct_prompts
+    real = sp.distinct_prompts
 
     def mixed_up(prompt_ids, prompt_mask):
         u_ids, u_mask, inverse = real(prompt_ids, prompt_mask)
         return u_ids, u_mask, (inverse + 1) % u_ids.size(0)
 
-    monkeypatch.setattr(sp, "_distinct_prompts", mixed_up)
+    monkeypatch.setattr(sp, "distinct_prompts", mixed_up)
     wrong, _ = shared_prefix_logps(model, ids, mask, c, TEMPERATURE)
     assert not torch.allclose(wrong, ref_logps, atol=1e-3)
 
@@ -165,7 +165,7 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
     ``shared_prefix_logps`` that repeat the prompt cache to the wrong rows (``inverse`` rolled by one
     distinct prompt; every row given prompt 0's cache): this test fails under each, at the first
     tensor compared."""
-    import vpo.train.shared_prefix as sp
+    import vpo.search.shared_prefix as sp
     from transformers import TrainerCallback
     from vpo.train import VPOConfig, VPOTrainer
 

@@ -17,15 +17,8 @@ The threat model, what each mode enforces and the measured figures are in docs/s
 """
 
 from vpo.sandbox.capabilities import sandbox_capabilities
-from vpo.sandbox.host import (
-    ISOLATION_MODES,
-    ProgramResult,
-    Sandbox,
-    SandboxConfig,
-    SandboxError,
-    TestInput,
-    TestOutcome,
-)
+from vpo.sandbox.config import ISOLATION_MODES, SandboxConfig
+from vpo.sandbox.host import ProgramResult, Sandbox, SandboxError, TestInput, TestOutcome
 from vpo.sandbox.worker import SANDBOX_UID_BASE, STATUSES, WORKER_FLAG
 
 __all__ = [

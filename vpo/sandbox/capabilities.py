@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from vpo.sandbox.host import Sandbox, SandboxConfig, TestInput
+from vpo.sandbox.config import SandboxConfig
+from vpo.sandbox.host import Sandbox, TestInput
 from vpo.sandbox.probe import _PROBE_CACHE, _cgroup_dirs
 
 

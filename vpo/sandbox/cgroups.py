@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from vpo.sandbox.probe import _cgroup_dirs
 
 if TYPE_CHECKING:
-    from vpo.sandbox.host import SandboxConfig
+    from vpo.sandbox.config import SandboxConfig
 
 
 _POOL_LOCK = threading.Lock()

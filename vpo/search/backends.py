@@ -412,9 +412,9 @@ class TransformersGenerator:
         try:
             with torch.random.fork_rng(devices=rng_devices), torch.inference_mode():
                 torch.manual_seed(int(seed))
-                from vpo.search.prefill import shared_prefix_generate
+                from vpo.search.shared_prefix import shared_prefix_generate
 
-                # each prompt's prefill once for its n rows: the same tokens (vpo/search/prefill.py)
+                # each prompt's prefill once for its n rows: the same tokens (vpo/search/shared_prefix.py)
                 out = shared_prefix_generate(self.model.generate, self.model, **enc, **kwargs)
         finally:
             torch.set_num_threads(threads)

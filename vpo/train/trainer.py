@@ -774,7 +774,7 @@ class VPOTrainer(GRPOTrainer):
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's, or with ``shared_prompt_forward`` the prompt prefill once per distinct prompt
-        (``vpo.train.shared_prefix.shared_prefix_generate``: the same tokens, tested)."""
+        (``vpo.search.shared_prefix.shared_prefix_generate``: the same tokens, tested)."""
         args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
         if (
             not getattr(self.args, "shared_prompt_forward", False)
@@ -784,7 +784,7 @@ class VPOTrainer(GRPOTrainer):
             or getattr(self, "tools", None)
         ):
             return super()._generate_single_turn(*args)
-        from vpo.train.shared_prefix import shared_prefix_generate
+        from vpo.search.shared_prefix import shared_prefix_generate
 
         model = self.accelerator.unwrap_model(self.model)
         model.generate = functools.partial(shared_prefix_generate, model.generate, model)  # this call only
@@ -804,8 +804,8 @@ class VPOTrainer(GRPOTrainer):
         compute_aux_loss=False,
         **multimodal,
     ):
-        """TRL's, or with ``shared_prompt_forward`` each distinct prompt once (vpo/train/shared_prefix.py)."""
-        from vpo.train.shared_prefix import shared_prefix_logps, shared_prefix_supported
+        """TRL's, or with ``shared_prompt_forward`` each distinct prompt once (vpo/search/shared_prefix.py)."""
+        from vpo.search.shared_prefix import shared_prefix_logps, shared_prefix_supported
 
         if getattr(self.args, "shared_prompt_forward", False) and shared_prefix_supported(
             model, multimodal, compute_aux_loss
