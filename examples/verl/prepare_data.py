@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     try:  # the task's own mistakes (a factory, a split it lacks, a missing data file): one line, exit 2
         task = tasks.get(args.task, **json.loads(args.task_options))
         loaded = [
-            (load_split(task, split, n=n, seed=args.seed, spec=args.task), split, fname)
+            (load_split(task, split, n=n, seed=args.seed, spec=args.task, required=True, purpose="write"), split, fname)
             for split, n, fname in (
                 (args.train_split, args.train_n, "train"),
                 (args.val_split, args.val_n, "validation"),

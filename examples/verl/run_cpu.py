@@ -3,18 +3,24 @@
 Runs in the veRL environment (``bash scripts/setup_verl_env.sh``); ``scripts/verl_cpu_run.sh`` is the
 same with that interpreter. What it does:
 
-1. writes the task's m-answer prompts as veRL parquet (``examples/verl/prepare_data.py``; maze or
-   prog, ``--num-answers`` from the method: 3 for ``vpo``, 1 for ``grpo``/``vpo_grpo``);
-2. builds the policy once (``examples/verl/make_policy.py``: the tiny Qwen2 and the demo's warm start);
+1. writes the task's m-answer prompts as veRL parquet (``examples/verl/prepare_data.py``; any task
+   ``vpo train`` takes: a registered name, ``module:factory`` or ``path/to/file.py:factory``, with
+   ``--task-options``; ``--num-answers`` from the method: 3 for ``vpo``, 1 for ``grpo``/``vpo_grpo``),
+   and refuses prompts that veRL would all drop for length;
+2. builds the policy once for maze or prog (``examples/verl/make_policy.py``: the tiny Qwen2 and the
+   demo's warm start); another task needs ``--policy``;
 3. runs ``python -m verl.trainer.main_ppo`` with :func:`overrides`: the vpo estimator and score
    function, 2 FSDP2 ranks on gloo (``VERL_PLATFORM=cpu``, :mod:`vpo.integrations.verl_cpu`), the
-   ``vpo_hf`` rollout sampling from an HF copy of the policy, metrics to ``<out>/metrics.jsonl``;
-4. Ray: main_ppo starts a local cluster in its own temp dir; when it exits, every process whose
-   command line names that dir (and the run's process group) is stopped, by pid, and the count of
-   leftovers is recorded.
+   ``vpo_hf`` rollout sampling from an HF copy of the policy, metrics to ``<out>/metrics.<tag>.jsonl``
+   (with vpo's per-step ``vpo/...`` figures, :mod:`vpo.integrations.verl_metrics`), a progress line
+   every 20 s;
+4. Ray: main_ppo starts a local cluster in its own temp dir; the run's processes (its process tree,
+   this script being their subreaper, its session, and any naming that dir) are watched for memory
+   and, when it exits, stopped by pid, and the count of leftovers is recorded.
 
-``<out>/run.json`` records the command, the exit status, the wall time, the peak resident memory
-of the run's processes and the number of Ray leftovers.
+``<out>/run.json`` records the command, the task, the exit status, the wall time, the peak PSS and
+summed RSS of the run's processes, their number, the Ray leftovers and the steps without learning
+signal (every group flat; also said on stderr at the end).
 
     .venv-verl/bin/python examples/verl/run_cpu.py --method vpo --steps 4 --out runs/verl_cpu/vpo
     .venv-verl/bin/python examples/verl/run_cpu.py --method grpo --steps 4 --out runs/verl_cpu/grpo
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -80,6 +87,10 @@ def hydra_value(v) -> str:
 def stop_string(num_answers: int) -> str:
     """The closing tag of the last answer: the rollout stops there."""
     return "</answer>" if num_answers == 1 else f"</answer_{num_answers}>"
+
+
+class RecipeError(ValueError):
+    """A setting the run cannot start with, found before Ray starts (exit 2, with the reason)."""
 
 
 def check_world(prompts_per_step: int, rollouts: int, ranks: int, nodes: int) -> None:
@@ -160,7 +171,7 @@ def overrides(
         "reward.num_workers=1",
         "reward.custom_reward_function.path=pkg://vpo.integrations.verl_reward",
         "reward.custom_reward_function.name=compute_score",
-        f"+reward.custom_reward_function.reward_kwargs.task={task}",
+        f"+reward.custom_reward_function.reward_kwargs.task={hydra_value(task)}",
         f"+reward.custom_reward_function.reward_kwargs.task_options={hydra_value(task_options or {})}",
         f"+reward.custom_reward_function.reward_kwargs.num_answers={m}",
         f"+reward.custom_reward_function.reward_kwargs.num_weightings={num_weightings}",
@@ -176,7 +187,7 @@ def overrides(
         f"trainer.default_local_dir={out}/checkpoints",
         "trainer.resume_mode=auto",
         "trainer.project_name=vpo_verl",
-        f"trainer.experiment_name={method}_{task}",
+        f"trainer.experiment_name={method}_{short_name(task)}",
         f"hydra.run.dir={out}/hydra",
     ]
     if manager == "vpo":
@@ -212,64 +223,114 @@ def overrides(
 # ---------------------------------------------------------------------------------------------
 
 
-def _procs_of(marker: str, pgid: int) -> list[int]:
-    """Pids whose command line names ``marker`` (the run's Ray temp dir) or that are in ``pgid``."""
-    out = []
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process the subreaper of what it starts (Linux ``prctl``): a process of the run whose
+    parent exits (Ray's daemons double-fork) is re-parented here instead of to init, so it stays in
+    this process's tree. Returns False where the call is unavailable."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, session id) of ``pid`` from ``/proc/<pid>/stat``; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1]), int(fields[3])
+
+
+def run_processes(marker: str, sid: int, root: int | None = None) -> list[int]:
+    """The live processes of a run: the descendants of ``root`` (default: this process, a subreaper,
+    see :func:`become_subreaper`), those in session ``sid`` (main_ppo's, started with
+    ``start_new_session``), and those whose command line names ``marker`` (the run's Ray temp dir).
+    Ray's workers share neither the run's process group nor (all of them) its session, so each of
+    the three alone misses some."""
+    root = os.getpid() if root is None else root
+    me = os.getpid()
+    info: dict[int, tuple[str, int, int]] = {}
     for d in os.listdir("/proc"):
-        if not d.isdigit():
+        if d.isdigit() and int(d) != me and (st := _stat(int(d))) is not None:
+            info[int(d)] = st
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in info.items():
+        children.setdefault(ppid, []).append(pid)
+    mine, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in mine:
+                mine.add(c)
+                todo.append(c)
+    for pid, (_, _, s) in info.items():
+        if pid in mine:
             continue
-        pid = int(d)
-        if pid == os.getpid():
+        if sid > 0 and s == sid:
+            mine.add(pid)
             continue
         try:
-            with open(f"/proc/{d}/stat") as f:
-                if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
-                    continue  # a zombie has already exited (its parent has not reaped it yet)
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().decode(errors="replace")
-            mine = marker in cmd
-            if not mine and pgid > 0:
-                mine = os.getpgid(pid) == pgid
-        except (OSError, ProcessLookupError):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker in f.read().decode(errors="replace"):
+                    mine.add(pid)
+        except OSError:
             continue
-        if mine:
-            out.append(pid)
-    return out
+    return sorted(p for p in mine if p in info and info[p][0] != "Z")  # a zombie has exited already
 
 
-def _rss(pid: int) -> int:
+def _memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of ``pid`` in bytes. PSS splits each shared page among the processes that map it,
+    so PSS sums to what the run holds; summed RSS counts shared libraries once per process."""
+    rss = pss = 0
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss, pss
 
 
 class MemoryWatch(threading.Thread):
-    """Samples the summed RSS of the run's processes every ``every`` seconds; ``peak`` in bytes."""
+    """Samples the run's processes (:func:`run_processes`) every ``every`` seconds: the peaks of their
+    summed PSS and summed RSS (bytes) and of their number."""
 
     def __init__(self, marker: str, every: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.marker, self.every = marker, every
-        self.pgid = -1
-        self.peak = 0
+        self.sid = -1
+        self.peak_pss = self.peak_rss = 0
         self.max_procs = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
+
+    def sample(self) -> None:
+        pids = run_processes(self.marker, self.sid)
+        mem = [_memory(p) for p in pids]
+        self.peak_rss = max(self.peak_rss, sum(r for r, _ in mem))
+        self.peak_pss = max(self.peak_pss, sum(p for _, p in mem))
+        self.max_procs = max(self.max_procs, len(pids))
 
     def run(self) -> None:
-        while not self._stop.is_set():
-            pids = _procs_of(self.marker, self.pgid)
-            self.peak = max(self.peak, sum(_rss(p) for p in pids))
-            self.max_procs = max(self.max_procs, len(pids))
-            self._stop.wait(self.every)
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.every)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
 
-def stop_processes(marker: str, pgid: int, grace: float = 10.0) -> int:
+def stop_processes(marker: str, sid: int, grace: float = 10.0) -> int:
     """SIGTERM, then SIGKILL, the run's leftover processes (by pid); returns how many there were."""
-    pids = _procs_of(marker, pgid)
+    pids = run_processes(marker, sid)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in pids:
             try:
@@ -279,10 +340,20 @@ def stop_processes(marker: str, pgid: int, grace: float = 10.0) -> int:
         deadline = time.time() + grace
         while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
             time.sleep(0.2)
-        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+            _reap()
+        pids = [p for p in pids if os.path.exists(f"/proc/{p}") and (_stat(p) or ("Z",))[0] != "Z"]
         if not pids:
             break
     return len(pids)
+
+
+def _reap() -> None:
+    """Collect exited children (as a subreaper this process inherits the run's orphans)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +365,7 @@ def prepare(task: str, num_answers: int, data_dir: Path, train_n: int, val_n: in
     sys.path.insert(0, str(HERE))
     import prepare_data
 
-    prepare_data.main(
+    rc = prepare_data.main(
         [
             "--task",
             task,
@@ -310,6 +381,151 @@ def prepare(task: str, num_answers: int, data_dir: Path, train_n: int, val_n: in
             str(val_n),
         ]
     )
+    if rc:
+        raise RecipeError(
+            f"writing the task's prompts as veRL data failed (prepare_data.py, exit {rc}; its reason is above)"
+        )
+
+
+POLICY_TASKS = ("maze", "prog")
+"""The tasks whose tiny policy the recipe builds itself (examples/verl/make_policy.py); any other task
+needs ``--policy``."""
+
+
+def resolve_task(task: str, options_json: str | None, policy: str | None) -> tuple[str, dict]:
+    """``--task`` as every veRL process can import it (a ``path/to/file.py:factory`` made absolute: the
+    workers run in the run directory) and its options: ``--task-options`` as given, else the CPU demo's
+    options for maze and prog (what the built policy's warm start saw) and none for other tasks. The
+    task is built once here, so a mistake is said before Ray starts (``ValueError``)."""
+    spec = task.strip()
+    left, sep, attr = spec.rpartition(":")
+    if sep and (left.endswith(".py") or "/" in left):
+        spec = f"{Path(left).expanduser().resolve()}:{attr}"
+    if options_json is None:
+        options = demo_task_options(spec) if spec in POLICY_TASKS else {}
+    else:
+        try:
+            options = json.loads(options_json)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--task-options must be a JSON object, e.g. '{{\"size\": 7}}' ({e})") from None
+        if not isinstance(options, dict):
+            raise ValueError(f"--task-options must be a JSON object, got {type(options).__name__}")
+    from vpo import tasks
+    from vpo.errors import UserError
+
+    try:
+        tasks.get(spec, **options)
+    except UserError as e:
+        raise ValueError(" ".join(str(e).split())) from None
+    if spec not in POLICY_TASKS and policy is None:
+        raise ValueError(
+            f"--task {task}: the recipe builds a policy for maze and prog only; give --policy, a checkpoint that "
+            "can answer this task's prompts"
+        )
+    return spec, options
+
+
+def short_name(task: str) -> str:
+    """A file-name-safe name for a task spec (``/a/b/my_task.py:make`` -> ``my_task.py_make``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", task.rpartition("/")[2])[-40:]
+
+
+def data_dir_for(work: Path, task: str, options: dict, m: int) -> Path:
+    """Where the prompts of ``task`` with ``options`` and m answers are cached (a changed option writes anew)."""
+    import hashlib
+
+    name = short_name(task)
+    key = hashlib.sha1(json.dumps([task, options], sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return work / f"data_{name}_{key}_m{m}"
+
+
+def prompt_lengths(policy: Path, prompts: list) -> list[int]:
+    """Token counts of chat ``prompts`` (lists of messages) under the policy's chat template, as veRL
+    counts them for ``data.max_prompt_length`` (generation prompt included)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(policy))
+    out = []
+    for p in prompts:
+        ids = tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True)
+        out.append(len(ids["input_ids"] if hasattr(ids, "keys") else ids))  # transformers 5 returns a dict
+    return out
+
+
+def check_prompt_lengths(policy: Path, data_dir: Path, limit: int) -> None:
+    """veRL drops prompts longer than ``limit`` tokens (``data.filter_overlong_prompts``), and an empty
+    split then fails deep inside Ray: refuse that here, and say how many a split loses."""
+    import pandas as pd
+
+    for split in ("train", "validation"):
+        path = data_dir / f"{split}.parquet"
+        if not path.exists():
+            continue
+        lengths = prompt_lengths(policy, [list(p) for p in pd.read_parquet(path)["prompt"]])
+        over = sum(n > limit for n in lengths)
+        if lengths and over == len(lengths):
+            raise RecipeError(
+                f"every {split} prompt is longer than --max-prompt-length {limit} tokens (the shortest has "
+                f"{min(lengths)}), so veRL would drop them all; raise --max-prompt-length"
+            )
+        if over:
+            print(
+                f"[run_cpu] warning: {over} of {len(lengths)} {split} prompts are longer than --max-prompt-length "
+                f"{limit} tokens and veRL drops them (the longest has {max(lengths)})",
+                file=sys.stderr,
+            )
+
+
+def flat_steps(metrics_path: Path) -> tuple[int, int]:
+    """(steps in which every group was flat, steps with vpo's metrics) in a veRL metrics file."""
+    flat = total = 0
+    if not metrics_path.exists():
+        return 0, 0
+    for line in metrics_path.read_text().splitlines():
+        try:
+            data = json.loads(line).get("data", {})
+        except json.JSONDecodeError:
+            continue
+        if "vpo/flat_group_frac" in data:
+            total += 1
+            flat += data["vpo/flat_group_frac"] >= 1.0
+    return flat, total
+
+
+PROGRESS_EVERY = 20.0
+"""Seconds between the progress lines printed while main_ppo runs (its own output goes to the log)."""
+
+
+def steps_logged(metrics_path: Path) -> int:
+    """Training steps veRL's file logger has written so far."""
+    try:
+        return sum(1 for line in metrics_path.read_text().splitlines() if '"training/global_step"' in line)
+    except OSError:
+        return 0
+
+
+def wait_with_progress(proc, timeout: float, watch: MemoryWatch, metrics_path: Path, steps: int, log: Path) -> int:
+    """``proc.wait(timeout)``, printing a line to stderr every :data:`PROGRESS_EVERY` seconds: elapsed
+    time, steps logged, the run's memory (PSS) and processes so far."""
+    t0 = time.time()
+    next_line = t0 + PROGRESS_EVERY
+    while True:
+        try:
+            return proc.wait(timeout=max(0.1, min(next_line, t0 + timeout) - time.time()))
+        except subprocess.TimeoutExpired:
+            now = time.time()
+            if now - t0 >= timeout:
+                raise
+            if now >= next_line:
+                next_line = now + PROGRESS_EVERY
+                done = steps_logged(metrics_path)
+                phase = "starting Ray, the workers and the model" if done == 0 else f"step {done}/{steps} done"
+                print(
+                    f"[run_cpu {time.strftime('%H:%M:%S')}] main_ppo {now - t0:.0f} s: {phase}; "
+                    f"{watch.peak_pss / 2**30:.1f} GiB PSS, {watch.max_procs} processes at most (log: {log})",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def run(args, extra: list[str]) -> dict:
@@ -317,18 +533,25 @@ def run(args, extra: list[str]) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work).expanduser().resolve() if args.work else out.parent
     m = answers_for(args.method)
-    data_dir = work / f"data_{args.task}_m{m}"
-    task_options = demo_task_options(args.task)
-    prepare(args.task, m, data_dir, args.train_n, args.val_n, task_options)
-    policy = Path(args.policy).expanduser().resolve() if args.policy else work / f"policy_{args.task}"
+    task, task_options = args.task_spec, args.task_option_values
+    data_dir = data_dir_for(work, task, task_options, m)
+    prepare(task, m, data_dir, args.train_n, args.val_n, task_options)
+    policy = Path(args.policy).expanduser().resolve() if args.policy else work / f"policy_{task}"
     if not (policy / "config.json").exists():
         sys.path.insert(0, str(HERE))
         import make_policy
 
-        make_policy.main(["--out", str(policy), "--domain", args.task, "--steps", str(args.warm_steps)])
+        print(
+            f"[run_cpu] building the tiny {task} policy ({args.warm_steps} warm-start steps, about 1-2 min on 2 "
+            f"cores) -> {policy}",
+            file=sys.stderr,
+            flush=True,
+        )
+        make_policy.main(["--out", str(policy), "--domain", task, "--steps", str(args.warm_steps)])
+    check_prompt_lengths(policy, data_dir, args.max_prompt_length)
     ov = overrides(
         method=args.method,
-        task=args.task,
+        task=task,
         model=str(policy),
         data_dir=str(data_dir),
         out=str(out),
@@ -338,6 +561,8 @@ def run(args, extra: list[str]) -> dict:
         ranks=args.ranks,
         nodes=args.nodes,
         lr=args.lr,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
         save_freq=args.save_freq,
         task_options=task_options,
     )
@@ -358,11 +583,14 @@ def run(args, extra: list[str]) -> dict:
         "VPO_VERL_THREADS": os.environ.get("VPO_VERL_THREADS", "1"),
         "RAY_DEDUP_LOGS": "0",
         "RAY_USAGE_STATS_ENABLED": "0",
+        # a module:factory task is imported in every worker, which runs in the run directory
+        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p),
     }
     if args.dump:
         env["VPO_VERL_DUMP_DIR"] = str(Path(args.dump).expanduser().resolve())
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *ov]
     (out / f"command.{tag}.json").write_text(json.dumps({"cmd": cmd}, indent=1))
+    subreaper = become_subreaper()
     watch = MemoryWatch(ray_tmp)
     t0 = time.time()
     log_path = out / f"main_ppo.{tag}.log"
@@ -370,10 +598,10 @@ def run(args, extra: list[str]) -> dict:
         proc = subprocess.Popen(
             cmd, env=env, cwd=str(out), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        watch.pgid = proc.pid
+        watch.sid = proc.pid  # start_new_session: main_ppo leads a session of its own
         watch.start()
         try:
-            rc = proc.wait(timeout=args.timeout)
+            rc = wait_with_progress(proc, args.timeout, watch, Path(env["VERL_FILE_LOGGER_PATH"]), args.steps, log_path)
         except (subprocess.TimeoutExpired, KeyboardInterrupt) as e:
             rc = 124 if isinstance(e, subprocess.TimeoutExpired) else 130
             os.killpg(proc.pid, signal.SIGTERM)
@@ -384,18 +612,27 @@ def run(args, extra: list[str]) -> dict:
                 proc.wait()
     wall = time.time() - t0
     watch.stop()
+    watch.join()
     leftovers = stop_processes(ray_tmp, proc.pid)
+    _reap()
     shutil.rmtree(ray_tmp, ignore_errors=True)
+    metrics_path = Path(env["VERL_FILE_LOGGER_PATH"])
+    flat, logged = flat_steps(metrics_path)
     rec = {
         "tag": tag,
         "method": args.method,
-        "task": args.task,
+        "task": task,
+        "task_options": task_options,
         "steps": args.steps,
         "returncode": rc,
         "wall_s": round(wall, 1),
-        "peak_rss_gib": round(watch.peak / 2**30, 2),
+        "peak_pss_gib": round(watch.peak_pss / 2**30, 2),
+        "peak_rss_sum_gib": round(watch.peak_rss / 2**30, 2),
         "max_processes": watch.max_procs,
+        "process_tree": "subreaper" if subreaper else "session and Ray temp dir only",
         "leftover_processes": leftovers,
+        "flat_steps": flat,
+        "vpo_metric_steps": logged,
         "timed_out": rc == 124,
         "log": str(log_path),
         "metrics": env["VERL_FILE_LOGGER_PATH"],
@@ -413,7 +650,15 @@ def main(argv=None) -> int:
         argv, extra = argv[:i], argv[i + 1 :]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--method", default="vpo", help="algorithm.adv_estimator: vpo, vpo_grpo, grpo (veRL's), ...")
-    p.add_argument("--task", default="maze", choices=["maze", "prog"])
+    p.add_argument(
+        "--task", default="maze",
+        help="a registered task (maze, prog, ...; `vpo tasks`), module:factory or path/to/file.py:factory; "
+        "a task other than maze or prog needs --policy",
+    )  # fmt: skip
+    p.add_argument(
+        "--task-options", default=None,
+        help="the task's options as a JSON object (default: the CPU demo's for maze and prog, none otherwise)",
+    )  # fmt: skip
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--out", required=True, help="run directory (logs, metrics, checkpoints)")
     p.add_argument("--work", default=None, help="where data and the policy are cached (default: the out's parent)")
@@ -427,6 +672,11 @@ def main(argv=None) -> int:
     )  # fmt: skip
     p.add_argument("--nodes", type=int, default=1, help="Ray nodes (trainer.nnodes); more than 1 needs a Ray cluster")
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument(
+        "--max-prompt-length", type=int, default=128,
+        help="prompt tokens (data.max_prompt_length; longer prompts are dropped, and a split with none left is refused)",
+    )  # fmt: skip
+    p.add_argument("--max-response-length", type=int, default=48, help="response tokens (data.max_response_length)")
     p.add_argument(
         "--save-freq", type=int, default=None,
         help="checkpoint every N steps (default: --steps, one checkpoint at the end; -1: none). A rerun of the "
@@ -442,11 +692,23 @@ def main(argv=None) -> int:
         args.save_freq = args.steps
     try:
         check_world(args.prompts_per_step, args.rollouts, args.ranks, args.nodes)
+        args.task_spec, args.task_option_values = resolve_task(args.task, args.task_options, args.policy)
     except ValueError as e:
         print(f"run_cpu.py: {e}", file=sys.stderr)
         return 2
-    rec = run(args, extra)
+    try:
+        rec = run(args, extra)
+    except RecipeError as e:
+        print(f"run_cpu.py: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(rec))
+    if rec.get("flat_steps"):
+        print(
+            f"warning: no learning signal in {rec['flat_steps']} of {rec['vpo_metric_steps']} steps: every group's "
+            "rollouts scored alike, so every advantage was 0 (vpo/flat_group_frac, vpo/parse_failure_rate in "
+            f"{rec['metrics']})",
+            file=sys.stderr,
+        )
     if rec["returncode"] == 0 and args.save_freq > 0:
         print(
             f"checkpoints: {Path(args.out).expanduser().resolve() / 'checkpoints'}; to train further, rerun this "

@@ -508,7 +508,13 @@ def _recipe():
 @pytest.mark.verl
 @pytest.mark.parametrize(
     "method, task, cpu",
-    [("vpo", "maze", True), ("grpo", "prog", True), ("vpo_grpo", "maze", True), ("vpo", "maze", False)],
+    [
+        ("vpo", "maze", True),
+        ("grpo", "prog", True),
+        ("vpo_grpo", "maze", True),
+        ("vpo", "maze", False),
+        ("vpo", "/abs/my tasks/pair_task.py:make", True),  # a user's task file: quoted for Hydra
+    ],
 )
 def test_cpu_recipe_overrides_compose_with_veRLs_config(method, task, cpu):
     """examples/verl/run_cpu.py's overrides (and the GPU variant gpu_check runs) against veRL's real
@@ -521,7 +527,7 @@ def test_cpu_recipe_overrides_compose_with_veRLs_config(method, task, cpu):
     from verl.utils.config import omega_conf_to_dataclass
 
     recipe = _recipe()
-    opts = recipe.demo_task_options(task)
+    opts = recipe.demo_task_options(task) if task in recipe.POLICY_TASKS else {"k": [1, 2]}
     ov = recipe.overrides(
         method=method, task=task, model="/m", data_dir="/d", out="/o", steps=3, cpu=cpu, task_options=opts
     )
@@ -531,6 +537,7 @@ def test_cpu_recipe_overrides_compose_with_veRLs_config(method, task, cpu):
     m = 3 if method == "vpo" else 1
     kw = config.reward.custom_reward_function.reward_kwargs
     assert kw.num_answers == m and kw.task == task and dict(kw.task_options) == opts
+    assert "/" not in config.trainer.experiment_name
     assert config.algorithm.adv_estimator == method and config.trainer.total_training_steps == 3
     rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
     if cpu:
@@ -681,3 +688,148 @@ def test_the_recipe_saves_a_checkpoint_at_the_end_by_default(monkeypatch, capsys
     assert "rerun this command with a larger --steps" in capsys.readouterr().err
     assert recipe.main(["--out", "/tmp/vpo-recipe-test", "--steps", "6", "--save-freq", "-1"]) == 0
     assert seen["save_freq"] == -1 and "checkpoints:" not in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# the recipe's own tasks, the zero-signal warning and the process count (no veRL needed)
+# ---------------------------------------------------------------------------------------------
+
+PAIR_TASK = """from vpo.tasks import FunctionTask
+
+
+def make(k=1.0):
+    # test-only task (named as such): a constant reward, so every group is flat
+    return FunctionTask("pair", {"a": lambda ex, a: k, "b": lambda ex, a: 0.5},
+                        examples=[{"id": i, "question": f"Say {i}."} for i in range(8)])
+"""
+
+
+def test_the_recipe_takes_any_task_with_its_options_and_refuses_mistakes_before_ray(tmp_path, monkeypatch, capsys):
+    """--task takes a registered name, module:factory or path/to/file.py:factory (made absolute: the
+    workers run in the run directory), --task-options is used as given, maze and prog default to the
+    demo's options, and a mistake exits 2 before anything starts."""
+    recipe = _recipe()
+    (tmp_path / "pair_task.py").write_text(PAIR_TASK)
+    monkeypatch.chdir(tmp_path)
+    spec, opts = recipe.resolve_task("pair_task.py:make", '{"k": 0.25}', policy="/some/model")
+    assert spec == f"{tmp_path / 'pair_task.py'}:make" and opts == {"k": 0.25}
+    assert recipe.resolve_task("pair_task:make", None, policy="/m") == ("pair_task:make", {})
+    assert recipe.resolve_task("maze", None, None) == ("maze", recipe.demo_task_options("maze"))
+    assert recipe.resolve_task("maze", '{"size": 7}', None) == ("maze", {"size": 7})
+    d1 = recipe.data_dir_for(tmp_path, spec, {"k": 0.25}, 3)
+    assert d1 != recipe.data_dir_for(tmp_path, spec, {"k": 0.5}, 3) and d1.name.startswith("data_pair_task.py_make_")
+    for argv, says in [
+        (["--task", "pair_task.py:make"], "give --policy"),
+        (["--task", "nosuchtask"], "unknown task 'nosuchtask'"),
+        (["--task", "pair_task.py:make", "--policy", "/m", "--task-options", "[1]"], "must be a JSON object"),
+        (["--task", "pair_task.py:make", "--policy", "/m", "--task-options", '{"q": 1}'], "bad options"),
+    ]:
+        assert recipe.main(["--out", str(tmp_path / "o"), *argv]) == 2, argv
+        assert says in capsys.readouterr().err, argv
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
+    """The recipe reads vpo's per-step metrics back: steps where every group was flat are counted in
+    run.json and named on stderr (here from a metrics file as veRL's file logger writes it)."""
+    recipe = _recipe()
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "data": {"vpo/flat_group_frac": f}} for s, f in [(1, 1.0), (2, 0.5), (3, 1.0)]]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 4, "data": {}}\n')
+    assert recipe.flat_steps(path) == (2, 3)
+    assert recipe.flat_steps(tmp_path / "missing.jsonl") == (0, 0)
+
+    def fake_run(args, extra):  # a fake main_ppo: only what main does with its record matters here
+        return {"returncode": 0, "log": "/dev/null", "flat_steps": 2, "vpo_metric_steps": 3, "metrics": str(path)}
+
+    monkeypatch.setattr(recipe, "run", fake_run)
+    assert recipe.main(["--out", str(tmp_path / "o"), "--save-freq", "-1"]) == 0
+    assert "no learning signal in 2 of 3 steps" in capsys.readouterr().err
+
+
+def test_the_process_watch_counts_orphans_in_another_session_and_group(tmp_path):
+    """Ray's daemons leave the run's process group, some its session, and not all name the temp dir:
+    as a subreaper the recipe still finds them in its process tree (a double-forked, setsid'd
+    orphan here), where the session and the marker alone miss it."""
+    recipe = _recipe()
+    if not recipe.become_subreaper():
+        pytest.skip("prctl(PR_SET_CHILD_SUBREAPER) is unavailable here")
+    ready = tmp_path / "pid"
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(ready)], start_new_session=True)
+    child.wait(timeout=30)
+    for _ in range(200):
+        if ready.exists() and ready.read_text():
+            break
+        import time
+
+        time.sleep(0.05)
+    orphan = int(ready.read_text())
+    try:
+        assert recipe._stat(orphan)[1] == os.getpid()  # re-parented to this process
+        assert orphan in recipe.run_processes("no-such-marker", sid=child.pid)
+        assert orphan not in recipe.run_processes("no-such-marker", sid=child.pid, root=child.pid)
+        watch = recipe.MemoryWatch("no-such-marker")
+        watch.sid = child.pid
+        watch.sample()
+        assert watch.max_procs >= 1 and watch.peak_pss > 0 and watch.peak_rss >= watch.peak_pss
+        assert recipe.stop_processes("no-such-marker", child.pid, grace=5) == 0
+        assert not os.path.exists(f"/proc/{orphan}") or recipe._stat(orphan)[0] == "Z"
+    finally:
+        try:
+            os.kill(orphan, 9)
+        except ProcessLookupError:
+            pass
+        recipe._reap()
+
+
+@pytest.mark.verl
+def test_veRLs_trainer_method_is_wrapped_when_it_loads_and_keeps_its_signature():
+    """After a plain ``import verl`` (which imports the plugin), loading veRL's V1 trainer wraps the
+    method vpo's per-step metrics hang on; a veRL rename or signature change fails here, not silently."""
+    _verl()
+    code = (
+        "import inspect, verl\n"
+        "from vpo.integrations import verl_metrics\n"
+        "import importlib\n"
+        "m = importlib.import_module(verl_metrics.TRAINER_MODULE)\n"
+        "f = m.PPOTrainer._compute_metrics\n"
+        "print(getattr(f, '_vpo_wrapped', False), list(inspect.signature(f.__wrapped__).parameters))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == (
+        "True ['self', 'batch', 'metrics', 'timing_raw', 'global_steps', 'epoch']"
+    )
+
+
+def test_prompts_longer_than_the_limit_are_refused_before_ray(tmp_path, capsys):
+    """veRL drops prompts over data.max_prompt_length and then fails deep in Ray on an empty dataset:
+    the recipe counts them with the policy's own chat template first (a tiny policy's tokenizer here)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from vpo.train.tiny import build_tiny_model
+
+    recipe = _recipe()
+    policy = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64)
+    short = [{"role": "user", "content": "Say 0."}]
+    long = [{"role": "user", "content": "x" * 300}]
+    n_short, n_long = recipe.prompt_lengths(policy, [short, long])
+    assert 6 < n_short < 60 and n_long > 300
+    data = tmp_path / "data"
+    data.mkdir()
+    pd.DataFrame({"prompt": [long, long]}).to_parquet(data / "train.parquet")
+    pd.DataFrame({"prompt": [short, long]}).to_parquet(data / "validation.parquet")
+    with pytest.raises(recipe.RecipeError, match=r"every train prompt is longer than --max-prompt-length 128 tokens"):
+        recipe.check_prompt_lengths(policy, data, 128)
+    recipe.check_prompt_lengths(policy, data, 400)
+    pd.DataFrame({"prompt": [short, long]}).to_parquet(data / "train.parquet")
+    recipe.check_prompt_lengths(policy, data, 128)
+    assert "1 of 2 train prompts are longer than --max-prompt-length 128 tokens" in capsys.readouterr().err

@@ -14,9 +14,16 @@ every sync, every rollout's tokens and log-probs; and veRL's own metrics file) t
   with the weights of its step; veRL's rollout-vs-actor probability gap stays under ``PROB_TOL``;
 * the completions parse (answers per rollout), the per-objective rewards and the set-score
   diagnostics appear in veRL's logged (validation) metrics;
-* the checkpoint saved at step 2 resumes, and the resumed run reaches step 4.
+* the checkpoint saved at step 2 resumes, and the resumed run reaches step 4;
+* veRL's *training* metrics carry vpo's per-step figures (per-objective rewards, parse failures, the
+  flat-group share and the mean set score, the last two equal to what the estimator was given), and
+  ``run.json`` counts the run's whole process tree (33-35 processes, PSS beside summed RSS).
 
-Cost: about 4-6 minutes on 2 cores (most of it Ray and model start-up, twice).
+A third run, one step on a user's task file (``path.py:factory`` with ``--task-options``) whose rewards
+are constant, checks that a run without learning signal says so in its log, on stderr and in
+``run.json``.
+
+Cost: about 4-5 minutes on 2 cores (most of it Ray and model start-up, three times).
 """
 
 from __future__ import annotations
@@ -42,6 +49,10 @@ POLICY = os.environ.get("VPO_VERL_TEST_POLICY")
 """A prebuilt policy checkpoint to start from (default: build the tiny one with WARM_STEPS)."""
 ADV_TOL = 1e-6
 """Max |A_verl - A_core| per rollout (measured: 4.9e-8; both sides compute the z-score in float32)."""
+MIN_PROCESSES = 30
+"""A 2-rank run has 35-37 processes (Ray's daemons and workers, the two ranks, the rollout and reward
+workers: an outside watch of the whole session counted them); the former count by process group or
+temp dir saw 21."""
 PROB_TOL = 1e-4
 """Max |p_rollout - p_actor| per token (veRL's ``training/rollout_probs_diff_max``): both sides run the
 same fp32 weights (measured: about 1.2e-6, float32 rounding; a random-token rollout gives 0.013)."""
@@ -57,14 +68,13 @@ def _read_jsonl(paths) -> list[dict]:
     return out
 
 
-def _run(out: Path, work: Path, steps: int, dump: Path, tag: str) -> dict:
+def _run(out: Path, work: Path, steps: int, dump: Path, tag: str, task: tuple = ("--task", "maze")) -> dict:
     cmd = [
         sys.executable,
         str(RUN),
         "--method",
         "vpo",
-        "--task",
-        "maze",
+        *task,
         "--steps",
         str(steps),
         "--out",
@@ -96,7 +106,7 @@ def _run(out: Path, work: Path, steps: int, dump: Path, tag: str) -> dict:
     assert res.returncode == 0 and lines, (
         f"run_cpu.py failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}"
     )
-    return json.loads(lines[-1])
+    return {**json.loads(lines[-1]), "stderr": res.stderr}
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +121,38 @@ def runs(tmp_path_factory):
         first = _run(out, root, STEPS_FIRST, dump1, "first")
         second = _run(out, root, STEPS_TOTAL, dump2, "resumed")
     return {"root": root, "out": out, "dumps": (dump1, dump2), "records": (first, second)}
+
+
+PAIR_TASK = """from vpo.tasks import FunctionTask
+
+
+def make(k=1.0):
+    # test-only task (named as such): constant rewards; with k = 0 every answer scores what a rollout
+    # without an answer scores (0), so every group of every step is flat
+    return FunctionTask("pair", {"a": lambda ex, a: k, "b": lambda ex, a: 0.0},
+                        examples=[{"id": i, "question": f"Say {i}."} for i in range(64)])
+"""
+
+
+@pytest.fixture(scope="module")
+def flat_run(runs):
+    """One step of the recipe on a user's task file whose rewards are constant (no learning signal)."""
+    root = runs["root"]
+    task_file = root / "user_tasks" / "pair_task.py"
+    task_file.parent.mkdir(exist_ok=True)
+    task_file.write_text(PAIR_TASK)
+    policy = POLICY or str(root / "policy_maze")
+    task = (
+        "--task",
+        f"{task_file}:make",
+        "--task-options",
+        '{"k": 0.0}',
+        "--policy",
+        policy,
+        "--max-prompt-length",
+        "320",
+    )
+    return _run(root / "flat", root, 1, root / "dump_flat", "flat", task=task)
 
 
 def _metrics(path) -> dict[int, dict]:
@@ -292,3 +334,52 @@ def test_completions_parse_and_reward_diagnostics_reach_veRLs_metrics(runs):
     ]:
         assert key in names, f"{key} is not in veRL's logged metrics"
     assert "critic/score/mean" in metrics and "critic/advantages/max" in metrics
+
+
+def test_training_metrics_carry_vpo_diagnostics_at_every_step(runs):
+    """veRL's training metrics (not only validation's) hold vpo's per-objective rewards, parse
+    failures, flat-group share and mean set score at every step, and the last two equal what the
+    estimator was given at that step."""
+    from vpo.tasks.maze import MazeTask
+
+    objectives = MazeTask().objectives
+    metrics = {}
+    for rec in runs["records"]:
+        metrics.update(_metrics(rec["metrics"]))
+    batches = []
+    for dump in runs["dumps"]:
+        batches += sorted(_read_jsonl(dump.glob("estimator.*.jsonl")), key=lambda r: r["time"])
+    assert len(batches) == STEPS_TOTAL
+    for step, batch in enumerate(batches, start=1):
+        data = metrics[step]
+        for key in [f"vpo/objective/{o}" for o in objectives] + ["vpo/parse_failure_rate", "vpo/flat_group_batches"]:
+            assert key in data, (step, key)
+        scores, uids = np.array(batch["score"]), np.array(batch["uid"])
+        flat = np.mean([np.ptp(scores[uids == u]) <= 1e-6 for u in dict.fromkeys(batch["uid"])])
+        assert data["vpo/flat_group_frac"] == pytest.approx(flat), step
+        assert data["vpo/score"] == pytest.approx(scores.mean(), abs=1e-6), step
+        assert 0 <= data["vpo/parse_failure_rate"] <= 1
+
+
+def test_a_run_without_signal_warns_in_its_log_and_at_the_end(flat_run):
+    """A user's task file (path:factory, with --task-options) trains through the recipe; its constant
+    rewards leave every group flat, which the run's log, its stderr, run.json and the metrics say."""
+    rec = flat_run
+    assert rec["task"].startswith("/") and rec["task"].endswith("pair_task.py:make")
+    assert rec["task_options"] == {"k": 0.0}
+    assert rec["flat_steps"] == rec["vpo_metric_steps"] == 1
+    assert "no learning signal in 1 of 1 steps" in rec["stderr"]
+    assert "every group is flat" in Path(rec["log"]).read_text(errors="replace")
+    data = _metrics(rec["metrics"])[1]
+    assert data["vpo/flat_group_frac"] == 1.0 and data["vpo/flat_group_batches"] == 1.0
+    if data["vpo/parse_failure_rate"] < 1:  # the task's option (k = 0, not the default 1) reached the workers
+        assert data["vpo/objective/a"] == 0.0 and data["vpo/objective/b"] == 0.0
+
+
+def test_the_memory_figure_counts_every_process_of_the_run(runs):
+    """run.json's process count and memory come from the run's whole process tree (Ray's workers
+    included) and report PSS beside summed RSS."""
+    for rec in runs["records"]:
+        assert rec["process_tree"] == "subreaper"
+        assert rec["max_processes"] >= MIN_PROCESSES, rec
+        assert 0 < rec["peak_pss_gib"] <= rec["peak_rss_sum_gib"]

@@ -22,6 +22,10 @@ Each estimator is the veRL signature around :func:`vpo.core.compute_advantages`:
 * out: ``(advantages, returns)``, both ``[bs, T]`` = per-rollout advantage x ``response_mask``, in
   the dtype/device of ``token_level_rewards``.
 
+Importing this module also wraps veRL's per-step metrics (:mod:`vpo.integrations.verl_metrics`): the
+per-objective rewards, parse failures, flat-group share and set-score diagnostics at every training
+step, and a warning when a step had no learning signal.
+
 Simplification: one advantage per rollout, broadcast over every response token (the paper's
 credit assignment).
 """
@@ -37,6 +41,7 @@ import numpy as np
 import torch
 
 from vpo.core.estimators import SET_OBJECTIVES, EstimatorConfig, compute_advantages
+from vpo.integrations.verl_metrics import install as install_metrics
 from vpo.integrations.verl_reward import DUMP_ENV, core_method, verl_methods
 
 __all__ = ["register", "make_estimator", "REGISTERED"]
@@ -178,3 +183,5 @@ try:  # veRL imports (never calls) entry points: register on import
     register()
 except ImportError:  # imported without verl installed: nothing to register into
     pass
+else:  # vpo's per-step training metrics and the no-signal warning (vpo.integrations.verl_metrics)
+    install_metrics()

