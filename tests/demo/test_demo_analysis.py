@@ -28,7 +28,7 @@ from vpo.search.poolstats import (
     distinct_count,
     matched_prefix,
     pareto_coverage,
-    union_coverage,
+    pool_union_coverage,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -65,9 +65,9 @@ def test_completed_mask_without_completion_component():
 
 def test_union_coverage_hand_computed():
     pts = np.array([[[1, 0.5, 0], [1, 0, 1], [0, 0, 0]]], dtype=float)
-    assert union_coverage(pts, np.array([[True, True, True]]))[0] == pytest.approx(2.5)
-    assert union_coverage(pts, np.array([[False, True, False]]))[0] == pytest.approx(2.0)
-    assert union_coverage(pts, np.array([[False, False, False]]))[0] == 0.0
+    assert pool_union_coverage(pts, np.array([[True, True, True]]))[0] == pytest.approx(2.5)
+    assert pool_union_coverage(pts, np.array([[False, True, False]]))[0] == pytest.approx(2.0)
+    assert pool_union_coverage(pts, np.array([[False, False, False]]))[0] == 0.0
 
 
 def test_pareto_coverage_hand_computed():

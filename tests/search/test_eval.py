@@ -30,7 +30,7 @@ from vpo.search import (
     write_report,
 )
 from vpo.search.backends import normalize_base_url
-from vpo.search.generate import format_prompt
+from vpo.search.backends import format_prompt
 
 SMALL = dict(max_new_tokens=24, num_threads=1)
 

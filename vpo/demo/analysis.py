@@ -104,7 +104,7 @@ def run_stats(
         distinct_count,
         matched_prefix,
         pareto_coverage,
-        union_coverage,
+        pool_union_coverage,
     )
 
     ids = [ex["id"] for ex in examples]
@@ -131,7 +131,7 @@ def run_stats(
     out["completion_rate"] = flat_done.sum(1) / (g.num_rollouts * m)
     out["completed_diversity"] = completed_diversity(pts, flat_done)
     out["distinct_routes"] = distinct_count(keys.reshape(P, R * m).tolist(), flat_done)
-    out["union_coverage"] = union_coverage(pts, g.valid.reshape(P, R * m))
+    out["union_coverage"] = pool_union_coverage(pts, g.valid.reshape(P, R * m))
     seeds = list(range(eval_seeds))
     out["pareto_coverage"] = matched_prefix(
         lambda keep: pareto_coverage(pts, (keep & g.valid).reshape(P, R * m), fronts), g.present, m, ks, seeds

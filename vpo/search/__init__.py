@@ -13,7 +13,7 @@ Importing this package is light: numpy only; transformers/torch/vLLM load when a
 matplotlib when a plot is drawn.
 """
 
-from vpo.search.generate import (
+from vpo.search.backends import (
     EndpointError,
     Generation,
     ModelLoadError,
@@ -21,9 +21,9 @@ from vpo.search.generate import (
     PoolConfig,
     TransformersGenerator,
     VLLMGenerator,
-    generate_pool,
     make_generator,
 )
+from vpo.search.generate import generate_pool
 from vpo.search.metrics import EvalConfig, MetricsError, evaluate
 from vpo.search.pools import Pool, PoolError, PoolWriter, evaluate_pool, load_pool
 from vpo.search.report import ReportError, load_report, markdown_report, write_report

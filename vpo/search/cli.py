@@ -686,7 +686,7 @@ def _check_budget(args, m: int) -> None:
 
 def _pool_config(args, m: int):
     """The :class:`~vpo.search.backends.PoolConfig` of the generation flags (a ValueError on a bad one)."""
-    from vpo.search.generate import PoolConfig
+    from vpo.search.backends import PoolConfig
 
     try:
         return PoolConfig(
@@ -713,7 +713,8 @@ def _pool_config(args, m: int):
 
 
 def _generate(args, out: Path, name: str):
-    from vpo.search.generate import generate_pool, last_answer_stop
+    from vpo.search.backends import last_answer_stop
+    from vpo.search.generate import generate_pool
     from vpo.tasks import get as get_task
     from vpo.tasks.registry import load_split
 

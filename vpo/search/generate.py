@@ -20,31 +20,16 @@ from dataclasses import asdict, fields
 from typing import Callable, Sequence
 
 from vpo.search.backends import (
-    EndpointError,
-    Generation,
-    ModelLoadError,
     OpenAIGenerator,
     PoolConfig,
     TransformersGenerator,
-    VLLMGenerator,
-    format_prompt,
     last_answer_stop,
     make_generator,
 )
 from vpo.search.pools import Pool, PoolError, PoolWriter
 
-__all__ = [
-    "PoolConfig",
-    "Generation",
-    "EndpointError",
-    "ModelLoadError",
-    "TransformersGenerator",
-    "VLLMGenerator",
-    "OpenAIGenerator",
-    "generate_pool",
-    "format_prompt",
-    "make_generator",
-]
+__all__ = ["generate_pool"]
+"""The generation backends (``PoolConfig``, ``make_generator``, ...) live in :mod:`vpo.search.backends`."""
 
 _MATCH_KEYS = (
     "task",
@@ -61,7 +46,7 @@ _MATCH_KEYS = (
 )
 
 
-def _prompt_ids(examples: Sequence[dict]) -> list[str]:
+def prompt_ids(examples: Sequence[dict]) -> list[str]:
     ids = [str(ex["id"]) if isinstance(ex, dict) and "id" in ex else f"#{i}" for i, ex in enumerate(examples)]
     if len(set(ids)) != len(ids):
         ids = [f"#{i}" for i in range(len(examples))]  # ids are not unique: fall back to positions
@@ -124,7 +109,7 @@ def generate_pool(
     stop = last_answer_stop(cfg.num_answers, task.answer_format) if cfg.stop_at_last_answer else []
     gen = generator or make_generator(model, cfg, tokenizer)
     system = cfg.system_prompt if cfg.system_prompt is not None else getattr(task, "system_prompt", None)
-    ids = _prompt_ids(examples)
+    ids = prompt_ids(examples)
     meta = {
         "task": task.name,
         "objectives": list(task.objectives),

@@ -2,7 +2,7 @@
 
 The paper's reward-space diversity averages distances over *all* answers, so where a failed answer
 is the all-zero vector, failing raises it. :func:`completed_mask`, :func:`completed_diversity`,
-:func:`union_coverage`, :func:`pareto_coverage`, :func:`distinct_count` and :func:`matched_prefix`
+:func:`pool_union_coverage`, :func:`pareto_coverage`, :func:`distinct_count` and :func:`matched_prefix`
 look only at completed answers or at what the pool covers.
 
 :func:`pool_statistics` computes the statistics the authors' code reports per pool (best
@@ -42,7 +42,7 @@ __all__ = [
     "distinct_count",
     "matched_prefix",
     "pareto_coverage",
-    "union_coverage",
+    "pool_union_coverage",
 ]
 
 
@@ -71,7 +71,7 @@ def completed_diversity(points: np.ndarray, completed: np.ndarray) -> np.ndarray
     return np.where(mk.sum(-1) >= 2, np.nan_to_num(div, nan=0.0), 0.0)
 
 
-def union_coverage(points: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def pool_union_coverage(points: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """``[P]`` Σ_j max_i r_ij over each prompt's masked answers (0 with none): how much of every
     objective the pool reaches somewhere. In [0, d]. The set objective
     :func:`vpo.core.set_objectives.union_coverage` applied to each prompt's whole pool as one set
@@ -407,7 +407,7 @@ def pool_statistics(
     v = np.asarray(valid, dtype=bool).reshape(P, R, m) & pres[..., None] & np.isfinite(r).all(-1)
     passes = v & (np.nan_to_num(r, nan=-np.inf) >= pass_threshold).all(-1)
     return {
-        "union_coverage": union_coverage(pts, mk),
+        "union_coverage": pool_union_coverage(pts, mk),
         "best_individual": best_individual(pts, mk, w, empty=invalid_score),
         "best_individual_sum": best_individual(pts, mk, None, empty=invalid_score),
         "witness_count": wcount,

@@ -88,12 +88,12 @@ def run_search(
     """Search every example; ``(meta, records)`` with one record per prompt, in example order."""
     from tqdm.auto import tqdm
 
-    from vpo.search.generate import _prompt_ids
+    from vpo.search.generate import prompt_ids
 
     meta = _meta(task, cfg, gen, split, dict(sampling or {}), scorer.name)
     records, rec_path = _open_records(Path(out_dir), meta, resume) if out_dir is not None else ([], None)
     done = {r["prompt_id"] for r in records}
-    ids = _prompt_ids(examples)
+    ids = prompt_ids(examples)
     bar = tqdm(total=len(ids), initial=len(done), unit="prompt", disable=not progress, desc=f"{cfg.search} search")
     fh = open(rec_path, "a", encoding="utf-8") if rec_path is not None else None
     t0, spent = time.perf_counter(), 0

@@ -48,7 +48,7 @@ class SearchEvalCallback(TrainerCallback):
     """
 
     def __init__(self, trainer) -> None:
-        from vpo.search.generate import PoolConfig
+        from vpo.search.backends import PoolConfig
         from vpo.search.metrics import default_ks
         from vpo.tasks.registry import load_split
         from vpo.train.config import TrainerSetupError, validate_search_eval_args
