@@ -11,8 +11,8 @@ defaults, so that a config file states what it reproduces.
 
 The weighting settings (``num_weightings``, ``weight_alpha``, ``weight_sampler``, ``weight_seed``,
 ``invalid_score``, ``strict_rewards``, ``compute_dtype``) have the same names as in
-:class:`vpo.core.EstimatorConfig`, ``vpo eval`` and the veRL score function. ``invalid_answer_score``
-is the deprecated name of ``invalid_score``: it still works, with a ``FutureWarning``.
+:class:`vpo.core.EstimatorConfig`, ``vpo eval`` and the veRL score function. The former name
+``invalid_answer_score`` is refused, with an error naming ``invalid_score``.
 """
 
 from __future__ import annotations
