@@ -56,8 +56,12 @@ TRL_NATIVE_ESTIMATORS = {
 
 @dataclass
 class VPOConfig(GRPOConfig):
-    r"""Configuration of :class:`vpo.train.VPOTrainer` (TRL ``GRPOConfig`` + the fields below)."""
+    r"""Configuration of :class:`vpo.train.VPOTrainer`: TRL's ``GRPOConfig`` plus vpo's fields, in
+    sections (as TRL groups its own): the estimator; VPO's weightings; rewards; the baselines' own
+    settings and the numerics; the task and its data; speed; logging; held-out search evaluation
+    during training. Each field's ``help`` is what ``vpo train --help`` prints."""
 
+    # -- the estimator: which advantage, how many answers per rollout ----------------------------
     estimator: str = field(
         default="vpo",
         metadata={
@@ -74,6 +78,7 @@ class VPOConfig(GRPOConfig):
             "1 for single-answer ones. Single-answer estimators require 1."
         },
     )
+    # -- VPO's weightings (named as in vpo.core.EstimatorConfig, vpo eval and veRL's score) ------
     num_weightings: int = field(
         default=100,
         metadata={"help": "K, Dirichlet weightings per prompt group for the VPO set score (VPO paper: 100)."},
@@ -93,6 +98,7 @@ class VPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Seed of the weight sampler's generator (default: `seed`). Saved in every checkpoint."},
     )
+    # -- rewards: invalid answers, Max@k, duplicates, strictness, w*, no-signal stop -------------
     invalid_score: float = field(
         default=0.0,
         metadata={"help": "Scalar of a rollout with no valid answer (VPO paper: 0). It still counts in group stats."},
@@ -125,6 +131,7 @@ class VPOConfig(GRPOConfig):
             "counted in vpo/zero_signal_batches and warned about. 0 disables the error."
         },
     )
+    # -- baselines' own settings (GDPO, random-weight GRPO) and the numerics ---------------------
     gdpo_weighting: str = field(
         default="target",
         metadata={
@@ -160,6 +167,7 @@ class VPOConfig(GRPOConfig):
             "float64 references to rounding; draws a different weight stream from the same seed)."
         },
     )
+    # -- the task and its data -------------------------------------------------------------------
     task: str | None = field(
         default=None,
         metadata={"help": "Name of a registered vpo task (maze, musique, eureqa, toolrl, code, ...) to train on."},
@@ -190,6 +198,7 @@ class VPOConfig(GRPOConfig):
             "never win a rollout's set max (vpo.tasks.constrained; docs/constraints.md)."
         },
     )
+    # -- speed -----------------------------------------------------------------------------------
     shared_prompt_forward: bool = field(
         default=False,
         metadata={
@@ -198,12 +207,14 @@ class VPOConfig(GRPOConfig):
             "per-row forward up to float rounding, cheaper when prompts are long next to completions (docs/training.md)."
         },
     )
+    # -- logging ---------------------------------------------------------------------------------
     log_pool_stats: bool = field(
         default=True,
         metadata={
             "help": "Log the VPO reference's pool statistics of every training batch as vpo/pool/... (docs/eval.md)."
         },
     )
+    # -- held-out search evaluation during training (vpo.train.callbacks) ------------------------
     search_eval_steps: int = field(
         default=0,
         metadata={
