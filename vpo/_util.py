@@ -77,3 +77,58 @@ def read_jsonl(path: str | os.PathLike, *, torn_tail: bool = False, repair: bool
                 break
         good_bytes += len(line) + 1
     return out
+
+
+def field_docs(cls) -> dict[str, str]:
+    """The attribute docstrings of a dataclass (the string literal right after each field), by field
+    name, whitespace collapsed: the one place a setting's meaning is written."""
+    import ast
+    import inspect
+    import textwrap
+
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # a subclass's docstring wins
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for a, b in zip(body, body[1:]):
+            if (
+                isinstance(a, ast.AnnAssign)
+                and isinstance(a.target, ast.Name)
+                and isinstance(b, ast.Expr)
+                and isinstance(b.value, ast.Constant)
+                and isinstance(b.value.value, str)
+            ):
+                out[a.target.id] = " ".join(b.value.value.split())
+    return out
+
+
+def add_dataclass_flags(group, cls, flags: dict[str, str], choices: dict[str, Any] | None = None) -> None:
+    """One argparse flag per ``{"--flag": "field"}`` of dataclass ``cls``, taking the field's default,
+    its type (``int``, ``float``, ``str``, optional or not; a ``bool`` field defaulting to False is a
+    switch) and its attribute docstring as the help, so a setting has one name in the code, one
+    default and one help text (:func:`field_docs`). ``choices``: by field name."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    docs = field_docs(cls)
+    for flag, name in flags.items():
+        f = fields[name]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        help_text = docs.get(name, "").replace("%", "%%")
+        kind = str(f.type).replace(" ", "")
+        if kind == "bool":
+            if default is not False:
+                raise ValueError(f"{cls.__name__}.{name}: a switch must default to False")
+            group.add_argument(flag, action="store_true", help=help_text)
+            continue
+        base = kind.replace("|None", "").replace("None|", "")
+        conv = {"int": int, "float": float, "str": str}.get(base)
+        if conv is None:
+            raise ValueError(f"{cls.__name__}.{name}: no flag for a field of type {f.type}")
+        kw: dict[str, Any] = {"type": conv, "default": default}
+        if choices and name in choices:
+            kw["choices"] = list(choices[name])
+        group.add_argument(flag, help=f"{help_text} (default {default})", **kw)

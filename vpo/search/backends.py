@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 BACKENDS = ("auto", "transformers", "vllm", "openai")
+API_KINDS = ("chat", "completions")
+"""The OpenAI-compatible APIs :class:`OpenAIGenerator` speaks."""
 
 
 class EndpointError(UserError, RuntimeError):
@@ -127,7 +129,7 @@ class PoolConfig:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        if self.api not in ("chat", "completions"):
+        if self.api not in API_KINDS:
             raise ValueError(f"api must be 'chat' or 'completions', got {self.api!r}")
         if self.max_batch_rows < 1 or self.concurrency < 1:
             raise ValueError("max_batch_rows and concurrency must be >= 1")

@@ -30,8 +30,30 @@ import json
 import sys
 from pathlib import Path
 
+from vpo._util import add_dataclass_flags
 from vpo.errors import UserError
+from vpo.search.backends import API_KINDS, BACKENDS, PoolConfig
 from vpo.search.pools import META_FILE
+
+POOL_FLAGS = {
+    "--rollouts": "n_rollouts",
+    "--temperature": "temperature",
+    "--top-p": "top_p",
+    "--top-k": "top_k",
+    "--max-new-tokens": "max_new_tokens",
+    "--seed": "seed",
+    "--stop-at-last-answer": "stop_at_last_answer",
+    "--backend": "backend",
+    "--device": "device",
+    "--threads": "num_threads",
+    "--batch-rows": "max_batch_rows",
+    "--api": "api",
+    "--served-model": "served_model",
+    "--api-key": "api_key",
+    "--concurrency": "concurrency",
+}
+"""``vpo eval``'s generation flags and the :class:`~vpo.search.backends.PoolConfig` field each sets: the
+flag's default, type and help are the field's (``--endpoint`` too, in the "what to evaluate" group)."""
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -206,7 +228,7 @@ def add_parser(subparsers) -> None:
     )
     src = e.add_argument_group("what to evaluate (one of)")
     src.add_argument("--model", help="saved model directory (save_pretrained) or hub id")
-    src.add_argument("--endpoint", help="OpenAI-compatible server base URL, e.g. http://localhost:8000/v1")
+    add_dataclass_flags(src, PoolConfig, {"--endpoint": "endpoint"})
     src.add_argument("--pool", help="an existing pool directory: recompute metrics only, no generation")
     t = e.add_argument_group("task")
     t.add_argument(
@@ -236,42 +258,7 @@ def add_parser(subparsers) -> None:
         help="answers per rollout, m (default: the num_answers a VPO checkpoint was trained with, read from the "
         "checkpoint; else 1)",
     )
-    g.add_argument(
-        "--rollouts",
-        type=int,
-        default=8,
-        help="rollouts per prompt (default 8); the pool has rollouts*num_answers answer slots",
-    )
-    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0; 0 = greedy)")
-    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0 = off)")
-    g.add_argument("--top-k", type=int, default=0, help="top-k sampling (default 0 = off)")
-    g.add_argument("--max-new-tokens", type=int, default=256, help="completion length limit per rollout (default 256)")
-    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    g.add_argument(
-        "--stop-at-last-answer",
-        action="store_true",
-        help="end each rollout at the closing tag of its m-th answer (kept in the text): no tokens spent after the answers; tags format only",
-    )
-    g.add_argument(
-        "--backend",
-        default="auto",
-        choices=["auto", "transformers", "vllm", "openai"],
-        help="generation backend (default auto)",
-    )
-    g.add_argument("--device", default=None, help="transformers device (default: cuda when available, else cpu)")
-    g.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="transformers on CPU: torch threads while generating (default: 1 for models under 50 M parameters, else torch's default)",
-    )
-    g.add_argument(
-        "--batch-rows", type=int, default=64, help="transformers: max sequences per generate call (default 64)"
-    )
-    g.add_argument("--api", default="chat", choices=["chat", "completions"], help="endpoint API (default chat)")
-    g.add_argument("--served-model", default=None, help="endpoint model name (default: the first one /models lists)")
-    g.add_argument("--api-key", default=None, help="endpoint bearer token (default $OPENAI_API_KEY)")
-    g.add_argument("--concurrency", type=int, default=4, help="endpoint requests in flight (default 4)")
+    add_dataclass_flags(g, PoolConfig, POOL_FLAGS, choices={"backend": BACKENDS, "api": API_KINDS})
     g.add_argument("--no-resume", action="store_true", help="start the pool over instead of resuming it")
     _add_search_args(e)
     _add_metric_args(e)
@@ -684,29 +671,17 @@ def _check_budget(args, m: int) -> None:
         )
 
 
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def _pool_config(args, m: int):
     """The :class:`~vpo.search.backends.PoolConfig` of the generation flags (a ValueError on a bad one)."""
-    from vpo.search.backends import PoolConfig
-
     try:
         return PoolConfig(
             num_answers=m,
-            n_rollouts=args.rollouts,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-            backend=args.backend,
-            device=args.device,
-            num_threads=args.threads,
-            max_batch_rows=args.batch_rows,
             endpoint=args.endpoint,
-            api=args.api,
-            served_model=args.served_model,
-            api_key=args.api_key,
-            concurrency=args.concurrency,
-            stop_at_last_answer=args.stop_at_last_answer,
+            **{field: getattr(args, _dest(flag)) for flag, field in POOL_FLAGS.items()},
         )
     except ValueError as err:
         raise UserError(str(err)) from None
