@@ -63,11 +63,12 @@ class EstimatorConfig:
     weight_alpha: float = 1.0
     """Dirichlet concentration of the weightings (paper: 1, uniform on the simplex)."""
     weight_sampler: str = "iid"
-    """'iid' Dirichlet draws or 'sobol' scrambled QMC points (reference implementation option)."""
+    """'iid' Dirichlet draws or 'sobol' scrambled quasi-Monte Carlo points (the lower-noise option of the
+    VPO reference implementation; alpha = 1 only)."""
     invalid_score: float = 0.0
     """Scalar given to a rollout with no valid answer (paper: 0). It still counts in group stats."""
     strict_rewards: bool = False
-    """Raise on NaN/inf rewards instead of treating that answer as invalid."""
+    """Raise on NaN/inf rewards (in training, on scorer exceptions too) instead of counting the answer invalid."""
     eps: float = 1e-6
     """Added to the std (or mean, for MaxRL) in the denominators; also VPO's zero-std threshold."""
     max_at_k: int | None = None

@@ -17,6 +17,7 @@ The weighting settings (``num_weightings``, ``weight_alpha``, ``weight_sampler``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
@@ -26,7 +27,7 @@ from typing import Any
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
-from vpo._util import positive_int
+from vpo._util import field_docs, positive_int
 from vpo.core.estimators import ESTIMATORS, EstimatorConfig, get_estimator
 from vpo.errors import UserError
 
@@ -54,6 +55,29 @@ TRL_NATIVE_ESTIMATORS = {
 }
 
 
+def _shared(name: str):
+    """A field of :class:`vpo.core.EstimatorConfig` that VPOConfig repeats under the same name: its default
+    and its help (the attribute docstring) are EstimatorConfig's, so they are written once."""
+    f = {f.name: f for f in dataclasses.fields(EstimatorConfig)}[name]
+    return field(default=f.default, metadata={"help": field_docs(EstimatorConfig)[name]})
+
+
+SHARED_WITH_ESTIMATOR = (
+    "num_weightings",
+    "weight_alpha",
+    "weight_sampler",
+    "invalid_score",
+    "strict_rewards",
+    "max_at_k",
+    "compute_dtype",
+    "gdpo_weighting",
+    "gdpo_whitening",
+    "gdpo_preset",
+    "weight_schedule",
+)
+"""The estimator settings VPOConfig takes from :class:`vpo.core.EstimatorConfig` (same name, default, help)."""
+
+
 @dataclass
 class VPOConfig(GRPOConfig):
     r"""Configuration of :class:`vpo.train.VPOTrainer`: TRL's ``GRPOConfig`` plus vpo's fields, in
@@ -79,42 +103,21 @@ class VPOConfig(GRPOConfig):
         },
     )
     # -- VPO's weightings (named as in vpo.core.EstimatorConfig, vpo eval and veRL's score) ------
-    num_weightings: int = field(
-        default=100,
-        metadata={"help": "K, Dirichlet weightings per prompt group for the VPO set score (VPO paper: 100)."},
-    )
-    weight_alpha: float = field(
-        default=1.0,
-        metadata={"help": "Dirichlet concentration alpha of the weightings (VPO paper: 1, uniform on the simplex)."},
-    )
-    weight_sampler: str = field(
-        default="iid",
-        metadata={
-            "help": "'iid' Dirichlet draws or 'sobol' scrambled quasi-Monte Carlo points (lower-noise option of the "
-            "VPO reference implementation; alpha = 1 only)."
-        },
-    )
+    num_weightings: int = _shared("num_weightings")
+    weight_alpha: float = _shared("weight_alpha")
+    weight_sampler: str = _shared("weight_sampler")
     weight_seed: int | None = field(
         default=None,
         metadata={"help": "Seed of the weight sampler's generator (default: `seed`). Saved in every checkpoint."},
     )
     # -- rewards: invalid answers, Max@k, duplicates, strictness, w*, no-signal stop -------------
-    invalid_score: float = field(
-        default=0.0,
-        metadata={"help": "Scalar of a rollout with no valid answer (VPO paper: 0). It still counts in group stats."},
-    )
-    max_at_k: int | None = field(
-        default=None,
-        metadata={"help": "k of the Max@k estimator (arXiv 2510.23393); default max(2, G // 2)."},
-    )
+    invalid_score: float = _shared("invalid_score")
+    max_at_k: int | None = _shared("max_at_k")
     dedup_answers: bool = field(
         default=True,
         metadata={"help": "Drop repeated answers within a rollout (by the task's canonical form) before scoring."},
     )
-    strict_rewards: bool = field(
-        default=False,
-        metadata={"help": "Raise on NaN/inf rewards or scorer exceptions instead of counting the answer invalid."},
-    )
+    strict_rewards: bool = _shared("strict_rewards")
     reward_weights: list[float] | None = field(
         default=None,
         metadata={
@@ -132,41 +135,11 @@ class VPOConfig(GRPOConfig):
         },
     )
     # -- baselines' own settings (GDPO, random-weight GRPO) and the numerics ---------------------
-    gdpo_weighting: str = field(
-        default="target",
-        metadata={
-            "help": "GDPO: sum the per-objective group z-scores weighted by w* ('target', default) or with weight 1 "
-            "('ones', the VPO reference's launcher). docs/estimators.md#reference-conventions."
-        },
-    )
-    gdpo_whitening: str = field(
-        default="rollouts",
-        metadata={
-            "help": "GDPO's batch whitening: over rollouts ('rollouts', default: Bessel std + eps) or over response "
-            "tokens ('tokens': veRL's masked whitening, each rollout weighted by its length, rsqrt(var + 1e-8); the "
-            "VPO reference's)."
-        },
-    )
-    gdpo_preset: str | None = field(
-        default=None,
-        metadata={
-            "help": "'reference' sets gdpo_weighting: ones and gdpo_whitening: tokens (the VPO reference's GDPO)."
-        },
-    )
-    weight_schedule: str = field(
-        default="per_step",
-        metadata={
-            "help": "random_weight / goal_conditioned: draw w per prompt at every step ('per_step', default) or fix each "
-            "training row's w for the whole run from (weight seed, row index) ('per_row', the VPO reference's)."
-        },
-    )
-    compute_dtype: str = field(
-        default="float32",
-        metadata={
-            "help": "Precision of the VPO set score and its weights: 'float32' (default) or 'float64' (reproduces "
-            "float64 references to rounding; draws a different weight stream from the same seed)."
-        },
-    )
+    gdpo_weighting: str = _shared("gdpo_weighting")
+    gdpo_whitening: str = _shared("gdpo_whitening")
+    gdpo_preset: str | None = _shared("gdpo_preset")
+    weight_schedule: str = _shared("weight_schedule")
+    compute_dtype: str = _shared("compute_dtype")
     # -- the task and its data -------------------------------------------------------------------
     task: str | None = field(
         default=None,
