@@ -47,6 +47,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from vpo._util import read_jsonl
 from vpo.tasks.base import Example, Task
 from vpo.tasks.registry import TaskSpecError
 
@@ -101,18 +102,13 @@ def data_dir() -> Path:
     )
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def read_items(categories: Sequence[str] = CATEGORIES) -> list[Example]:
     """The items of ``categories`` with their ground truth, in the package's order."""
     d = data_dir()
     items = []
     for cat in categories:
-        questions = _read_jsonl(d / f"BFCL_v4_{cat}.json")
-        answers = {a["id"]: a["ground_truth"] for a in _read_jsonl(d / "possible_answer" / f"BFCL_v4_{cat}.json")}
+        questions = read_jsonl(d / f"BFCL_v4_{cat}.json")
+        answers = {a["id"]: a["ground_truth"] for a in read_jsonl(d / "possible_answer" / f"BFCL_v4_{cat}.json")}
         for q in questions:
             if q["id"] in UNSATISFIABLE or q["id"] not in answers:
                 continue

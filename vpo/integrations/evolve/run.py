@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vpo._util import read_jsonl
 from vpo.integrations.evolve.clients import _ClientFactory, check_endpoint
 from vpo.integrations.evolve.config import (
     SOLVED_AT,
@@ -767,6 +768,8 @@ def _append(path: Path, row: dict) -> None:
 
 
 def _read_history(path: Path) -> list[dict]:
+    """The history's rows; a last row cut short by a crash is dropped (and cut from the file, so the
+    resumed run appends cleanly), as every JSON-lines log of vpo is read (:func:`vpo._util.read_jsonl`)."""
     if not path.exists():
         return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return read_jsonl(path, torn_tail=True, repair=True)
