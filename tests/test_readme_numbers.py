@@ -53,8 +53,26 @@ def shop():
     return json.loads((SHOP / "demo.json").read_text())
 
 
+REPLICATES = ROOT / "docs" / "demo" / "replicates"
+"""Every maze replicate run so far (scripts/maze_replicates.py): the claims restated from all of them."""
+
+
 @pytest.fixture(scope="module")
-def reports(shipped, shipped_prog, maze10, prog10, shop):
+def replicates():
+    return json.loads((REPLICATES / "replicates.json").read_text())
+
+
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"vpo_script_{name}", ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def reports(shipped, shipped_prog, maze10, prog10, shop, replicates):
     """The README prose's namespaces: ``maze``/``prog`` the ten-replicate runs, ``maze3``/``prog3`` the
     three-seed runs they replaced, ``maze10val``/``prog10val`` the ten-replicate reruns with today's
     defaults on the validation split (their wall times)."""
@@ -62,7 +80,15 @@ def reports(shipped, shipped_prog, maze10, prog10, shop):
         f"{d}10val": json.loads((ROOT / "docs" / "demo" / f"{d}10_validation" / "demo.json").read_text())
         for d in ("maze", "prog")
     }
-    return {"maze": maze10, "prog": prog10, "maze3": shipped, "prog3": shipped_prog, "shop": shop, **val}
+    return {
+        "maze": maze10,
+        "prog": prog10,
+        "maze3": shipped,
+        "prog3": shipped_prog,
+        "shop": shop,
+        "mazeall": replicates,
+        **val,
+    }
 
 
 def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
@@ -198,7 +224,7 @@ def test_the_shop_study_is_the_shop_default_on_its_test_split_once(shop):
     assert "Written before the test split was evaluated" in text and "## Results (test split, evaluated once)" in text
 
 
-ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|maze|prog|shop):([^:]+):(\w+) -->")
+ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|mazeall|maze|prog|shop):([^:]+):(\w+) -->")
 FORMATS = {
     "ci": lambda x: f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]",
     "mean": lambda x: f"{x['mean']:.3f}",
@@ -212,6 +238,8 @@ FORMATS = {
     "sd": lambda x: f"{float(np.std(x['per_seed'], ddof=1)):.3f}",
     # how many replicates' own values are above 0
     "above0": lambda x: f"{sum(v > 0 for v in x['per_seed'])}",
+    # where the mean of a user's own ten replicates should land (docs/demo/replicates)
+    "pi": lambda x: f"[{x['pi_low']:+.3f}, {x['pi_high']:+.3f}]",
 }
 NUMBER = re.compile(r"(?<![\w.@=])[+-]?\d+\.\d+(?![\w.])")
 
@@ -331,3 +359,28 @@ def test_readme_evolve_figures_are_the_shipped_study():
         assert f"| {label} | " in demo_md and f"| {study[f'solved_at_calls_{key}']:.2f} |" in demo_md, key
     for key in ("grpo", "grpo_3x", "max_at_k", "multi_rlvr"):
         assert f"{study[f'vpo_minus_{key}_solved_share_calls']:+.3f} [" in demo_md.replace("−", "-"), key
+
+
+def test_the_readme_replicates_table_is_the_shipped_analysis(replicates):
+    readme = (ROOT / "README.md").read_text()
+    mod = _script("maze_replicates")
+    assert _block(readme, mod.README_BEGIN, mod.README_END) == mod.readme_table(replicates)
+
+
+def test_the_claims_from_all_replicates_recompute_from_the_shipped_runs(replicates):
+    """replicates.json's claims are those of the shipped runs' per-replicate results (their demo.json),
+    intervals and coverage simulation included (seeded), and every replicate is counted once."""
+    mod = _script("maze_replicates")
+    runs = sorted({r["run"] for r in replicates["replicates"]})
+    assert all((ROOT / r / "demo.json").exists() for r in runs), runs
+    reps = mod.load_runs([str(ROOT / r) for r in runs])
+    assert sorted(r["seed"] for r in reps) == sorted(r["seed"] for r in replicates["replicates"])
+    order = [r["seed"] for r in replicates["replicates"]]
+    reps.sort(key=lambda r: order.index(r["seed"]))
+    fresh = mod.claims(reps)
+    for name, c in replicates["claims"].items():
+        for key in ("mean", "ci_low", "ci_high", "pi_low", "pi_high", "sd"):
+            assert fresh[name][key] == pytest.approx(c[key], abs=1e-12), (name, key)
+        assert fresh[name]["above0"] == c["above0"] and fresh[name]["n"] == len(reps)
+        cov = c["calibration"]["coverage"]
+        assert min(cov["pi_boot"], cov["pi_t3"], cov["ci_boot"], cov["ci_t3"]) >= 0.945, (name, cov)

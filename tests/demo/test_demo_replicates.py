@@ -52,7 +52,7 @@ def test_automatic_warm_threads_makes_warm_starts_jobs_when_they_fill_the_slots(
     quick = DemoConfig.quick(out=str(tmp_path))
     assert quick.warm_settings(0) == DemoConfig.quick(out=str(tmp_path), warm_threads=2).warm_settings(0)
     assert default.warm_settings(0)["warm_threads"] == 1
-    with pytest.raises(UserError, match="warm_threads must be an integer >= 0"):
+    with pytest.raises(UserError, match="warm_threads must be a non-negative integer"):
         DemoConfig(out=str(tmp_path), warm_threads=-1)
 
 

@@ -136,7 +136,7 @@ def test_search_evaluation_leaves_training_unchanged(tmp_path, tiny_model_dir, c
 def test_bad_settings(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="search_eval_budget must be an integer >= 1"):
         make_args(tmp_path, search_eval_budget=0)
-    with pytest.raises(ValueError, match="search_eval_steps must be an integer >= 0"):
+    with pytest.raises(ValueError, match="search_eval_steps must be a non-negative integer"):
         make_args(tmp_path, search_eval_steps=-1)
     with pytest.raises(ValueError, match="search_eval_temperature"):
         make_args(tmp_path, search_eval_temperature=-0.5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from vpo._util import positive_int
 from vpo.demo.domains import DEFAULT_DOMAIN, DOMAINS, domain_named
 from vpo.errors import UserError
 
@@ -233,13 +234,8 @@ class DemoConfig:
             "max_tokens_single",
             "max_tokens_multi",
         ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise UserError(f"demo setting {name} must be an integer >= 1, got {v!r}")
-        if isinstance(self.warm_threads, bool) or not isinstance(self.warm_threads, int) or self.warm_threads < 0:
-            raise UserError(
-                f"demo setting warm_threads must be an integer >= 0 (0: automatic), got {self.warm_threads!r}"
-            )
+            positive_int(getattr(self, name), f"demo setting {name}", error=UserError)
+        positive_int(self.warm_threads, "demo setting warm_threads", minimum=0, hint=" (0: automatic)", error=UserError)
         if self.num_generations < 2:
             raise UserError(
                 f"num_generations must be >= 2 (a group z-score needs two rollouts), got {self.num_generations}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.demo.domain_base import (
     Domain,
     Setting,
@@ -124,8 +125,7 @@ class ShopDomain(Domain):
             raise UserError(f"shop_answer must be one of {', '.join(ANSWERS)}, got {cfg.shop_answer!r}")
         if cfg.shop_device not in ("cpu", "cuda"):
             raise UserError(f"shop_device must be 'cpu' or 'cuda', got {cfg.shop_device!r}")
-        if isinstance(cfg.lora_r, bool) or not isinstance(cfg.lora_r, int) or cfg.lora_r < 1:
-            raise UserError(f"lora_r must be an integer >= 1, got {cfg.lora_r!r}")
+        positive_int(cfg.lora_r, "lora_r", error=UserError)
 
     def warm_settings(self, cfg: DemoConfig) -> dict:
         # the device is recorded off the CPU only: a GPU trains other weights (rounding), a CPU record stays as it was

@@ -125,14 +125,13 @@ class PoolConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not (0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        positive_int(self.max_new_tokens, "max_new_tokens")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.api not in API_KINDS:
             raise ValueError(f"api must be 'chat' or 'completions', got {self.api!r}")
-        if self.max_batch_rows < 1 or self.concurrency < 1:
-            raise ValueError("max_batch_rows and concurrency must be >= 1")
+        positive_int(self.max_batch_rows, "max_batch_rows")
+        positive_int(self.concurrency, "concurrency")
 
     def public(self) -> dict:
         """The settings as a dict without secrets (what ``meta.json`` stores)."""

@@ -41,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 
+from vpo._util import positive_int
 from vpo.errors import UserError
 from vpo.search.stepscore import AGGREGATES, StepScorer, aggregate
 
@@ -102,9 +103,7 @@ class SearchConfig:
         if self.tree_algo not in TREE_ALGOS:
             raise UserError(f"--tree-algo {self.tree_algo!r}: choose one of {', '.join(TREE_ALGOS)}")
         for name in ("budget_tokens", "beam_width", "expand", "max_new_tokens", "num_answers", "tree_batch"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise UserError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+            positive_int(getattr(self, name), f"--{name.replace('_', '-')}", error=UserError)
         parse_step(self.step)
 
     def public(self) -> dict:

@@ -297,16 +297,9 @@ def default_bf16(use_cpu: bool) -> bool:
 
 def validate_search_eval_args(args) -> None:
     """Check the ``search_eval_*`` settings of a :class:`~vpo.train.VPOConfig` (raises ``ValueError``)."""
-    for name in ("search_eval_steps",):
-        v = getattr(args, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be an integer >= 0 (0 = off), got {v!r}")
+    positive_int(args.search_eval_steps, "search_eval_steps", minimum=0, hint=" (0 = off)")
     for name in ("search_eval_examples", "search_eval_budget", "search_eval_max_new_tokens"):
-        v = getattr(args, name)
-        if v is None and name == "search_eval_max_new_tokens":
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        positive_int(getattr(args, name), name, allow_none=name == "search_eval_max_new_tokens")
     t = args.search_eval_temperature
     if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
         raise ValueError(f"search_eval_temperature must be >= 0 (0 = greedy), got {t!r}")

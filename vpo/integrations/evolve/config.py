@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vpo._util import positive_int
 from vpo.errors import VPOError
 
 SOLVED_AT = 1.0 - 1e-9
@@ -54,8 +55,7 @@ class EvolveModel:
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in "/\\"):
             raise ValueError(f"model name must be a non-empty label without slashes, got {self.name!r}")
-        if not isinstance(self.num_answers, int) or isinstance(self.num_answers, bool) or self.num_answers < 1:
-            raise ValueError(f"model {self.name!r}: answers (m) must be an integer >= 1, got {self.num_answers!r}")
+        positive_int(self.num_answers, "answers (m)", f"model {self.name!r}")
         if (self.api_base is None) == (self.client is None):
             raise ValueError(
                 f"model {self.name!r}: give exactly one of api_base (an OpenAI-compatible endpoint) "
@@ -143,17 +143,14 @@ class EvolveSettings:
         if self.budget_unit not in ("candidates", "calls"):
             raise ValueError(f"budget_unit must be 'candidates' or 'calls', got {self.budget_unit!r}")
         for name in ("budget", "num_islands", "checkpoint_interval", "max_llm_failures"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            positive_int(getattr(self, name), name)
         if self.selection not in ("default", "vpo"):
             raise ValueError(f"selection must be 'vpo' or 'default', got {self.selection!r}")
         if not (self.weight_alpha > 0):
             raise ValueError(f"weight_alpha must be > 0, got {self.weight_alpha!r}")
         if not (0 <= self.archive_parent_ratio <= 1):
             raise ValueError(f"archive_parent_ratio must be in [0, 1], got {self.archive_parent_ratio!r}")
-        if not isinstance(self.archive_inspirations, int) or self.archive_inspirations < 0:
-            raise ValueError(f"archive_inspirations must be an integer >= 0, got {self.archive_inspirations!r}")
+        positive_int(self.archive_inspirations, "archive_inspirations", minimum=0)
         if self.eval_workers is not None and (
             not isinstance(self.eval_workers, int) or isinstance(self.eval_workers, bool) or self.eval_workers < 1
         ):
