@@ -187,9 +187,45 @@ class Domain:
         imports this module, and the report pulls in the plotting stack)."""
         raise NotImplementedError
 
-    def readme_table(self, agg: dict) -> str:
-        """The README's table of this domain, between :attr:`readme_begin` and :attr:`readme_end`."""
+    readme_unit: tuple[str, str] = ("problem", "problems")
+    """How the README's paired table names one problem and many (maze/mazes, request/requests)."""
+
+    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        """The README table's columns: ``(heading, cell(method's summary))``."""
         raise NotImplementedError
+
+    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        """The README's paired table's columns: ``(heading, cell(VPO minus the method))``."""
+        raise NotImplementedError
+
+    readme_skip_pairs: tuple[str, ...] = ()
+    """Methods the README's paired table leaves out (e.g. the m = 3 warm start, said in the report)."""
+
+    def readme_table(self, agg: dict) -> str:
+        """The README's table of this domain, between :attr:`readme_begin` and :attr:`readme_end`: one
+        row per method (VPO's in bold), then VPO minus each method with its interval. Every number is
+        the shipped report's (tests compare the two)."""
+        cols = self.readme_columns(agg)
+        rows = (
+            (f"**{r['label']}**" if key == "vpo" else r["label"], [cell(r) for _, cell in cols])
+            for key, r in agg["methods"].items()
+        )
+        lines = [self.readme_begin, "", *table("method", [c for c, _ in cols], rows)]
+        if agg["paired_vs_vpo"]:
+            one, many = self.readme_unit
+            paired = self.readme_paired_columns(agg)
+            pairs = (
+                (agg["methods"][other]["label"], [cell(d) for _, cell in paired])
+                for other, d in agg["paired_vs_vpo"].items()
+                if not other.startswith(self.readme_skip_pairs or ("\0",))
+            )
+            lines += [
+                "",
+                f"VPO minus each method, paired by seed and {one}: mean [{interval_name(agg, many, 'over')}]",
+                "",
+                *table("vs", [c for c, _ in paired], pairs),
+            ]
+        return "\n".join([*lines, "", self.readme_end])
 
 
 def rho_cell(row: dict) -> str:

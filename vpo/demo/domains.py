@@ -277,47 +277,30 @@ class MazeDomain(Domain):
         L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
         return "\n".join(L)
 
-    def readme_table(self, agg: dict) -> str:
-        """The README's demo table: every number is the shipped report's (tests compare the two)."""
-        cfg = agg["config"]
-        kmax = max(cfg["ks"])
-        top = [k for k in (1, 10, 30) if k in cfg["ks"]]
-        L = [
-            self.readme_begin,
-            "",
-            "| method | " + " | ".join(f"best@{k}" for k in top) + f" | completion | diversity (completed) | "
-            f"Pareto cov.@{kmax} | diversity (all, paper) | reward@1 | tokens/rollout |",
-            "|---|" + "---|" * (len(top) + 6),
+    readme_unit = ("maze", "mazes")
+    readme_skip_pairs = ("warmstart_m3",)
+
+    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        ks = agg["config"]["ks"]
+        kmax = max(ks)
+        return [
+            *[(f"best@{k}", lambda r, k=k: fmt(at_k(r["best_at_k"], k)["mean"])) for k in (1, 10, 30) if k in ks],
+            ("completion", lambda r: fmt(r["completion_rate"]["mean"])),
+            ("diversity (completed)", lambda r: fmt(r["completed_diversity"]["mean"])),
+            (f"Pareto cov.@{kmax}", lambda r: fmt(at_k(r["pareto_coverage"], kmax)["mean"])),
+            ("diversity (all, paper)", lambda r: fmt(r["diversity"]["mean"])),
+            ("reward@1", lambda r: fmt(r["reward_at_1"]["mean"])),
+            ("tokens/rollout", lambda r: fmt(r["tokens_per_rollout"]["mean"], 1)),
         ]
-        for key, r in agg["methods"].items():
-            name = f"**{r['label']}**" if key == "vpo" else r["label"]
-            L.append(
-                f"| {name} | "
-                + " | ".join(fmt(at_k(r["best_at_k"], k)["mean"]) for k in top)
-                + f" | {fmt(r['completion_rate']['mean'])} | {fmt(r['completed_diversity']['mean'])}"
-                f" | {fmt(at_k(r['pareto_coverage'], kmax)['mean'])} | {fmt(r['diversity']['mean'])}"
-                f" | {fmt(r['reward_at_1']['mean'])} | {fmt(r['tokens_per_rollout']['mean'], 1)} |"
-            )
-        if agg["paired_vs_vpo"]:
-            L += [
-                "",
-                f"VPO minus each method, paired by seed and maze: mean [{interval_name(agg, 'mazes', 'over')}]",
-                "",
-                "| vs | "
-                + " | ".join(f"Δbest@{k}" for k in top[1:])
-                + f" | ΔPareto cov.@{kmax} | Δdiversity (completed) |",
-                "|---|" + "---|" * (len(top) + 1),
-            ]
-            for other, d in agg["paired_vs_vpo"].items():
-                if other.startswith("warmstart_m3"):
-                    continue
-                L.append(
-                    f"| {agg['methods'][other]['label']} | "
-                    + " | ".join(ci(at_k(d["best_at_k"], k), signed=True) for k in top[1:])
-                    + f" | {ci(at_k(d['pareto_coverage'], kmax), signed=True)} | {ci(d['completed_diversity'], signed=True)} |"
-                )
-        L += ["", self.readme_end]
-        return "\n".join(L)
+
+    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        ks = agg["config"]["ks"]
+        kmax = max(ks)
+        return [
+            *[(f"Δbest@{k}", lambda d, k=k: ci(at_k(d["best_at_k"], k), signed=True)) for k in (10, 30) if k in ks],
+            (f"ΔPareto cov.@{kmax}", lambda d: ci(at_k(d["pareto_coverage"], kmax), signed=True)),
+            ("Δdiversity (completed)", lambda d: ci(d["completed_diversity"], signed=True)),
+        ]
 
 
 class ProgDomain(Domain):
@@ -506,53 +489,32 @@ class ProgDomain(Domain):
         ]
         return "\n".join(L)
 
-    def readme_table(self, agg: dict) -> str:
-        """The README's table of the prog domain: every number is the shipped prog report's."""
-        cfg = agg["config"]
-        ks = cfg["ks"]
-        top = [k for k in (10, 30) if k in ks] or [max(ks)]
-        L = [
-            self.readme_begin,
-            "",
-            "| method | "
-            + " | ".join(f"best@{k}" for k in top)
-            + " | pass@1 | "
-            + " | ".join(f"pass@{k}" for k in top)
-            + " | ≥1 test | diversity (≥1 test) | distinct programs | ρ̄ |",
-            "|---|" + "---|" * (2 * len(top) + 5),
+    readme_skip_pairs = ("warmstart_m3",)
+
+    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        top = self._readme_ks(agg)
+        return [
+            *[(f"best@{k}", lambda r, k=k: fmt(at_k(r["best_at_k"], k)["mean"])) for k in top],
+            ("pass@1", lambda r: fmt(r["pass_at_1"]["mean"])),
+            *[(f"pass@{k}", lambda r, k=k: fmt(at_k(r["pass_at_k"], k)["mean"])) for k in top],
+            ("≥1 test", lambda r: fmt(r["completion_rate"]["mean"])),
+            ("diversity (≥1 test)", lambda r: fmt(r["completed_diversity"]["mean"])),
+            ("distinct programs", lambda r: fmt(r["distinct_routes"]["mean"], 2)),
+            ("ρ̄", rho_cell),
         ]
-        for key, r in agg["methods"].items():
-            name = f"**{r['label']}**" if key == "vpo" else r["label"]
-            L.append(
-                f"| {name} | "
-                + " | ".join(fmt(at_k(r["best_at_k"], k)["mean"]) for k in top)
-                + f" | {fmt(r['pass_at_1']['mean'])} | "
-                + " | ".join(fmt(at_k(r["pass_at_k"], k)["mean"]) for k in top)
-                + f" | {fmt(r['completion_rate']['mean'])} | {fmt(r['completed_diversity']['mean'])}"
-                f" | {fmt(r['distinct_routes']['mean'], 2)} | {rho_cell(r)} |"
-            )
-        if agg["paired_vs_vpo"]:
-            L += [
-                "",
-                f"VPO minus each method, paired by seed and problem: mean [{interval_name(agg, 'problems', 'over')}]",
-                "",
-                "| vs | "
-                + " | ".join(f"Δbest@{k}" for k in top)
-                + " | "
-                + " | ".join(f"Δpass@{k}" for k in top)
-                + " | Δdiversity (≥1 test) |",
-                "|---|" + "---|" * (2 * len(top) + 1),
-            ]
-            for other, d in agg["paired_vs_vpo"].items():
-                if other.startswith("warmstart_m3"):
-                    continue
-                L.append(
-                    f"| {agg['methods'][other]['label']} | "
-                    + " | ".join(ci(at_k(d[c], k), signed=True) for c in ("best_at_k", "pass_at_k") for k in top)
-                    + f" | {ci(d['completed_diversity'], signed=True)} |"
-                )
-        L += ["", self.readme_end]
-        return "\n".join(L)
+
+    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        top = self._readme_ks(agg)
+        return [
+            *[(f"Δ{c.split('_')[0]}@{k}", lambda d, c=c, k=k: ci(at_k(d[c], k), signed=True))
+              for c in ("best_at_k", "pass_at_k") for k in top],
+            ("Δdiversity (≥1 test)", lambda d: ci(d["completed_diversity"], signed=True)),
+        ]  # fmt: skip
+
+    @staticmethod
+    def _readme_ks(agg: dict) -> list[int]:
+        ks = agg["config"]["ks"]
+        return [k for k in (10, 30) if k in ks] or [max(ks)]
 
 
 def _prog_lines(cfg: dict) -> str:

@@ -298,41 +298,28 @@ class ShopDomain(Domain):
         L += ["", "Ceilings: " + ", ".join(f"{p} {agg['ceilings'][p]:.3f}" for p in prefs) + ".", ""]
         return "\n".join(L)
 
-    def readme_table(self, agg: dict) -> str:
-        """The README's table of the shop study: every number is the shipped report's."""
-        cfg = agg["config"]
-        ks = cfg["ks"]
+    readme_unit = ("request", "requests")
+
+    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        ks = agg["config"]["ks"]
         kmax = max(ks)
-        top = [k for k in (1, 10, 30) if k in ks] or [kmax]
-        L = [
-            self.readme_begin,
-            "",
-            "| method | "
-            + " | ".join(f"best@{k}" for k in top)
-            + f" | E_w[best@{kmax}] | Pareto cov.@{kmax} | diversity (useful) | tokens/rollout |",
-            "|---|" + "---|" * (len(top) + 4),
+        return [
+            *[(f"best@{k}", lambda r, k=k: fmt(at_k(r["best_at_k"], k)["mean"])) for k in self._readme_ks(agg)],
+            (f"E_w[best@{kmax}]", lambda r: fmt(at_k(r["ew_best_at_k"], kmax)["mean"])),
+            (f"Pareto cov.@{kmax}", lambda r: fmt(at_k(r["pareto_coverage"], kmax)["mean"])),
+            ("diversity (useful)", lambda r: fmt(r["completed_diversity"]["mean"])),
+            ("tokens/rollout", lambda r: fmt(r["tokens_per_rollout"]["mean"], 1)),
         ]
-        for key, r in agg["methods"].items():
-            name = f"**{r['label']}**" if key == "vpo" else r["label"]
-            L.append(
-                f"| {name} | "
-                + " | ".join(fmt(at_k(r["best_at_k"], k)["mean"]) for k in top)
-                + f" | {fmt(at_k(r['ew_best_at_k'], kmax)['mean'])} | {fmt(at_k(r['pareto_coverage'], kmax)['mean'])}"
-                f" | {fmt(r['completed_diversity']['mean'])} | {fmt(r['tokens_per_rollout']['mean'], 1)} |"
-            )
-        if agg["paired_vs_vpo"]:
-            L += [
-                "",
-                f"VPO minus each method, paired by seed and request: mean [{interval_name(agg, 'requests', 'over')}]",
-                "",
-                "| vs | " + " | ".join(f"Δbest@{k}" for k in top) + f" | ΔE_w[best@{kmax}] | Δdiversity (useful) |",
-                "|---|" + "---|" * (len(top) + 2),
-            ]
-            for other, d in agg["paired_vs_vpo"].items():
-                L.append(
-                    f"| {agg['methods'][other]['label']} | "
-                    + " | ".join(ci(at_k(d["best_at_k"], k), signed=True) for k in top)
-                    + f" | {ci(at_k(d['ew_best_at_k'], kmax), signed=True)} | {ci(d['completed_diversity'], signed=True)} |"
-                )
-        L += ["", self.readme_end]
-        return "\n".join(L)
+
+    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+        kmax = max(agg["config"]["ks"])
+        return [
+            *[(f"Δbest@{k}", lambda d, k=k: ci(at_k(d["best_at_k"], k), signed=True)) for k in self._readme_ks(agg)],
+            (f"ΔE_w[best@{kmax}]", lambda d: ci(at_k(d["ew_best_at_k"], kmax), signed=True)),
+            ("Δdiversity (useful)", lambda d: ci(d["completed_diversity"], signed=True)),
+        ]
+
+    @staticmethod
+    def _readme_ks(agg: dict) -> list[int]:
+        ks = agg["config"]["ks"]
+        return [k for k in (1, 10, 30) if k in ks] or [max(ks)]
