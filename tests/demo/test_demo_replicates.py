@@ -118,6 +118,10 @@ def test_a_run_records_its_environment_and_warm_start_fingerprints():
     }
     text = "\n".join(_environment_lines(agg))
     assert f"torch {env['versions']['torch']}" in text
+    # the CPU too: the same packages train other models from the same seed on other kernels
+    assert env["cpu"]["torch_capability"] and f"torch kernels {env['cpu']['torch_capability']}" in text
+    old = {**agg, "environment": {k: v for k, v in env.items() if k != "cpu"}}  # a run recorded before
+    assert "torch kernels" not in "\n".join(_environment_lines(old))
     assert "s4 1.83997 / abababababab" in text and "s5 1.84116 / cdcdcdcdcdcd" in text
 
 

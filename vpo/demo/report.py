@@ -265,9 +265,15 @@ def _environment_lines(agg: dict) -> list[str]:
             if rep.get("git_commit") and rep.get("git_commit") != commit
             else ""
         )
+        cpu = env.get("cpu")  # recorded since 2026-12-04
+        kernels = (
+            f" ({cpu.get('model')}; torch kernels {cpu.get('torch_capability')}; {' '.join(cpu.get('flags') or [])})"
+            if cpu
+            else ""
+        )
         L += [
             f"Environment: vpo {v.get('vpo')}{at}; Python {env.get('python')}, {libs}; {env.get('platform')}, "
-            f"{env.get('cpu_count')} CPUs{later}.",
+            f"{env.get('cpu_count')} CPUs{kernels}{later}.",
             "",
         ]
     ws = agg.get("warm_start") or {}

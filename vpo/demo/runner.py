@@ -65,10 +65,41 @@ def environment() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_record(),
         "versions": versions,
         "git_commit": commit,
         "git_dirty": dirty,
     }
+
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
+"""The instruction-set flags that pick torch's CPU kernels (and so the float rounding of a run)."""
+
+
+def cpu_record() -> dict:
+    """The CPU a run used, as far as it shapes the numbers: the model name, which of :data:`CPU_FLAGS`
+    it has, and the kernel level torch dispatches to. Two machines with the same package versions
+    can still train different models from the same seed when these differ (docs/demo.md, "Every
+    replicate so far")."""
+    model, flags = None, set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model is None:
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001 - a record, not a requirement
+        capability = None
+    return {"model": model, "flags": [f for f in CPU_FLAGS if f in flags], "torch_capability": capability}
 
 
 def aggregate(cfg: DemoConfig, out: Path) -> dict:
