@@ -346,6 +346,35 @@ def main(argv=None) -> dict:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads; N={N_GROUPS * G} ({N_GROUPS} x {G}), m={M}, K={K}"
         f"; medians of {args.repeats} repeats{' (--quick)' if args.quick else ''}"
     )
+    rows = _speed_table(args.repeats, result)
+    _reference_table(rows, result)
+
+    v = bench_vpo_at_k(args.repeats)
+    result.update(v)
+    print(
+        f"\nVPO@k's Max@k shares for K={K} weightings (float64, N={N_GROUPS * G}): one call "
+        f"{v['vpo_at_k_shares_vec_ms']:.2f} ms vs the former loop over the weightings "
+        f"{v['vpo_at_k_shares_loop_ms']:.2f} ms ({v['speedup_vpo_at_k_shares']:.1f}x; identical: "
+        f"{v['vpo_at_k_shares_identical']}); the whole compute_advantages('vpo_at_k') {v['vpo_at_k_estimator_ms']:.2f} ms"
+    )
+
+    _noise_table(args.seeds, args.lms_seeds, result)
+    print(
+        f"\ntargets: speedup >= 10x at d=16 vs the reference's loop structure (f64 {result['speedup_reference_loop_f64_d16']:.1f}x, "
+        f"f32 {result['speedup_reference_loop_f32_d16']:.1f}x); "
+        f"sobol noise ratio <= 0.5 (d=4: {result['sobol_noise_ratio_d4']:.2f}, "
+        f"d=16: {result['sobol_noise_ratio_d16']:.2f})"
+    )
+    if args.json:
+        result["threads"] = args.threads
+        result["quick"] = args.quick
+        print(json.dumps({k: _round(v) for k, v in result.items()}))
+    return result
+
+
+def _speed_table(repeats: int, result: dict) -> dict:
+    """Time compute_advantages against the per-group loops at d = 4 and 16 and print the table; returns the
+    measurements by d (their figures also go into ``result``)."""
     print(
         "\nspeed: compute_advantages('vpo') vs per-group loops at equal precision (medians, ms; speedup = loop / vec)"
     )
@@ -355,7 +384,7 @@ def main(argv=None) -> dict:
     )
     rows = {}
     for d in (4, 16):
-        s = rows[d] = bench_speed(d, args.repeats)
+        s = rows[d] = bench_speed(d, repeats)
         for prec in PRECISIONS:
             print(
                 f"{d:>3} {prec:>4} {s[f'vec_{prec}_ms']:>7.2f} {s[f'numpy_loop_{prec}_ms']:>11.2f} "
@@ -380,6 +409,11 @@ def main(argv=None) -> dict:
         " loop draws: those per-group draws alone; check: max |advantage difference| of the numpy/torch loop\n"
         " fed the same weights)"
     )
+    return rows
+
+
+def _reference_table(rows: dict, result: dict) -> None:
+    """Print the reference loop structure's table from the speed measurements; its figures go into ``result``."""
     print(
         "\nthe reference implementation's loop structure (numpy float64, list of per-rollout matrices, one numpy\n"
         "Dirichlet draw per group) vs compute_advantages (ms; speedup = reference / vec)"
@@ -413,20 +447,14 @@ def main(argv=None) -> dict:
         " loop fed the library's float64 weights vs vec f64)"
     )
 
-    v = bench_vpo_at_k(args.repeats)
-    result.update(v)
-    print(
-        f"\nVPO@k's Max@k shares for K={K} weightings (float64, N={N_GROUPS * G}): one call "
-        f"{v['vpo_at_k_shares_vec_ms']:.2f} ms vs the former loop over the weightings "
-        f"{v['vpo_at_k_shares_loop_ms']:.2f} ms ({v['speedup_vpo_at_k_shares']:.1f}x; identical: "
-        f"{v['vpo_at_k_shares_identical']}); the whole compute_advantages('vpo_at_k') {v['vpo_at_k_estimator_ms']:.2f} ms"
-    )
 
+def _noise_table(seeds: int, lms_seeds: int, result: dict) -> None:
+    """Measure and print the set score's noise per sampler; the figures go into ``result``."""
     print(f"\nnoise of the K={K} set score: RMS error vs a K={K_REF} estimate (ratio = / iid)")
     print(f"{'rewards':>9} {'d':>3} {'sampler':>15} {'rms':>10} {'ratio':>7} {'|bias|':>9} {'seeds':>6}")
     for kind in ("uniform", "binary"):
         for d in (4, 16):
-            noise = bench_noise(d, args.seeds, kind, args.lms_seeds)
+            noise = bench_noise(d, seeds, kind, lms_seeds)
             for name, row in noise.items():
                 print(
                     f"{kind:>9} {d:>3} {name:>15} {row['rms']:>10.2e} {row['ratio_vs_iid']:>7.3f} "
@@ -441,17 +469,6 @@ def main(argv=None) -> dict:
                     result[f"sobol_noise_ratio_d{d}{suffix}"] = row["ratio_vs_iid"]
                 else:
                     result[f"{key}_noise_ratio_d{d}{suffix}"] = row["ratio_vs_iid"]
-    print(
-        f"\ntargets: speedup >= 10x at d=16 vs the reference's loop structure (f64 {result['speedup_reference_loop_f64_d16']:.1f}x, "
-        f"f32 {result['speedup_reference_loop_f32_d16']:.1f}x); "
-        f"sobol noise ratio <= 0.5 (d=4: {result['sobol_noise_ratio_d4']:.2f}, "
-        f"d=16: {result['sobol_noise_ratio_d16']:.2f})"
-    )
-    if args.json:
-        result["threads"] = args.threads
-        result["quick"] = args.quick
-        print(json.dumps({k: _round(v) for k, v in result.items()}))
-    return result
 
 
 def _round(v):

@@ -214,35 +214,7 @@ def main(argv=None) -> dict:
     gates = {k: _Gate() for k in kinds}
     trainers = {k: make_trainer(k, gates[k], **setup) for k in kinds}
 
-    def run(k):
-        torch.set_num_threads(threads)
-        try:
-            trainers[k].train()
-        except BaseException as e:  # reported by the main thread
-            gates[k].error = e
-            for sem in (gates[k].arrived, gates[k].done):
-                sem.release()
-        finally:
-            gates[k].finished.set()
-
-    workers = [threading.Thread(target=run, args=(k,), daemon=True) for k in kinds]
-    for w in workers:
-        w.start()
-    times: dict[str, list[float]] = {k: [] for k in kinds}
-    for r in range(steps):
-        order = kinds if r % 2 == 0 else kinds[::-1]
-        for k in order:
-            _wait(gates[k].arrived, gates[k], f"{k} step {r}")  # parked at the step's start
-            t0 = time.perf_counter()
-            gates[k].go.release()
-            _wait(gates[k].done, gates[k], f"{k} step {r}")
-            times[k].append(time.perf_counter() - t0)
-        tag = "warm-up" if r < a.warmup else "round"
-        print(f"{tag} {r:2d} " + "  ".join(f"{k} {times[k][-1]:.3f}s" for k in kinds), file=sys.stderr)
-    for k in kinds:
-        workers[kinds.index(k)].join(timeout=300)
-        if gates[k].error is not None:
-            raise RuntimeError(f"{k} failed") from gates[k].error
+    times = _interleaved_times(trainers, gates, kinds, steps, a.warmup, threads)
     t = {k: v[a.warmup :] for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in t.items()}
     ratio_m3 = _spread([x / y for x, y in zip(t["vpo_m3"], t["trl_grpo"])])
@@ -254,24 +226,7 @@ def main(argv=None) -> dict:
             [generation["gemm_gflops_before"], generation["gemm_gflops_after"]]
         )
         generation["fraction_of_gemm_limit"] = generation["achieved_gflops"] / generation["gemm_gflops"]
-    lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
-    print(
-        f"\nseconds per training step: {a.batch} rollouts x {lengths}, {model_label(a)} on CPU, "
-        f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}"
-    )
-    print(f"{'trainer':30s} {'median s/step':>14s} {'per-round ratio vs TRL GRPO: median [IQR] (range)':>52s}")
-    labels = {
-        "trl_grpo": "TRL GRPOTrainer (baseline)",
-        "vpo_grpo": "VPOTrainer estimator=grpo",
-        "vpo_m3": "VPOTrainer estimator=vpo m=3",
-    }
-    for k, sp in (("trl_grpo", None), ("vpo_grpo", ratio_grpo), ("vpo_m3", ratio_m3)):
-        cell = (
-            ""
-            if sp is None
-            else f"{sp['median']:.3f} [{sp['iqr'][0]:.3f}, {sp['iqr'][1]:.3f}] ({sp['min']:.3f}-{sp['max']:.3f})"
-        )
-        print(f"{labels[k]:30s} {med[k]:14.3f} {cell:>52s}")
+    _print_table(a, threads, vpo_length, med, ratio_grpo, ratio_m3)
     res = {
         "s_per_step_trl_grpo": med["trl_grpo"],
         "s_per_step_vpo_grpo": med["vpo_grpo"],
@@ -298,6 +253,65 @@ def main(argv=None) -> dict:
     if a.json:
         print(json.dumps({k: _round(v) for k, v in res.items()}))
     return res
+
+
+def _interleaved_times(trainers: dict, gates: dict, kinds: list[str], steps: int, warmup: int, threads: int):
+    """Train every trainer in its own thread, letting one step run at a time, in interleaved rounds
+    (the order alternates); returns each trainer's seconds per step, warm-up rounds included."""
+    import torch
+
+    def run(k):
+        torch.set_num_threads(threads)
+        try:
+            trainers[k].train()
+        except BaseException as e:  # reported by the main thread
+            gates[k].error = e
+            for sem in (gates[k].arrived, gates[k].done):
+                sem.release()
+        finally:
+            gates[k].finished.set()
+
+    workers = [threading.Thread(target=run, args=(k,), daemon=True) for k in kinds]
+    for w in workers:
+        w.start()
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for r in range(steps):
+        order = kinds if r % 2 == 0 else kinds[::-1]
+        for k in order:
+            _wait(gates[k].arrived, gates[k], f"{k} step {r}")  # parked at the step's start
+            t0 = time.perf_counter()
+            gates[k].go.release()
+            _wait(gates[k].done, gates[k], f"{k} step {r}")
+            times[k].append(time.perf_counter() - t0)
+        tag = "warm-up" if r < warmup else "round"
+        print(f"{tag} {r:2d} " + "  ".join(f"{k} {times[k][-1]:.3f}s" for k in kinds), file=sys.stderr)
+    for k in kinds:
+        workers[kinds.index(k)].join(timeout=300)
+        if gates[k].error is not None:
+            raise RuntimeError(f"{k} failed") from gates[k].error
+    return times
+
+
+def _print_table(a, threads: int, vpo_length: int, med: dict, ratio_grpo: dict, ratio_m3: dict) -> None:
+    """The seconds-per-step table: each trainer's median and its per-round ratio to TRL's GRPOTrainer."""
+    lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
+    print(
+        f"\nseconds per training step: {a.batch} rollouts x {lengths}, {model_label(a)} on CPU, "
+        f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}"
+    )
+    print(f"{'trainer':30s} {'median s/step':>14s} {'per-round ratio vs TRL GRPO: median [IQR] (range)':>52s}")
+    labels = {
+        "trl_grpo": "TRL GRPOTrainer (baseline)",
+        "vpo_grpo": "VPOTrainer estimator=grpo",
+        "vpo_m3": "VPOTrainer estimator=vpo m=3",
+    }
+    for k, sp in (("trl_grpo", None), ("vpo_grpo", ratio_grpo), ("vpo_m3", ratio_m3)):
+        cell = (
+            ""
+            if sp is None
+            else f"{sp['median']:.3f} [{sp['iqr'][0]:.3f}, {sp['iqr'][1]:.3f}] ({sp['min']:.3f}-{sp['max']:.3f})"
+        )
+        print(f"{labels[k]:30s} {med[k]:14.3f} {cell:>52s}")
 
 
 def make_trainer(kind, gate, *, a, model_dir, tmp, steps, task, ds, peft_config):

@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from vpo.integrations.evolve import EvolveModel, EvolveSettings
+    from vpo.integrations.evolve import EvolveSettings
 
     demo, out = Path(args.demo), Path(args.out)
     from vpo.demo.config import DemoConfig
@@ -178,26 +178,7 @@ def main(argv=None) -> int:
                 cfg.max_tokens_multi if mm > 1 else cfg.max_tokens_single,
             )
 
-    models = []
-    for method, seed, path, m in ckpts:
-        models.append(
-            EvolveModel(
-                name=f"{method}_s{seed}",
-                num_answers=m,
-                client="vpo.integrations.evolve:TaskPromptClient",
-                client_options={
-                    "path": str(path),
-                    "task": "prog",
-                    "task_options": opts,
-                    "split": cfg.split,
-                    "n": cfg.eval_problems,
-                    "num_answers": m,
-                    "temperature": args.temperature,
-                    "seed": 1000 + seed,
-                    "max_new_tokens": cfg.max_tokens_multi if m > 1 else cfg.max_tokens_single,
-                },
-            )
-        )
+    models = [_evolve_model(method, seed, path, m, opts, cfg, args.temperature) for method, seed, path, m in ckpts]
     settings = EvolveSettings(budget=args.calls, budget_unit="calls", seed=0, num_islands=2, eval_workers=1)
     from concurrent.futures import ProcessPoolExecutor
 
@@ -230,19 +211,7 @@ def main(argv=None) -> int:
         + ".",
         "",
     ]
-    if probe:
-        lines += [
-            "## 1. OpenEvolve's own prompt",
-            "",
-            "| checkpoint | evolve prompt (tokens, median) | context window | task prompt (tokens) | calls | calls with a program |",
-            "|---|---|---|---|---|---|",
-        ]
-        for method, p in probe.items():
-            lines.append(
-                f"| {method} (seed {seeds[0]}) | {p['prompt_tokens_median']:.0f} | {p['context']} | {p['task_prompt_tokens']} | "
-                f"{p['calls']} | {p['calls_with_a_program']} |"
-            )
-        lines.append("")
+    lines += _probe_section(probe, seeds[0])
     lines += [
         "## 2. Search with the task's prompt (TaskPromptClient: the parent is not shown)",
         "",
@@ -258,21 +227,7 @@ def main(argv=None) -> int:
         f"Matched candidates: an m-answer policy is counted at its first floor({args.calls}/m) calls, so it has "
         f"written at most as many programs as a single-answer policy in {args.calls} calls.",
     ]
-    if diffs:
-        lines += [
-            "",
-            "VPO minus each method, share of the problems solved, paired by seed and problem: mean [95 % t "
-            "interval over seeds and problems (vpo.search.intervals.replicate_interval)]",
-            "",
-            "| vs | at matched calls | at matched candidates |",
-            "|---|---|---|",
-        ]
-        for method in methods:
-            if method != "vpo":
-                c, k = diffs[(method, "calls")], diffs[(method, "candidates")]
-                lines.append(
-                    f"| {method} | {c[0]:+.3f} [{c[1]:+.3f}, {c[2]:+.3f}] | {k[0]:+.3f} [{k[1]:+.3f}, {k[2]:+.3f}] |"
-                )
+    lines += _difference_section(diffs, methods)
     lines += [
         "",
         f"Wall time: {figures['seconds'] / 60:.1f} min. Reproduce: `python scripts/prog_evolve_study.py --demo {demo} "
@@ -297,6 +252,68 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(figures))
     return 0
+
+
+def _evolve_model(method: str, seed: int, path, m: int, opts: dict, cfg, temperature: float):
+    """The EvolveModel of one checkpoint: the task's own prompt (TaskPromptClient) on the demo's split."""
+    from vpo.integrations.evolve import EvolveModel
+
+    return EvolveModel(
+        name=f"{method}_s{seed}",
+        num_answers=m,
+        client="vpo.integrations.evolve:TaskPromptClient",
+        client_options={
+            "path": str(path),
+            "task": "prog",
+            "task_options": opts,
+            "split": cfg.split,
+            "n": cfg.eval_problems,
+            "num_answers": m,
+            "temperature": temperature,
+            "seed": 1000 + seed,
+            "max_new_tokens": cfg.max_tokens_multi if m > 1 else cfg.max_tokens_single,
+        },
+    )
+
+
+def _probe_section(probe: dict, seed: int) -> list[str]:
+    """Part 1 of study.md: OpenEvolve's own prompt per probed checkpoint (nothing without probes)."""
+    if not probe:
+        return []
+    lines = [
+        "## 1. OpenEvolve's own prompt",
+        "",
+        "| checkpoint | evolve prompt (tokens, median) | context window | task prompt (tokens) | calls | calls with a program |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method, p in probe.items():
+        lines.append(
+            f"| {method} (seed {seed}) | {p['prompt_tokens_median']:.0f} | {p['context']} | {p['task_prompt_tokens']} | "
+            f"{p['calls']} | {p['calls_with_a_program']} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _difference_section(diffs: dict, methods: list[str]) -> list[str]:
+    """study.md's table of VPO minus each other method (nothing without differences)."""
+    if not diffs:
+        return []
+    lines = [
+        "",
+        "VPO minus each method, share of the problems solved, paired by seed and problem: mean [95 % t "
+        "interval over seeds and problems (vpo.search.intervals.replicate_interval)]",
+        "",
+        "| vs | at matched calls | at matched candidates |",
+        "|---|---|---|",
+    ]
+    for method in methods:
+        if method != "vpo":
+            c, k = diffs[(method, "calls")], diffs[(method, "candidates")]
+            lines.append(
+                f"| {method} | {c[0]:+.3f} [{c[1]:+.3f}, {c[2]:+.3f}] | {k[0]:+.3f} [{k[1]:+.3f}, {k[2]:+.3f}] |"
+            )
+    return lines
 
 
 def _tabulate(rep: dict, methods, seeds, ckpts, hard, calls: int, figures: dict):

@@ -248,7 +248,7 @@ def test_bpf_program_checks_the_architecture_first(machine):
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
-def test_bpf_program_decisions(machine):
+def test_bpf_program_decisions_by_number(machine):
     prog = W._seccomp_program(machine)
     arch, col = W._AUDIT_ARCH[machine], 0 if machine == "x86_64" else 1
     denied = {v[col] for v in W._SECCOMP_DENY.values()} - {None}
@@ -261,6 +261,17 @@ def test_bpf_program_decisions(machine):
     # every number past the last reviewed one is refused as unknown (open_tree_attr is 467)
     for n in [*range(last + 1, 700), 1000, 0x3FFFFFFF, 0x7FFFFFFF if machine == "aarch64" else 0x3FFFFFFE]:
         assert _run_bpf(prog, n, arch) == ENOSYS, n
+
+
+def _prog_arch_numbers(machine):
+    """The filter for ``machine``, its audit arch and the numbers of the argument-checked calls."""
+    col = 0 if machine == "x86_64" else 1
+    return W._seccomp_program(machine), W._AUDIT_ARCH[machine], {n: v[col] for n, v in W._SECCOMP_ARG_CHECKED.items()}
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_bpf_program_decisions_on_clone_personality_unshare(machine):
+    prog, arch, nr = _prog_arch_numbers(machine)
     clone, persona = nr["clone"], nr["personality"]
     assert _run_bpf(prog, nr["clone3"], arch) == ENOSYS
     assert _run_bpf(prog, clone, arch, (SIGCHLD, 0, 0, 0, 0, 0)) == ALLOW  # fork
@@ -275,6 +286,11 @@ def test_bpf_program_decisions(machine):
     assert _run_bpf(prog, nr["unshare"], arch, (CLONE_NEWIPC, 0, 0, 0, 0, 0)) == ALLOW
     for flags in (0, CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC | CLONE_NEWUSER, CLONE_NEWIPC | CLONE_NEWNS, 0x40000000):
         assert _run_bpf(prog, nr["unshare"], arch, (flags, 0, 0, 0, 0, 0)) == EPERM, hex(flags)
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_bpf_program_decisions_on_sockets(machine):
+    prog, arch, nr = _prog_arch_numbers(machine)
     # socket: TCP and UDP only: AF_INET / AF_INET6, SOCK_STREAM / SOCK_DGRAM (flags masked off),
     # protocol 0, IPPROTO_TCP or IPPROTO_UDP; SOCK_PACKET (10), raw, MPTCP (262), UDP-Lite (136)... refused
     flags = 0x80000 | 0x800  # SOCK_CLOEXEC | SOCK_NONBLOCK

@@ -43,7 +43,9 @@ def test_the_flags_build_the_pool_config_they_name():
     cfg = _pool_config(args, m=3)
     assert (cfg.num_answers, cfg.n_rollouts, cfg.top_p, cfg.num_threads, cfg.max_batch_rows) == (3, 5, 0.9, 3, 7)
     assert cfg.stop_at_last_answer is True
-    untouched = {f.name for f in dataclasses.fields(PoolConfig)} - set(POOL_FLAGS.values()) - {"num_answers", "endpoint"}
+    untouched = (
+        {f.name for f in dataclasses.fields(PoolConfig)} - set(POOL_FLAGS.values()) - {"num_answers", "endpoint"}
+    )
     for name in untouched:
         assert getattr(cfg, name) == getattr(PoolConfig(), name), name
 

@@ -216,6 +216,14 @@ def _check_instance(ex, cfg):
     assert len(grid) == rows and all(len(r) == cols for r in grid)
     tiles = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
     assert set(tiles.values()) <= set("#.SE$*~")
+    s, e = _check_layout(tiles, rows, cols, cfg)
+    _check_spanning_tree(tiles, s, rows, cols, cfg)
+    _check_budget(tiles, s, e, budget, cfg)
+
+
+def _check_layout(tiles, rows, cols, cfg):
+    """S and E in opposite corners, each item zone near one of the other two corners, lava inside;
+    returns (S, E)."""
     where = {s: [p for p, ch in tiles.items() if ch == s] for s in "SE$*~"}
     assert len(where["S"]) == 1 and len(where["E"]) == 1
     (s,), (e,) = where["S"], where["E"]
@@ -234,26 +242,34 @@ def _check_instance(ex, cfg):
     lo, hi = cfg["lava"]
     assert lo <= len(where["~"]) <= hi
     assert all(0 < r < rows - 1 and 0 < c < cols - 1 for r, c in where["~"])  # interior
-    # spanning tree: every even-coordinate cell open; everything open connected
+    return s, e
+
+
+def _open_neighbours(tiles, p):
+    for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+        q = (p[0] + dr, p[1] + dc)
+        if q in tiles and tiles[q] != "#":
+            yield q
+
+
+def _check_spanning_tree(tiles, s, rows, cols, cfg):
+    """Every even-coordinate cell open; everything open connected."""
     assert all(tiles[(r, c)] != "#" for r in range(0, rows, 2) for c in range(0, cols, 2))
     opened = sum(ch != "#" for ch in tiles.values())
     n_cells = ((rows + 1) // 2) * ((cols + 1) // 2)
     assert opened >= 2 * n_cells - 1 + cfg["extra_openings"][0]
-
-    def nbrs(p):
-        for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-            q = (p[0] + dr, p[1] + dc)
-            if q in tiles and tiles[q] != "#":
-                yield q
-
     seen, q = {s}, deque([s])
     while q:
-        for n in nbrs(q.popleft()):
+        for n in _open_neighbours(tiles, q.popleft()):
             if n not in seen:
                 seen.add(n)
                 q.append(n)
     assert len(seen) == opened
 
+
+def _check_budget(tiles, s, e, budget, cfg):
+    """The budget is the longer of the two zones' shortest routes plus the slack; no route visits both
+    zones within it; a lava-free route fits in it."""
     # exact search over (tile, touched gold, touched diamond); the route stops at E
     dist = {(s, False, False): 0}
     q = deque([(s, False, False)])
@@ -264,7 +280,7 @@ def _check_instance(ex, cfg):
         if p == e:
             best.setdefault((hg, hd), dist[state])
             continue
-        for n in nbrs(p):
+        for n in _open_neighbours(tiles, p):
             ns = (n, hg or tiles[n] == "$", hd or tiles[n] == "*")
             if ns not in dist:
                 dist[ns] = dist[state] + 1
@@ -278,7 +294,7 @@ def _check_instance(ex, cfg):
     q = deque([s])
     while q:
         p = q.popleft()
-        for n in nbrs(p):
+        for n in _open_neighbours(tiles, p):
             if n not in d and tiles[n] != "~":
                 d[n] = d[p] + 1
                 q.append(n)

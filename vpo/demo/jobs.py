@@ -207,36 +207,10 @@ def run_jobs(jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path
     last, total = 0.0, len(pending)
     try:
         while pending or running:
-            for i, (job, t0) in list(running.items()):
-                rc = lanes[i].poll()
-                if rc is None:
-                    continue
-                del running[i]
-                if rc != 0 or not job.done_marker.exists():
-                    tail = job.log.read_text(errors="replace")[-4000:] if job.log.exists() else ""
-                    raise RuntimeError(f"job {job.name} failed (exit {rc}); log {job.log}:\n{tail}")
-                mark_done(job.done_marker, job.settings)
-                seconds[job.name] = time.time() - t0
-                done.add(job.name)
-                status(f"done  {job.name} in {seconds[job.name]:.0f} s ({len(seconds)}/{total})")
-            for i in range(n_lanes):
-                if i in running:
-                    continue
-                job = _pick(pending, done)
-                if job is None:
-                    break
-                pending.remove(job)
-                job.log.parent.mkdir(parents=True, exist_ok=True)
-                lanes[i].start(job)
-                running[i] = (job, time.time())
-                status(f"start {job.name}")
+            _collect_finished(lanes, running, done, seconds, total)
+            _start_ready(lanes, running, pending, done)
             if running and time.time() - last > 20:
-                parts = []
-                for job, t0 in running.values():
-                    step = _train_step_from_log(job.log) if job.progress_total else None
-                    prog = f" step {step}/{job.progress_total}" if step is not None else ""
-                    parts.append(f"{job.name}{prog} ({time.time() - t0:.0f} s)")
-                status("running: " + ", ".join(parts))
+                status("running: " + _running_summary(running))
                 last = time.time()
             if not running and pending and _pick(pending, done) is None:
                 raise RuntimeError("unsatisfiable job dependencies: " + ", ".join(j.name for j in pending))
@@ -245,3 +219,47 @@ def run_jobs(jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path
         for lane in lanes:
             lane.close()
     return seconds
+
+
+def _collect_finished(
+    lanes: list, running: dict[int, tuple[Job, float]], done: set[str], seconds: dict, total: int
+) -> None:
+    """Take the jobs that ended off their lanes: mark each done and time it, or raise with the tail of
+    the log of one that failed (non-zero exit or no done marker)."""
+    for i, (job, t0) in list(running.items()):
+        rc = lanes[i].poll()
+        if rc is None:
+            continue
+        del running[i]
+        if rc != 0 or not job.done_marker.exists():
+            tail = job.log.read_text(errors="replace")[-4000:] if job.log.exists() else ""
+            raise RuntimeError(f"job {job.name} failed (exit {rc}); log {job.log}:\n{tail}")
+        mark_done(job.done_marker, job.settings)
+        seconds[job.name] = time.time() - t0
+        done.add(job.name)
+        status(f"done  {job.name} in {seconds[job.name]:.0f} s ({len(seconds)}/{total})")
+
+
+def _start_ready(lanes: list, running: dict[int, tuple[Job, float]], pending: list[Job], done: set[str]) -> None:
+    """Give every idle lane the next ready job (:func:`_pick`), while there is one."""
+    for i in range(len(lanes)):
+        if i in running:
+            continue
+        job = _pick(pending, done)
+        if job is None:
+            break
+        pending.remove(job)
+        job.log.parent.mkdir(parents=True, exist_ok=True)
+        lanes[i].start(job)
+        running[i] = (job, time.time())
+        status(f"start {job.name}")
+
+
+def _running_summary(running: dict[int, tuple[Job, float]]) -> str:
+    """The running jobs with their training step (read from the log, when the job reports one) and time so far."""
+    parts = []
+    for job, t0 in running.values():
+        step = _train_step_from_log(job.log) if job.progress_total else None
+        prog = f" step {step}/{job.progress_total}" if step is not None else ""
+        parts.append(f"{job.name}{prog} ({time.time() - t0:.0f} s)")
+    return ", ".join(parts)

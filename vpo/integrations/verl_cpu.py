@@ -557,12 +557,23 @@ def _model_path(model_config) -> str:
 
 
 def _register_rollout() -> None:
+    """Register the ``vpo_hf`` rollout with veRL: its replica (server side) and its adapter (trainer side)."""
     import ray
     from verl.workers.rollout import base as rollout_base
     from verl.workers.rollout.base import BaseRollout
     from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry
 
-    server_cls = ray.remote(num_cpus=0)(HFRolloutServer)
+    HFRolloutReplica = _replica_class(RolloutReplica, ray.remote(num_cpus=0)(HFRolloutServer))
+    HFServerAdapter = _adapter_class(BaseRollout, ray)
+    HFRolloutReplica.__module__ = HFServerAdapter.__module__ = __name__
+    globals()["HFRolloutReplica"] = HFRolloutReplica
+    globals()["HFServerAdapter"] = HFServerAdapter
+    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.HFServerAdapter"
+    RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: HFRolloutReplica)
+
+
+def _replica_class(RolloutReplica, server_cls):
+    """The ``vpo_hf`` subclass of veRL's ``RolloutReplica`` (built at registration: veRL is imported only then)."""
 
     class HFRolloutReplica(RolloutReplica):
         """A replica whose server is an :class:`HFRolloutServer` actor holding the policy."""
@@ -587,6 +598,12 @@ def _register_rollout() -> None:
 
         def rollout_worker_use_gpu(self) -> bool:
             return False
+
+    return HFRolloutReplica
+
+
+def _adapter_class(BaseRollout, ray):
+    """The ``vpo_hf`` subclass of veRL's ``BaseRollout`` (built at registration: veRL is imported only then)."""
 
     class HFServerAdapter(BaseRollout):
         """The rollout side of each trainer rank: takes the actor's weights after every update and
@@ -639,11 +656,7 @@ def _register_rollout() -> None:
                     f"vpo_hf rollout: replica {self.replica_rank} holds weights {loaded} after loading {sent}"
                 )
 
-    HFRolloutReplica.__module__ = HFServerAdapter.__module__ = __name__
-    globals()["HFRolloutReplica"] = HFRolloutReplica
-    globals()["HFServerAdapter"] = HFServerAdapter
-    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.HFServerAdapter"
-    RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: HFRolloutReplica)
+    return HFServerAdapter
 
 
 _REGISTERED = False

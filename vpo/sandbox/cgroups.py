@@ -91,43 +91,51 @@ class _Cgroups:
         if not cfg.use_cgroups:
             return
         by_dir: dict[str, list[str]] = {}
-        bases = _cgroup_dirs()
-        for ctl, base in bases.items():
+        for ctl, base in _cgroup_dirs().items():
             by_dir.setdefault(os.path.join(base, tag), []).append(ctl)
         for d, ctls in list(by_dir.items()):
             if not set(ctls) <= _POOLABLE or os.path.exists(os.path.join(os.path.dirname(d), "cgroup.controllers")):
                 continue
             # a v1 cpu and/or cpuacct hierarchy of its own: a pooled cgroup, already limited
             del by_dir[d]
-            cores = float(cfg.cpu_cores) if "cpu" in ctls and cfg.cpu_cores is not None else None
-            key = (os.path.dirname(d), cores)
-            try:
-                pooled = _take_cpu_cgroup(*key)
-            except OSError:
-                continue
-            self.dirs.append(pooled)
-            self.pooled.append((pooled, key))
-            if cores is not None:
-                self.cpu_cap = max(1000, int(cores * 100_000)) / 100_000
-            if "cpuacct" in ctls:
-                self.cpu_usage = os.path.join(pooled, "cpuacct.usage")
+            self._join_pooled(os.path.dirname(d), ctls, cfg)
         for d, ctls in by_dir.items():
+            self._create(d, ctls, cfg, extra_bytes)
+
+    def _join_pooled(self, base: str, ctls: list[str], cfg: SandboxConfig) -> None:
+        """Take a pooled cgroup of the v1 cpu and/or cpuacct hierarchy ``base`` (none if that fails)."""
+        cores = float(cfg.cpu_cores) if "cpu" in ctls and cfg.cpu_cores is not None else None
+        key = (base, cores)
+        try:
+            pooled = _take_cpu_cgroup(*key)
+        except OSError:
+            return
+        self.dirs.append(pooled)
+        self.pooled.append((pooled, key))
+        if cores is not None:
+            self.cpu_cap = max(1000, int(cores * 100_000)) / 100_000
+        if "cpuacct" in ctls:
+            self.cpu_usage = os.path.join(pooled, "cpuacct.usage")
+
+    def _create(self, d: str, ctls: list[str], cfg: SandboxConfig, extra_bytes: int) -> None:
+        """Make the sandbox's own cgroup ``d`` for the controllers ``ctls`` and set their limits (a
+        cgroup or limit that cannot be made is left out)."""
+        try:
+            os.mkdir(d)
+        except OSError:
+            return
+        self.dirs.append(d)
+        if "unified" in ctls:
+            self.unified = d
+            if self.cpu_usage is None and os.path.exists(os.path.join(d, "cpu.stat")):
+                self.cpu_usage = os.path.join(d, "cpu.stat")
+        if "cpuacct" in ctls:
+            self.cpu_usage = os.path.join(d, "cpuacct.usage")
+        for ctl in ctls:
             try:
-                os.mkdir(d)
+                self._limit(ctl, d, cfg, extra_bytes)
             except OSError:
-                continue
-            self.dirs.append(d)
-            if "unified" in ctls:
-                self.unified = d
-                if self.cpu_usage is None and os.path.exists(os.path.join(d, "cpu.stat")):
-                    self.cpu_usage = os.path.join(d, "cpu.stat")
-            if "cpuacct" in ctls:
-                self.cpu_usage = os.path.join(d, "cpuacct.usage")
-            for ctl in ctls:
-                try:
-                    self._limit(ctl, d, cfg, extra_bytes)
-                except OSError:
-                    pass
+                pass
 
     def _limit(self, ctl: str, d: str, cfg: SandboxConfig, extra_bytes: int) -> None:
         if ctl == "pids":

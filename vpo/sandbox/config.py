@@ -70,7 +70,7 @@ class SandboxConfig:
     """How long the worker waits, after killing them, for a test's processes to be gone before the
     next test; past it the sandbox stops (its remaining tests: ``sandbox_error``)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 (a flat list of independent setting checks)
         if not (self.timeout_s > 0):
             raise ValueError(f"SandboxConfig.timeout_s must be > 0 seconds, got {self.timeout_s!r}")
         for name in (

@@ -370,53 +370,78 @@ def _read_records(fd: int, deadline: float, max_bytes: int) -> tuple[list[tuple]
     value (lengths in the record: the worker sends them file-to-pipe, never through its memory).
     Returns ``[(object, (stdout, stderr, value) or None)]`` and ``None``, or what went wrong (then the
     caller kills the sandbox)."""
-    buf = bytearray()
-    records: list[tuple] = []
+    stream = _RecordStream(max_bytes)
     total = 0
-    pending = None  # (record, lengths) waiting for its payload
     while True:
-        while True:  # take what is complete in the buffer
-            if pending is not None:
-                need = sum(pending[1])
-                if len(buf) < need:
-                    break
-                parts, at = [], 0
-                for n in pending[1]:
-                    parts.append(bytes(buf[at : at + n]))
-                    at += n
-                del buf[:need]
-                records.append((pending[0], tuple(parts)))
-                pending = None
+        problem = stream.take_complete()
+        if problem is not None or stream.done:
+            return stream.records, problem
+        remaining = deadline - time.monotonic()
+        r = select.select([fd], [], [], remaining)[0] if remaining > 0 else []
+        if not r:
+            return stream.records, "hard timeout: the sandbox was killed"
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return stream.records, None
+        total += len(chunk)
+        if total > max_bytes:  # a worker never sends this much: treat as broken
+            return stream.records, f"sandbox protocol error: more than {max_bytes} bytes of results"
+        stream.buf += chunk
+
+
+class _RecordStream:
+    """The worker's records, parsed from the bytes read so far (:func:`_read_records` appends to ``buf``)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.buf = bytearray()
+        self.records: list[tuple] = []
+        self.pending: tuple[dict, list[int]] | None = None
+        """A test's record waiting for its payload, with the payload's lengths."""
+        self.done = False
+        """True once the ``done`` record has arrived."""
+
+    def take_complete(self) -> str | None:
+        """Move every complete record (and payload) out of ``buf`` into ``records``, up to the ``done``
+        record; returns a protocol error, or None."""
+        while not self.done:
+            if self.pending is not None:
+                if not self._take_payload():
+                    return None
                 continue
-            nl = buf.find(b"\n")
+            nl = self.buf.find(b"\n")
             if nl < 0:
-                break
-            line = bytes(buf[:nl])
-            del buf[: nl + 1]
+                return None
+            line = bytes(self.buf[:nl])
+            del self.buf[: nl + 1]
             try:
                 msg = json.loads(line)
             except ValueError:
                 msg = None
             if isinstance(msg, dict) and "i" in msg and any(k in msg for k in _PAYLOAD):
                 lengths = [msg.get(k, 0) for k in _PAYLOAD]
-                if not all(isinstance(n, int) and 0 <= n <= max_bytes for n in lengths):
-                    return records, "sandbox protocol error: bad payload lengths"
-                pending = (msg, lengths)
+                if not all(isinstance(n, int) and 0 <= n <= self.max_bytes for n in lengths):
+                    return "sandbox protocol error: bad payload lengths"
+                self.pending = (msg, lengths)
                 continue
-            records.append((msg, None))
-            if isinstance(msg, dict) and msg.get("done"):
-                return records, None
-        remaining = deadline - time.monotonic()
-        r = select.select([fd], [], [], remaining)[0] if remaining > 0 else []
-        if not r:
-            return records, "hard timeout: the sandbox was killed"
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return records, None
-        total += len(chunk)
-        if total > max_bytes:  # a worker never sends this much: treat as broken
-            return records, f"sandbox protocol error: more than {max_bytes} bytes of results"
-        buf += chunk
+            self.records.append((msg, None))
+            self.done = isinstance(msg, dict) and bool(msg.get("done"))
+        return None
+
+    def _take_payload(self) -> bool:
+        """Attach the pending record's payload once all of it is in ``buf``; False while it is not."""
+        msg, lengths = self.pending
+        need = sum(lengths)
+        if len(self.buf) < need:
+            return False
+        parts, at = [], 0
+        for n in lengths:
+            parts.append(bytes(self.buf[at : at + n]))
+            at += n
+        del self.buf[:need]
+        self.records.append((msg, tuple(parts)))
+        self.pending = None
+        return True
 
 
 def _inputs(tests: Sequence[TestInput]) -> tuple[list[dict], bytes]:

@@ -295,29 +295,8 @@ class SeccompAssemblyError(ValueError):
 
 def _bpf_assemble(pieces: list[tuple]) -> list[tuple[int, int, int, int]]:
     """Pieces -> classic-BPF ``(code, jt, jf, k)`` instructions, labels resolved to jump offsets."""
-    labels: dict[str, int] = {}
-    n = 0
-    for piece in pieces:
-        if piece[0] == "label":
-            if piece[1] in labels:
-                raise SeccompAssemblyError(f"seccomp program: label {piece[1]!r} defined twice")
-            labels[piece[1]] = n
-        else:
-            n += 1
+    labels = _bpf_labels(pieces)
     prog: list[tuple[int, int, int, int]] = []
-
-    def offset(target: str | None, at: int) -> int:
-        if target is None:
-            return 0
-        if target not in labels:
-            raise SeccompAssemblyError(f"seccomp program: jump to undefined label {target!r}")
-        off = labels[target] - at - 1
-        if not 0 <= off <= 255:  # classic BPF jumps only forward, by at most 255 instructions
-            raise SeccompAssemblyError(
-                f"seccomp program: jump from instruction {at} to {target!r} ({off:+d}) is out of range"
-            )
-        return off
-
     for piece in pieces:
         kind, at = piece[0], len(prog)
         if kind == "label":
@@ -330,10 +309,38 @@ def _bpf_assemble(pieces: list[tuple]) -> list[tuple[int, int, int, int]]:
             prog.append((_BPF_AND_K, 0, 0, piece[1]))
         elif kind == "jump":
             _, op, k, then, otherwise = piece
-            prog.append((op, offset(then, at), offset(otherwise, at), k))
+            prog.append((op, _bpf_offset(labels, then, at), _bpf_offset(labels, otherwise, at), k))
         else:
             raise SeccompAssemblyError(f"seccomp program: unknown piece {piece!r}")
     return prog
+
+
+def _bpf_labels(pieces: list[tuple]) -> dict[str, int]:
+    """Each label's position: the index of the instruction that follows it."""
+    labels: dict[str, int] = {}
+    n = 0
+    for piece in pieces:
+        if piece[0] == "label":
+            if piece[1] in labels:
+                raise SeccompAssemblyError(f"seccomp program: label {piece[1]!r} defined twice")
+            labels[piece[1]] = n
+        else:
+            n += 1
+    return labels
+
+
+def _bpf_offset(labels: dict[str, int], target: str | None, at: int) -> int:
+    """The jump offset from instruction ``at`` to label ``target`` (None: the next instruction)."""
+    if target is None:
+        return 0
+    if target not in labels:
+        raise SeccompAssemblyError(f"seccomp program: jump to undefined label {target!r}")
+    off = labels[target] - at - 1
+    if not 0 <= off <= 255:  # classic BPF jumps only forward, by at most 255 instructions
+        raise SeccompAssemblyError(
+            f"seccomp program: jump from instruction {at} to {target!r} ({off:+d}) is out of range"
+        )
+    return off
 
 
 def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
@@ -613,65 +620,11 @@ def _setup(job: dict) -> dict:
     """Namespace-side setup, run once by the worker before any program code. Returns a report."""
     rep: dict = {"pid": os.getpid(), "readonly_root": False, "tmpfs_scratch": False, "cgroups": []}
     scratch = job["scratch"]
-    for procs in job.get("cgroup_procs", []):  # join the per-sandbox cgroups first (needs writable /sys)
-        try:
-            with open(procs, "w") as f:
-                f.write("0")
-            rep["cgroups"].append(procs)
-        except OSError as e:
-            rep.setdefault("warnings", []).append(f"cgroup {procs}: {e}")
+    _join_cgroups(job, rep)  # first: needs a writable /sys
     libc = None
     if job["namespaces"]:
         libc = _libc()
-        how = _make_readonly(libc)
-        rep["readonly_root"] = how
-        rep["dev"] = _minimal_dev(libc, mknod=job.get("uid") is not None)  # root mode: real root
-        rep["cgroupfs_hidden"] = _hide_cgroupfs(libc, job)
-        # a fresh, writable view of our own pid namespace's /proc (children lower their OOM shield)
-        try:
-            _mount_setattr(libc, b"/proc", 0, _MOUNT_ATTR_RDONLY, recursive=False)
-        except OSError:
-            try:
-                _mount(libc, b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
-            except OSError as e:
-                rep.setdefault("warnings", []).append(f"/proc stays read-only: {e}")
-        size = int(job["tmpfs_bytes"])
-        uid = job.get("uid")
-        # The interpreter's own directories, bound read-only inside the scratch tmpfs: the
-        # unprivileged uid may not be able to traverse to the real ones (e.g. a Python under /root).
-        # O_PATH handles first: the tmpfs below may cover them (a virtualenv under /tmp).
-        py_dirs = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in sys.path if p and os.path.isdir(p)]
-        # The scratch tmpfs goes over /tmp: a path every uid can traverse (the host-side directory
-        # may sit below a 0700 parent), and the host's /tmp is hidden from the program as a bonus.
-        scratch = "/tmp" if os.path.isdir("/tmp") else scratch
-        opts = f"size={size},nr_inodes={int(job['tmpfs_inodes'])},mode=0755"
-        _mount(libc, b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode())
-        rep["tmpfs_scratch"] = scratch
-        py_map = []
-        for k, (path, fd) in enumerate(py_dirs):
-            target = os.path.join(scratch, ".py", str(k))
-            os.makedirs(target, mode=0o755)
-            _mount(libc, f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND, None)
-            os.close(fd)
-            _mount_setattr(
-                libc, target.encode(), _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0, recursive=True
-            )
-            py_map.append([path, target])
-        if py_map:
-            os.chmod(os.path.join(scratch, ".py"), 0o755)
-        rep["py_map"] = py_map
-        if uid is None:
-            rep["mode"] = "user-namespace"
-            # these limits belong to the opener's user namespace (ours), never the host's
-            try:
-                with open("/proc/sys/user/max_user_namespaces", "w") as f:
-                    f.write("0")
-                rep["nested_userns_blocked"] = True
-            except OSError as e:
-                rep["nested_userns_blocked"] = False
-                rep.setdefault("warnings", []).append(f"nested user namespaces stay allowed: {e}")
-        else:
-            rep["mode"] = "root"
+        scratch = _setup_namespaces(job, libc, rep)
     job["scratch"] = rep["scratch"] = scratch  # from here on: the directory as seen inside
     os.chdir(scratch)
     os.makedirs("io", mode=0o700, exist_ok=True)
@@ -691,6 +644,78 @@ def _setup(job: dict) -> dict:
         except Exception:  # noqa: BLE001
             pass
     return rep
+
+
+def _join_cgroups(job: dict, rep: dict) -> None:
+    """Move the worker into the per-sandbox cgroups (``job["cgroup_procs"]``); a failure is a warning."""
+    for procs in job.get("cgroup_procs", []):
+        try:
+            with open(procs, "w") as f:
+                f.write("0")
+            rep["cgroups"].append(procs)
+        except OSError as e:
+            rep.setdefault("warnings", []).append(f"cgroup {procs}: {e}")
+
+
+def _setup_namespaces(job: dict, libc, rep: dict) -> str:
+    """The mount-namespace part of :func:`_setup`, in this order: read-only root, a minimal /dev, the
+    cgroup tree hidden, a writable /proc, the scratch tmpfs with the interpreter's directories inside,
+    nested user namespaces blocked (user-namespace mode). Returns the scratch directory as seen inside."""
+    rep["readonly_root"] = _make_readonly(libc)
+    rep["dev"] = _minimal_dev(libc, mknod=job.get("uid") is not None)  # root mode: real root
+    rep["cgroupfs_hidden"] = _hide_cgroupfs(libc, job)
+    # a fresh, writable view of our own pid namespace's /proc (children lower their OOM shield)
+    try:
+        _mount_setattr(libc, b"/proc", 0, _MOUNT_ATTR_RDONLY, recursive=False)
+    except OSError:
+        try:
+            _mount(libc, b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        except OSError as e:
+            rep.setdefault("warnings", []).append(f"/proc stays read-only: {e}")
+    scratch = _scratch_tmpfs(job, libc, rep)
+    if job.get("uid") is None:
+        rep["mode"] = "user-namespace"
+        # these limits belong to the opener's user namespace (ours), never the host's
+        try:
+            with open("/proc/sys/user/max_user_namespaces", "w") as f:
+                f.write("0")
+            rep["nested_userns_blocked"] = True
+        except OSError as e:
+            rep["nested_userns_blocked"] = False
+            rep.setdefault("warnings", []).append(f"nested user namespaces stay allowed: {e}")
+    else:
+        rep["mode"] = "root"
+    return scratch
+
+
+def _scratch_tmpfs(job: dict, libc, rep: dict) -> str:
+    """Mount the capped scratch tmpfs (over /tmp) and bind the interpreter's ``sys.path`` directories
+    read-only inside it (``rep["py_map"]``: real path -> path inside). Returns the scratch directory."""
+    size = int(job["tmpfs_bytes"])
+    # The interpreter's own directories, bound read-only inside the scratch tmpfs: the
+    # unprivileged uid may not be able to traverse to the real ones (e.g. a Python under /root).
+    # O_PATH handles first: the tmpfs below may cover them (a virtualenv under /tmp).
+    py_dirs = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in sys.path if p and os.path.isdir(p)]
+    # The scratch tmpfs goes over /tmp: a path every uid can traverse (the host-side directory
+    # may sit below a 0700 parent), and the host's /tmp is hidden from the program as a bonus.
+    scratch = "/tmp" if os.path.isdir("/tmp") else job["scratch"]
+    opts = f"size={size},nr_inodes={int(job['tmpfs_inodes'])},mode=0755"
+    _mount(libc, b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode())
+    rep["tmpfs_scratch"] = scratch
+    py_map = []
+    for k, (path, fd) in enumerate(py_dirs):
+        target = os.path.join(scratch, ".py", str(k))
+        os.makedirs(target, mode=0o755)
+        _mount(libc, f"/proc/self/fd/{fd}".encode(), target.encode(), None, _MS_BIND, None)
+        os.close(fd)
+        _mount_setattr(
+            libc, target.encode(), _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, 0, recursive=True
+        )
+        py_map.append([path, target])
+    if py_map:
+        os.chmod(os.path.join(scratch, ".py"), 0o755)
+    rep["py_map"] = py_map
+    return scratch
 
 
 _WORKER_CAPS = {
@@ -1153,23 +1178,36 @@ def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int,
             why = "wall"
             break
         step = min(deadline - now, max(0.005, (cpu_limit - used) / par))
-        if pidfd is not None:
-            if select.select([pidfd], [], [], step)[0]:
-                break
-        else:  # no pidfd (very old kernel): poll
-            end, gone = time.monotonic() + step, False
-            while not gone and time.monotonic() < end:
-                gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-                time.sleep(0 if gone else 0.002)
-            if gone:
-                break
+        if _child_exited(pid, pidfd, step):
+            break
         used, polled = clock() - cpu0, True
         if used >= cpu_limit:
             why = "cpu"
             break
     if pidfd is not None:
         os.close(pidfd)
-    if why is not None:
+    status = _kill_and_reap(pid, kill=why is not None)
+    if why is not None or (polled and source == "cgroup"):
+        return why, status, max(used, clock() - cpu0)
+    return why, status, max(used, cheap() - cheap0)
+
+
+def _child_exited(pid: int, pidfd: int | None, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the test child to exit (without reaping it); True if it did."""
+    if pidfd is not None:
+        return bool(select.select([pidfd], [], [], timeout)[0])
+    # no pidfd (very old kernel): poll
+    end, gone = time.monotonic() + timeout, False
+    while not gone and time.monotonic() < end:
+        gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        time.sleep(0 if gone else 0.002)
+    return gone
+
+
+def _kill_and_reap(pid: int, kill: bool) -> int:
+    """SIGKILL the test child first if ``kill``, then reap it; returns its wait status (0 if it was
+    already reaped)."""
+    if kill:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -1178,9 +1216,7 @@ def _wait_test(pid: int, t0: float, lim: dict, clocks) -> tuple[str | None, int,
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         status = 0
-    if why is not None or (polled and source == "cgroup"):
-        return why, status, max(used, clock() - cpu0)
-    return why, status, max(used, cheap() - cheap0)
+    return status
 
 
 def _exit_status(status: int, timed_out: bool) -> dict:
@@ -1488,6 +1524,10 @@ def _harden(job: dict, libc) -> tuple[dict | None, tuple | None, str | None]:
 
 
 def _worker_main(result_fd: int) -> None:
+    """The worker's life: read the job, harden the sandbox, compile the program once, run the tests;
+    every step reports on ``result_fd`` (a ``fatal`` record ends the sandbox early). The program is
+    compiled and its tests run from here, not from a helper, so that the stack below a program, and
+    with it the recursion depth the program gets, stays as it was."""
     try:
         job = json.loads(_read_all(0).decode("utf-8"))
         os.close(0)
@@ -1501,15 +1541,7 @@ def _worker_main(result_fd: int) -> None:
         _emit(result_fd, {"fatal": why})
         return
     _emit(result_fd, {"ready": True, "setup": setup})
-    if setup.get("py_map"):  # once, here: every forked test inherits the remapped import state
-        _remap_import_paths(setup["py_map"])
-    if not job["namespaces"] and job.get("uid") is not None:
-        # no mounts here: modules the unprivileged uid may not be able to read are imported now
-        for name in _PRELOAD:
-            try:
-                __import__(name)
-            except ImportError:
-                pass
+    _prepare_imports(job, setup)  # once, here: every forked test inherits the import state
     try:
         prelude = compile(job["prelude"], "<prelude>", "exec") if job.get("prelude") else None
         code = compile(job["program"], "solution.py", "exec")
@@ -1546,6 +1578,20 @@ def _worker_main(result_fd: int) -> None:
         timeouts += res["status"] == "timeout"
         _emit_test(result_fd, res, payload)
     _emit(result_fd, {"done": True})
+
+
+def _prepare_imports(job: dict, setup: dict) -> None:
+    """Before the tests fork: point the import paths at the interpreter's directories bound inside the
+    scratch tmpfs, or (no mounts: root mode without namespaces) import now the modules the
+    unprivileged uid may not be able to read."""
+    if setup.get("py_map"):
+        _remap_import_paths(setup["py_map"])
+    if not job["namespaces"] and job.get("uid") is not None:
+        for name in _PRELOAD:
+            try:
+                __import__(name)
+            except ImportError:
+                pass
 
 
 def _procs_of_uid(uid: int) -> list[int]:

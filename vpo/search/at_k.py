@@ -61,48 +61,16 @@ def group_by_prompt(rewards, valid=None, prompt_index=None, num_tokens=None, num
     """Group ``rewards [N, m, d]``, ``valid [N, m]``, ``prompt_index [N]`` (ints 0..P-1) into
     :class:`Grouped`. Rollouts keep their order within a prompt. Non-finite rewards make that slot
     invalid. ``prompt_index=None`` puts every rollout in one prompt."""
-    r = np.asarray(rewards, dtype=np.float64)
-    if r.ndim != 3:
-        hint = " (one answer per rollout: pass rewards[:, None, :])" if r.ndim == 2 else ""
-        raise MetricsError(f"rewards must have shape [N, m, d]; got {r.shape}{hint}")
+    r = _checked_rewards(rewards)
     N, m, d = r.shape
-    if N == 0:
-        raise MetricsError("the pool is empty: no rollouts to evaluate (did generation run? is the pool file empty?)")
-    if m == 0 or d == 0:
-        raise MetricsError(f"rewards must have m >= 1 answer slots and d >= 1 objectives; got shape {r.shape}")
-    if valid is None:
-        v = np.ones((N, m), dtype=bool)
-    else:
-        v = np.asarray(valid)
-        if v.shape != (N, m):
-            raise MetricsError(f"valid must have shape [N, m] = {(N, m)}; got {v.shape}")
-        v = v.astype(bool)
+    v = _checked_valid(valid, N, m)
     finite = np.isfinite(r).all(-1)
     nonfinite = int((v & ~finite).sum())
     v = v & finite
     r = np.where(v[..., None], r, 0.0)
-    if prompt_index is None:
-        idx = np.zeros(N, dtype=np.int64)
-    else:
-        idx = np.asarray(prompt_index)
-        if idx.shape != (N,):
-            raise MetricsError(f"prompt_index must have shape [N] = ({N},); got {idx.shape}")
-        if idx.dtype.kind not in "iu":
-            raise MetricsError(f"prompt_index must hold integers 0..P-1; got dtype {idx.dtype}")
-        idx = idx.astype(np.int64)
-        if idx.min() < 0:
-            raise MetricsError("prompt_index must be >= 0")
-    P = int(idx.max()) + 1 if num_prompts is None else int(num_prompts)
-    if idx.max() >= P:
-        raise MetricsError(f"prompt_index has values up to {idx.max()} but there are only {P} prompts")
-    counts = np.bincount(idx, minlength=P)
-    if (counts == 0).any():
-        empty = np.flatnonzero(counts == 0)
-        raise MetricsError(
-            f"{len(empty)} prompt(s) have no rollouts (first: prompt #{int(empty[0])}); every prompt's pool "
-            "needs at least one rollout"
-        )
-    R = int(counts.max())
+    idx = _checked_prompt_index(prompt_index, N)
+    counts = _rollouts_per_prompt(idx, num_prompts)
+    P, R = counts.size, int(counts.max())
     order = np.argsort(idx, kind="stable")
     starts = np.cumsum(counts) - counts
     pos = np.empty(N, dtype=np.int64)
@@ -120,6 +88,61 @@ def group_by_prompt(rewards, valid=None, prompt_index=None, num_tokens=None, num
             raise MetricsError(f"num_tokens must have shape [N] = ({N},); got {t.shape}")
         G_t[idx, pos] = t
     return Grouped(G_r, G_v, G_p, counts.astype(np.int64), G_t, nonfinite)
+
+
+def _checked_rewards(rewards) -> np.ndarray:
+    """``rewards`` as a float64 ``[N, m, d]`` array with N, m, d >= 1."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 3:
+        hint = " (one answer per rollout: pass rewards[:, None, :])" if r.ndim == 2 else ""
+        raise MetricsError(f"rewards must have shape [N, m, d]; got {r.shape}{hint}")
+    N, m, d = r.shape
+    if N == 0:
+        raise MetricsError("the pool is empty: no rollouts to evaluate (did generation run? is the pool file empty?)")
+    if m == 0 or d == 0:
+        raise MetricsError(f"rewards must have m >= 1 answer slots and d >= 1 objectives; got shape {r.shape}")
+    return r
+
+
+def _checked_valid(valid, N: int, m: int) -> np.ndarray:
+    """``valid`` as a bool ``[N, m]`` array (all True when not given)."""
+    if valid is None:
+        return np.ones((N, m), dtype=bool)
+    v = np.asarray(valid)
+    if v.shape != (N, m):
+        raise MetricsError(f"valid must have shape [N, m] = {(N, m)}; got {v.shape}")
+    return v.astype(bool)
+
+
+def _checked_prompt_index(prompt_index, N: int) -> np.ndarray:
+    """``prompt_index`` as non-negative int64 ``[N]`` (all 0, one prompt, when not given)."""
+    if prompt_index is None:
+        return np.zeros(N, dtype=np.int64)
+    idx = np.asarray(prompt_index)
+    if idx.shape != (N,):
+        raise MetricsError(f"prompt_index must have shape [N] = ({N},); got {idx.shape}")
+    if idx.dtype.kind not in "iu":
+        raise MetricsError(f"prompt_index must hold integers 0..P-1; got dtype {idx.dtype}")
+    idx = idx.astype(np.int64)
+    if idx.min() < 0:
+        raise MetricsError("prompt_index must be >= 0")
+    return idx
+
+
+def _rollouts_per_prompt(idx: np.ndarray, num_prompts: int | None) -> np.ndarray:
+    """``[P]`` rollouts of each prompt (P = ``num_prompts``, or the largest index + 1); every
+    prompt must have at least one."""
+    P = int(idx.max()) + 1 if num_prompts is None else int(num_prompts)
+    if idx.max() >= P:
+        raise MetricsError(f"prompt_index has values up to {idx.max()} but there are only {P} prompts")
+    counts = np.bincount(idx, minlength=P)
+    if (counts == 0).any():
+        empty = np.flatnonzero(counts == 0)
+        raise MetricsError(
+            f"{len(empty)} prompt(s) have no rollouts (first: prompt #{int(empty[0])}); every prompt's pool "
+            "needs at least one rollout"
+        )
+    return counts
 
 
 def scalarize(rewards: np.ndarray, valid: np.ndarray, weights: np.ndarray, invalid_score: float = 0.0) -> np.ndarray:

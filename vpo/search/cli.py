@@ -793,8 +793,7 @@ def _all_search_runs(runs) -> bool:
 
 
 def run_compare(args) -> int:
-    from vpo.search.pools import load_pool
-    from vpo.search.report import load_report, write_report
+    from vpo.search.report import write_report
 
     names = _compare_names(args)
     replicates = getattr(args, "replicates", False)
@@ -805,31 +804,11 @@ def run_compare(args) -> int:
     groups: dict[str, list[str]] = {}
     merged: dict[str, dict] = {}
     for i, run in enumerate(args.runs):
-        p = Path(run)
-        if not p.exists():
-            raise UserError(f"run {run!r} does not exist")
-        if not (p / "report.json").exists() and not _is_pool_dir(p):
-            raise UserError(f"{run!r} holds neither a report.json nor a pool (run `vpo eval --out {run}` first)")
-        try:
-            if (p / "report.json").exists() and not args.recompute:
-                found = load_report(p)
-                if args.pool_stats != "off" and (p / "pool" / META_FILE).exists():
-                    _pool_stats_for_saved(found, load_pool(p / "pool"), args)
-            elif _is_pool_dir(p):
-                pool = load_pool(p, texts=args.embed_diversity)
-                label = p.parent.name if p.name == "pool" else p.name
-                found = {label: _evaluate(pool, args)}
-            else:
-                raise UserError("it holds a report.json but no pool to recompute from; drop --recompute")
-        except UserError as err:
-            raise UserError(f"{run}: {err}") from None
+        found = _load_run(run, args)
         for label, res in found.items():
             if names is not None:
                 label = names[i] if len(found) == 1 else f"{names[i]}/{label}"
-            key, n = label, 2
-            while key in merged:
-                key = f"{label} ({p.name})" if n == 2 else f"{label} #{n}"
-                n += 1
+            key = _free_key(label, Path(run).name, merged)
             merged[key] = res
             if replicates:
                 if len(found) != 1:
@@ -842,3 +821,38 @@ def run_compare(args) -> int:
     )
     _print_summary(merged, paths)
     return 0
+
+
+def _load_run(run: str, args) -> dict[str, dict]:
+    """One ``vpo compare`` run's results by label: its saved report.json (with pool statistics added
+    from its pool where missing), or, with ``--recompute`` or no report, evaluated from its pool."""
+    from vpo.search.pools import load_pool
+    from vpo.search.report import load_report
+
+    p = Path(run)
+    if not p.exists():
+        raise UserError(f"run {run!r} does not exist")
+    if not (p / "report.json").exists() and not _is_pool_dir(p):
+        raise UserError(f"{run!r} holds neither a report.json nor a pool (run `vpo eval --out {run}` first)")
+    try:
+        if (p / "report.json").exists() and not args.recompute:
+            found = load_report(p)
+            if args.pool_stats != "off" and (p / "pool" / META_FILE).exists():
+                _pool_stats_for_saved(found, load_pool(p / "pool"), args)
+            return found
+        if _is_pool_dir(p):
+            pool = load_pool(p, texts=args.embed_diversity)
+            label = p.parent.name if p.name == "pool" else p.name
+            return {label: _evaluate(pool, args)}
+        raise UserError("it holds a report.json but no pool to recompute from; drop --recompute")
+    except UserError as err:
+        raise UserError(f"{run}: {err}") from None
+
+
+def _free_key(label: str, run_name: str, merged: dict) -> str:
+    """``label``, or when another run already took it, ``label (run_name)``, then ``label #3``, ``#4``, ..."""
+    key, n = label, 2
+    while key in merged:
+        key = f"{label} ({run_name})" if n == 2 else f"{label} #{n}"
+        n += 1
+    return key

@@ -88,29 +88,81 @@ def generate_pool(
     """
     from tqdm.auto import tqdm
 
-    from vpo.tasks import Task
-    from vpo.tasks import get as get_task
+    cfg = _pool_config(config, overrides)
+    task = _resolve_task(task)
+    examples = _examples(task, examples, split, num_prompts)
+    stop = last_answer_stop(cfg.num_answers, task.answer_format) if cfg.stop_at_last_answer else []
+    gen = generator or make_generator(model, cfg, tokenizer)
+    system = cfg.system_prompt if cfg.system_prompt is not None else getattr(task, "system_prompt", None)
+    ids = prompt_ids(examples)
+    meta = _pool_meta(task, cfg, gen, model, system, split, stop)
+    writer = PoolWriter(out_dir, meta, resume=resume, match_keys=_MATCH_KEYS) if out_dir is not None else None
+    done = writer.done_ids if writer else set()
+    records: list[dict] = list(writer.records) if writer else []
+    todo = [i for i, pid in enumerate(ids) if pid not in done]
+    per_batch = _prompts_per_batch(gen, cfg)
+    bar = tqdm(
+        total=len(ids), initial=len(ids) - len(todo), unit="prompt", disable=not progress, desc=f"pool {task.name}"
+    )
+    t0, answers_made = time.perf_counter(), 0
+    try:
+        for b0 in range(0, len(todo), per_batch):
+            for rec in _batch_records(gen, task, examples, ids, todo[b0 : b0 + per_batch], cfg, system, stop):
+                if writer:
+                    writer.write(rec)
+                records.append(rec)
+                answers_made += cfg.n_rollouts * cfg.num_answers
+                bar.update(1)
+                bar.set_postfix(answers_per_s=f"{answers_made / max(time.perf_counter() - t0, 1e-9):.1f}")
+                if on_prompt_done is not None:
+                    on_prompt_done(rec["prompt_id"], len(records), len(ids))
+    finally:
+        bar.close()
+        if writer:
+            writer.close()
+    if writer:
+        return writer.finish(order=ids)
+    pos = {pid: k for k, pid in enumerate(ids)}
+    records.sort(key=lambda r: pos[r["prompt_id"]])
+    return Pool.from_records(records, task.objectives, task.target_weights, cfg.num_answers, meta)
 
+
+def _pool_config(config: PoolConfig | None, overrides: dict) -> PoolConfig:
+    """``config`` (default :class:`PoolConfig`) with the keyword overrides applied; an unknown name is a TypeError."""
     cfg = config or PoolConfig()
     if overrides:
         unknown = set(overrides) - {f.name for f in fields(PoolConfig)}
         if unknown:
             raise TypeError(f"unknown generate_pool option(s): {', '.join(sorted(unknown))}")
         cfg = PoolConfig(**{**asdict(cfg), **overrides})
+    return cfg
+
+
+def _resolve_task(task):
+    """A :class:`vpo.tasks.Task`, from itself or its registered name."""
+    from vpo.tasks import Task
+    from vpo.tasks import get as get_task
+
     if isinstance(task, str):
         task = get_task(task)
     if not isinstance(task, Task):
         raise ValueError(f"task must be a vpo Task or a registered task name; got {type(task).__name__}")
+    return task
+
+
+def _examples(task, examples: Sequence[dict] | None, split: str, num_prompts: int | None) -> list[dict]:
+    """The examples to answer: the given ones or ``task.load(split, n=num_prompts)``; never empty."""
     if examples is None:
         examples = task.load(split, n=num_prompts)
     examples = list(examples)
     if not examples:
         raise PoolError(f"no examples to generate for (task {task.name!r}, split {split!r}); the pool would be empty")
-    stop = last_answer_stop(cfg.num_answers, task.answer_format) if cfg.stop_at_last_answer else []
-    gen = generator or make_generator(model, cfg, tokenizer)
-    system = cfg.system_prompt if cfg.system_prompt is not None else getattr(task, "system_prompt", None)
-    ids = prompt_ids(examples)
-    meta = {
+    return examples
+
+
+def _pool_meta(task, cfg: PoolConfig, gen, model, system: str | None, split: str, stop: list[str]) -> dict:
+    """The pool's settings as stored in its meta file (a resumed pool must match them on ``_MATCH_KEYS``)."""
+    return {
         "task": task.name,
         "objectives": list(task.objectives),
         "target_weights": [float(x) for x in task.target_weights],
@@ -122,58 +174,36 @@ def generate_pool(
         "split": split,
         "stop": stop or None,
     }
-    writer = PoolWriter(out_dir, meta, resume=resume, match_keys=_MATCH_KEYS) if out_dir is not None else None
-    done = writer.done_ids if writer else set()
-    records: list[dict] = list(writer.records) if writer else []
-    todo = [i for i, pid in enumerate(ids) if pid not in done]
+
+
+def _prompts_per_batch(gen, cfg: PoolConfig) -> int:
+    """Prompts sent to the backend at once: transformers fills ``max_batch_rows`` rows of
+    ``n_rollouts`` each, an endpoint gets 4 per concurrent request, vLLM 64."""
+    if isinstance(gen, TransformersGenerator):
+        return max(1, cfg.max_batch_rows // cfg.n_rollouts)
+    if isinstance(gen, OpenAIGenerator):
+        return max(1, 4 * cfg.concurrency)
+    return 64
+
+
+def _batch_records(gen, task, examples: list[dict], ids: list[str], batch: list[int], cfg: PoolConfig, system, stop):
+    """Generate and score ``n_rollouts`` rollouts for each example index in ``batch``; yields one pool
+    record per prompt, in batch order."""
     n = cfg.n_rollouts
-    per_batch = (
-        max(1, cfg.max_batch_rows // n)
-        if isinstance(gen, TransformersGenerator)
-        else max(1, 4 * cfg.concurrency)
-        if isinstance(gen, OpenAIGenerator)
-        else 64
-    )
-    bar = tqdm(
-        total=len(ids), initial=len(ids) - len(todo), unit="prompt", disable=not progress, desc=f"pool {task.name}"
-    )
-    t0, answers_made = time.perf_counter(), 0
-    try:
-        for b0 in range(0, len(todo), per_batch):
-            batch = todo[b0 : b0 + per_batch]
-            prompts = [gen.format(task.build_prompt(examples[i], cfg.num_answers), system) for i in batch]
-            outs = gen.generate(prompts, n, seed=cfg.seed + 7919 * batch[0], **({"stop": stop} if stop else {}))
-            flat_ex = [examples[i] for i in batch for _ in range(n)]
-            flat = [g for row in outs for g in row]
-            scored = task.score_completions(
-                flat_ex, [g.text for g in flat], cfg.num_answers, dedup_answers=cfg.dedup_answers
-            )
-            for bi, i in enumerate(batch):
-                sl = slice(bi * n, (bi + 1) * n)
-                rec = {
-                    "prompt_id": ids[i],
-                    "example_index": i,
-                    "prompt": prompts[bi] if isinstance(prompts[bi], str) else json.dumps(prompts[bi]),
-                    "completions": [g.text for g in flat[sl]],
-                    "answers": scored.answers[sl],
-                    "rewards": scored.rewards[sl].tolist(),
-                    "valid": scored.valid[sl].tolist(),
-                    "num_tokens": [None if g.num_tokens != g.num_tokens else g.num_tokens for g in flat[sl]],
-                }
-                if writer:
-                    writer.write(rec)
-                records.append(rec)
-                answers_made += n * cfg.num_answers
-                bar.update(1)
-                bar.set_postfix(answers_per_s=f"{answers_made / max(time.perf_counter() - t0, 1e-9):.1f}")
-                if on_prompt_done is not None:
-                    on_prompt_done(ids[i], len(records), len(ids))
-    finally:
-        bar.close()
-        if writer:
-            writer.close()
-    if writer:
-        return writer.finish(order=ids)
-    pos = {pid: k for k, pid in enumerate(ids)}
-    records.sort(key=lambda r: pos[r["prompt_id"]])
-    return Pool.from_records(records, task.objectives, task.target_weights, cfg.num_answers, meta)
+    prompts = [gen.format(task.build_prompt(examples[i], cfg.num_answers), system) for i in batch]
+    outs = gen.generate(prompts, n, seed=cfg.seed + 7919 * batch[0], **({"stop": stop} if stop else {}))
+    flat_ex = [examples[i] for i in batch for _ in range(n)]
+    flat = [g for row in outs for g in row]
+    scored = task.score_completions(flat_ex, [g.text for g in flat], cfg.num_answers, dedup_answers=cfg.dedup_answers)
+    for bi, i in enumerate(batch):
+        sl = slice(bi * n, (bi + 1) * n)
+        yield {
+            "prompt_id": ids[i],
+            "example_index": i,
+            "prompt": prompts[bi] if isinstance(prompts[bi], str) else json.dumps(prompts[bi]),
+            "completions": [g.text for g in flat[sl]],
+            "answers": scored.answers[sl],
+            "rewards": scored.rewards[sl].tolist(),
+            "valid": scored.valid[sl].tolist(),
+            "num_tokens": [None if g.num_tokens != g.num_tokens else g.num_tokens for g in flat[sl]],
+        }

@@ -307,15 +307,8 @@ def evaluate(
         cfg = EvalConfig(**{**asdict(cfg), **overrides})
     g = group_by_prompt(rewards, valid, prompt_index, num_tokens)
     P, R, m, d = g.shape
-    ids = list(prompt_ids) if prompt_ids is not None else [str(i) for i in range(P)]
-    if len(ids) != P:
-        raise MetricsError(f"{len(ids)} prompt ids for {P} prompts")
-    w_star = np.full(d, 1.0 / d) if target_weights is None else np.asarray(target_weights, dtype=np.float64).reshape(-1)
-    if w_star.shape != (d,):
-        raise MetricsError(
-            f"target weights w* have {w_star.shape[0]} entries but the rewards have d={d} objectives; "
-            "the pool and the task disagree on the objectives"
-        )
+    ids = _prompt_ids(prompt_ids, P)
+    w_star = _target_weights(target_weights, d)
     slots = g.num_slots
     ks = cfg.ks if cfg.ks is not None else default_ks(int(slots.min()))
     ks_arr = _check_ks(ks, slots, "answer slots (rollouts x m)", ids)
@@ -324,64 +317,150 @@ def evaluate(
     s = np.where(g.present[..., None], s, -np.inf)
     W = fixed_weights(d, cfg.num_weightings, cfg.weight_alpha, cfg.weight_seed)  # [K, d]
     sw = scalarize(g.rewards, g.valid, W, cfg.invalid_score)  # [P, R, m, K]
-
-    # matched budget, one draw per seed
-    per_seed = np.empty((len(cfg.seeds), P, ks_arr.size))
-    per_seed_ew = np.empty((len(cfg.seeds), P, ks_arr.size))
-    for i, seed in enumerate(cfg.seeds):
-        order = _rollout_order(g.present, np.random.default_rng(seed))
-        per_seed[i] = matched_best_at_k(s, g.present, ks_arr, order=order)
-        per_seed_ew[i] = matched_best_at_k(sw, g.present, ks_arr, order=order).mean(-1)
-    best = per_seed.mean(0)  # [P, K]
-    ew_best = per_seed_ew.mean(0)
-    exact = matched_best_at_k_exact(np.where(g.present[..., None], s, cfg.invalid_score), g.present, ks_arr)
-
-    # answer level over the n = R*m slots
-    flat_s = _compact(s, g.present)  # [P, R*m], present rollouts first
-    unbiased = best_at_k_unbiased(flat_s, ks_arr, slots)
     passes = g.valid & (g.rewards >= cfg.pass_threshold).all(-1)  # [P, R, m]
-    n_pass = passes.sum((1, 2))
-    pak = pass_at_k(slots, n_pass, ks_arr)
 
-    first_valid = g.valid[:, :, 0]
-    pass1 = (passes[:, :, 0] & g.present).sum(1) / g.num_rollouts
-    reward1 = np.where(g.present, np.where(first_valid, s[:, :, 0], cfg.invalid_score), 0.0).sum(1) / g.num_rollouts
-    ew_pool = np.where(np.isfinite(sw), sw, -np.inf).reshape(P, R * m, -1)
-    ew_pool = np.where(g.present.repeat(m, 1)[..., None], ew_pool, -np.inf).max(1).mean(-1)
+    per_seed, curves = _curves(g, s, sw, passes, ks_arr, cfg)
+    scalars = _scalars(g, s, sw, passes, cfg.invalid_score)
+    metrics = _with_intervals(curves, scalars, ks_arr, cfg)
+    metrics["best_at_k"]["seed_means"] = per_seed.mean(1).tolist()  # [seeds][ks]
+    metrics["best_at_k"]["seed_std"] = per_seed.mean(1).std(0).tolist()
+    q = -(-ks_arr // m)
+    metrics["tokens_at_k"] = {"k": ks_arr.tolist(), "mean": (q * metrics["tokens_per_rollout"]["mean"]).tolist()}
+    metrics["collinearity_pooled"] = collinearity_pooled(*_answer_points(g))
+    metrics["objective_means"] = _objective_means(g).tolist()
+    out = {
+        "config": {**asdict(cfg), "ks": ks_arr.tolist(), "seeds": list(cfg.seeds)},
+        "shape": _shape(g),
+        "target_weights": w_star.tolist(),
+        "metrics": metrics,
+    }
+    out = _jsonable(out)
+    if cfg.per_prompt:
+        out["per_prompt"] = _per_prompt(ids, curves, scalars)
+    return out
 
-    pts = g.rewards.reshape(P, R * m, d)
-    mk = g.valid.reshape(P, R * m)
-    div = reward_space_diversity(pts, mk)
-    rho = collinearity(pts, mk)
-    rho_pooled = collinearity_pooled(pts, mk)
-    front = pareto_front_size(pts, mk).astype(np.float64)
 
-    tok_known = g.present & np.isfinite(g.num_tokens)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tok_roll = np.where(tok_known, g.num_tokens, 0.0).sum(1) / tok_known.sum(1)  # NaN if unknown
-    valid_frac = g.valid.sum((1, 2)) / slots
-    answers_per_rollout = g.valid.sum((1, 2)) / g.num_rollouts
-    obj_means = (g.rewards * g.valid[..., None]).sum((0, 1, 2)) / max(int(g.valid.sum()), 1)
+def _prompt_ids(prompt_ids: Sequence[str] | None, P: int) -> list[str]:
+    """The prompts' names for the report and error messages: the given ids, or "0".."P-1"."""
+    ids = list(prompt_ids) if prompt_ids is not None else [str(i) for i in range(P)]
+    if len(ids) != P:
+        raise MetricsError(f"{len(ids)} prompt ids for {P} prompts")
+    return ids
 
+
+def _target_weights(target_weights, d: int) -> np.ndarray:
+    """w* as a ``[d]`` float64 array (uniform when not given), checked against the rewards' d."""
+    w_star = np.full(d, 1.0 / d) if target_weights is None else np.asarray(target_weights, dtype=np.float64).reshape(-1)
+    if w_star.shape != (d,):
+        raise MetricsError(
+            f"target weights w* have {w_star.shape[0]} entries but the rewards have d={d} objectives; "
+            "the pool and the task disagree on the objectives"
+        )
+    return w_star
+
+
+def _curves(
+    g: Grouped, s: np.ndarray, sw: np.ndarray, passes: np.ndarray, ks_arr: np.ndarray, cfg: EvalConfig
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The metrics indexed by k, each ``[P, len(ks)]``: matched-budget best@k (averaged over the eval
+    seeds, and its exact expectation), unbiased best@k and pass@k over the n = R*m answer slots, and
+    E_w[best@k]. Also returns the matched best@k of every seed, ``[seeds, P, len(ks)]``."""
+    per_seed, per_seed_ew = _matched_per_seed(g, s, sw, ks_arr, cfg.seeds)
+    exact = matched_best_at_k_exact(np.where(g.present[..., None], s, cfg.invalid_score), g.present, ks_arr)
+    flat_s = _compact(s, g.present)  # [P, R*m], present rollouts first
+    unbiased = best_at_k_unbiased(flat_s, ks_arr, g.num_slots)
+    pak = pass_at_k(g.num_slots, passes.sum((1, 2)), ks_arr)
     curves = {
-        "best_at_k": best,
+        "best_at_k": per_seed.mean(0),
         "best_at_k_exact": exact,
         "best_at_k_unbiased": unbiased,
         "pass_at_k": pak,
-        "ew_best_at_k": ew_best,
+        "ew_best_at_k": per_seed_ew.mean(0),
     }
-    scalars = {
+    return per_seed, curves
+
+
+def _matched_per_seed(
+    g: Grouped, s: np.ndarray, sw: np.ndarray, ks_arr: np.ndarray, seeds: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Matched-budget best@k under w* and E_w[best@k], one random rollout order per seed (both
+    metrics share it): ``[seeds, P, len(ks)]`` each."""
+    P = g.present.shape[0]
+    per_seed = np.empty((len(seeds), P, ks_arr.size))
+    per_seed_ew = np.empty((len(seeds), P, ks_arr.size))
+    for i, seed in enumerate(seeds):
+        order = _rollout_order(g.present, np.random.default_rng(seed))
+        per_seed[i] = matched_best_at_k(s, g.present, ks_arr, order=order)
+        per_seed_ew[i] = matched_best_at_k(sw, g.present, ks_arr, order=order).mean(-1)
+    return per_seed, per_seed_ew
+
+
+def _scalars(g: Grouped, s: np.ndarray, sw: np.ndarray, passes: np.ndarray, invalid_score: float) -> dict:
+    """The per-prompt scalar metrics, each ``[P]``, in report order: first answer, E_w[best] over
+    the whole pool, pool geometry, compute."""
+    m = g.shape[2]
+    pass1, reward1 = _first_answer(g, s, passes, invalid_score)
+    div, rho, front = _geometry(*_answer_points(g))
+    tok_roll = _tokens_per_rollout(g)
+    return {
         "pass_at_1": pass1,
         "reward_at_1": reward1,
-        "ew_best_pool": ew_pool,
+        "ew_best_pool": _ew_best_pool(g, sw),
         "diversity": div,
         "collinearity": rho,
         "pareto_front_size": front,
         "tokens_per_rollout": tok_roll,
         "tokens_per_answer": tok_roll / m,
-        "valid_answer_frac": valid_frac,
-        "answers_per_rollout": answers_per_rollout,
+        "valid_answer_frac": g.valid.sum((1, 2)) / g.num_slots,
+        "answers_per_rollout": g.valid.sum((1, 2)) / g.num_rollouts,
     }
+
+
+def _first_answer(g: Grouped, s: np.ndarray, passes: np.ndarray, invalid_score: float) -> tuple[np.ndarray, np.ndarray]:
+    """pass@1 and reward@1: each rollout's first answer slot, averaged over the prompt's rollouts."""
+    first_valid = g.valid[:, :, 0]
+    pass1 = (passes[:, :, 0] & g.present).sum(1) / g.num_rollouts
+    reward1 = np.where(g.present, np.where(first_valid, s[:, :, 0], invalid_score), 0.0).sum(1) / g.num_rollouts
+    return pass1, reward1
+
+
+def _ew_best_pool(g: Grouped, sw: np.ndarray) -> np.ndarray:
+    """E_w[best over the whole pool]: the best present slot per weighting, averaged over weightings."""
+    P, R, m, d = g.shape
+    ew_pool = np.where(np.isfinite(sw), sw, -np.inf).reshape(P, R * m, -1)
+    return np.where(g.present.repeat(m, 1)[..., None], ew_pool, -np.inf).max(1).mean(-1)
+
+
+def _answer_points(g: Grouped) -> tuple[np.ndarray, np.ndarray]:
+    """Every answer slot's reward vector ``[P, R*m, d]`` and whether it is a valid answer ``[P, R*m]``."""
+    P, R, m, d = g.shape
+    return g.rewards.reshape(P, R * m, d), g.valid.reshape(P, R * m)
+
+
+def _geometry(pts: np.ndarray, mk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reward-space diversity, collinearity and Pareto front size of each prompt's valid answers."""
+    div = reward_space_diversity(pts, mk)
+    rho = collinearity(pts, mk)
+    front = pareto_front_size(pts, mk).astype(np.float64)
+    return div, rho, front
+
+
+def _tokens_per_rollout(g: Grouped) -> np.ndarray:
+    """Mean completion tokens over the prompt's rollouts with a known count (NaN if none is known)."""
+    tok_known = g.present & np.isfinite(g.num_tokens)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tok_known, g.num_tokens, 0.0).sum(1) / tok_known.sum(1)
+
+
+def _objective_means(g: Grouped) -> np.ndarray:
+    """``[d]`` mean of each reward component over all valid answers of all prompts."""
+    return (g.rewards * g.valid[..., None]).sum((0, 1, 2)) / max(int(g.valid.sum()), 1)
+
+
+def _with_intervals(curves: dict, scalars: dict, ks_arr: np.ndarray, cfg: EvalConfig) -> dict:
+    """The report's ``metrics``: each metric's mean over prompts with its bootstrap interval (one
+    shared set of resamples for all of them); curves as ``{"k", "mean", "ci_low", "ci_high"}``
+    lists, scalars as :func:`_summary` dicts."""
     rows = [c[:, j] for c in curves.values() for j in range(ks_arr.size)] + list(scalars.values())
     low, high = bootstrap_ci(np.stack(rows), cfg.bootstrap, cfg.ci_level, cfg.bootstrap_seed)
     metrics: dict = {}
@@ -395,36 +474,32 @@ def evaluate(
             "ci_low": lo.tolist(),
             "ci_high": hi.tolist(),
         }
-    metrics["best_at_k"]["seed_means"] = per_seed.mean(1).tolist()  # [seeds][ks]
-    metrics["best_at_k"]["seed_std"] = per_seed.mean(1).std(0).tolist()
     for name, v in scalars.items():
         metrics[name] = _summary(v, low[r_i], high[r_i])
         r_i += 1
-    q = -(-ks_arr // m)
-    metrics["tokens_at_k"] = {"k": ks_arr.tolist(), "mean": (q * metrics["tokens_per_rollout"]["mean"]).tolist()}
-    metrics["collinearity_pooled"] = rho_pooled
-    metrics["objective_means"] = obj_means.tolist()
-    out = {
-        "config": {**asdict(cfg), "ks": ks_arr.tolist(), "seeds": list(cfg.seeds)},
-        "shape": {
-            "num_prompts": P,
-            "max_rollouts_per_prompt": R,
-            "min_rollouts_per_prompt": int(g.num_rollouts.min()),
-            "m": m,
-            "d": d,
-            "num_rollouts": int(g.num_rollouts.sum()),
-            "nonfinite_answers": g.nonfinite,
-        },
-        "target_weights": w_star.tolist(),
-        "metrics": metrics,
+    return metrics
+
+
+def _shape(g: Grouped) -> dict:
+    """The report's ``shape``: sizes of the pool set."""
+    P, R, m, d = g.shape
+    return {
+        "num_prompts": P,
+        "max_rollouts_per_prompt": R,
+        "min_rollouts_per_prompt": int(g.num_rollouts.min()),
+        "m": m,
+        "d": d,
+        "num_rollouts": int(g.num_rollouts.sum()),
+        "nonfinite_answers": g.nonfinite,
     }
-    out = _jsonable(out)
-    if cfg.per_prompt:
-        pp: dict = {"prompt_ids": ids}
-        for name, arr in {**curves, **scalars}.items():
-            pp[name] = _jsonable(arr)  # arrays convert in C, not element by element
-        out["per_prompt"] = pp
-    return out
+
+
+def _per_prompt(ids: list[str], curves: dict, scalars: dict) -> dict:
+    """The report's ``per_prompt``: the prompt ids and every metric's per-prompt values."""
+    pp: dict = {"prompt_ids": ids}
+    for name, arr in {**curves, **scalars}.items():
+        pp[name] = _jsonable(arr)  # arrays convert in C, not element by element
+    return pp
 
 
 def _compact(s: np.ndarray, present: np.ndarray) -> np.ndarray:

@@ -162,30 +162,42 @@ def values_match(predicted: Any, expected: Any, _depth: int = 0) -> bool:
         pn = _as_number(predicted)
         return pn is not None and math.isclose(pn, en, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(expected, str):
-        if isinstance(predicted, str):
-            return " ".join(expected.lower().split()) == " ".join(predicted.lower().split())
-        pn, en2 = _as_number(predicted), _as_number(expected)
-        if pn is not None and en2 is not None:
-            return math.isclose(pn, en2, rel_tol=1e-9, abs_tol=1e-12)
-        pb = _as_bool(predicted)
-        return pb is not None and _as_bool(expected) is pb
+        return _string_matches(predicted, expected)
     if isinstance(expected, (list, tuple)):
-        if not isinstance(predicted, (list, tuple)) or len(predicted) != len(expected):
-            return False
-        unused = list(predicted)
-        for g in expected:
-            for j, p in enumerate(unused):
-                if values_match(p, g, _depth + 1):
-                    del unused[j]
-                    break
-            else:
-                return False
-        return True
+        return _list_matches(predicted, expected, _depth)
     if isinstance(expected, dict):
         if not isinstance(predicted, dict) or set(predicted) != set(expected):
             return False
         return all(values_match(predicted[k], expected[k], _depth + 1) for k in expected)
     return predicted == expected
+
+
+def _string_matches(predicted: Any, expected: str) -> bool:
+    """:func:`values_match` for an expected string: the same words case-insensitively, or, when the
+    prediction is not a string, the same number or boolean that the string spells."""
+    if isinstance(predicted, str):
+        return " ".join(expected.lower().split()) == " ".join(predicted.lower().split())
+    pn, en = _as_number(predicted), _as_number(expected)
+    if pn is not None and en is not None:
+        return math.isclose(pn, en, rel_tol=1e-9, abs_tol=1e-12)
+    pb = _as_bool(predicted)
+    return pb is not None and _as_bool(expected) is pb
+
+
+def _list_matches(predicted: Any, expected: list | tuple, depth: int) -> bool:
+    """:func:`values_match` for an expected list: as multisets, each expected element taking the first
+    unused predicted element that matches it."""
+    if not isinstance(predicted, (list, tuple)) or len(predicted) != len(expected):
+        return False
+    unused = list(predicted)
+    for g in expected:
+        for j, p in enumerate(unused):
+            if values_match(p, g, depth + 1):
+                del unused[j]
+                break
+        else:
+            return False
+    return True
 
 
 # -------------------------------------------------------------------------------------------
