@@ -258,9 +258,12 @@ def readme_prose_problems(readme: str, reports: dict) -> list[str]:
     and every decimal number of the prose (outside the generated tables) must be such a statistic."""
     start = readme.index("## The demo")
     section = readme[start : readme.index("\n## ", start + 5)]
-    for dom in DOMAINS.values():  # the generated tables have their own test
-        if dom.readme_begin in section:
-            section = section[: section.index(dom.readme_begin)] + section[section.index(dom.readme_end) :]
+    blocks = [(dom.readme_begin, dom.readme_end) for dom in DOMAINS.values()]
+    rep = _script("maze_replicates")
+    blocks.append((rep.README_BEGIN, rep.README_END))
+    for begin, end in blocks:  # the generated tables have their own tests
+        if begin in section:
+            section = section[: section.index(begin)] + section[section.index(end) :]
     section = re.sub(r"\s*\n\s*", " ", section)  # a statistic may break over a line
     problems, covered = [], []
     for m in ANNOTATION.finditer(section):
