@@ -387,3 +387,10 @@ def test_the_claims_from_all_replicates_recompute_from_the_shipped_runs(replicat
         assert fresh[name]["above0"] == c["above0"] and fresh[name]["n"] == len(reps)
         cov = c["calibration"]["coverage"]
         assert min(cov["pi_boot"], cov["pi_t3"], cov["ci_boot"], cov["ci_t3"]) >= 0.945, (name, cov)
+
+
+def test_docs_demo_carries_the_per_replicate_table_the_script_wrote():
+    text = (ROOT / "docs" / "demo.md").read_text()
+    md = (REPLICATES / "replicates.md").read_text()
+    rows = [line for line in md[: md.index("## The claims")].splitlines() if line.startswith("| ") and "**" in line]
+    assert len(rows) == 21 and all(r in text for r in rows)  # the header and the 20 replicates
