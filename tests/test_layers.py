@@ -327,3 +327,14 @@ def test_the_circle_finder_finds_a_circle_through_a_lazy_import():
     }
     graph = {m: {t for t in _runtime_imports(s, m) if t in typed} for m, s in typed.items()}
     assert _cycles(graph) == []
+
+
+def test_the_search_package_map_names_every_module():
+    """vpo.search's docstring says where each metric lives and where a new one goes: every module of
+    the package is named in it."""
+    import vpo.search
+
+    doc = vpo.search.__doc__
+    for p in (PACKAGE / "search").glob("*.py"):
+        if p.name != "__init__.py":
+            assert f":mod:`{p.stem}`" in doc, p.stem

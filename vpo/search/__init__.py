@@ -9,6 +9,22 @@ Python API (see docs/eval.md)::
     results = {"vpo": evaluate_pool(pool, ks=(1, 3, 5, 10, 30), seeds=range(5))}
     write_report(results, "runs/eval/vpo")                              # JSON, markdown, PNGs
 
+Where things live (a new metric of a pool goes in :mod:`metrics` if every answer counts, in
+:mod:`poolstats` if failing answers must not win it, and is reported by :mod:`report`):
+
+* generating pools: :mod:`backends` (transformers, vLLM, OpenAI-compatible), :mod:`generate`,
+  :mod:`shared_prefix` (each prompt prefilled once), :mod:`pools` (on disk, resumable);
+* metrics of a pool: :mod:`at_k` (best@k, pass@k estimators), :mod:`metrics` (:func:`evaluate`,
+  E_w[best@k], diversity, Pareto coverage), :mod:`poolstats` (completed diversity, union coverage,
+  the reference's pool statistics), :mod:`set_scores` (set objectives as diagnostics),
+  :mod:`constraints`, :mod:`selection` (imperfect verifiers), :mod:`embed` (text diversity),
+  :mod:`failures` (where answers were lost);
+* comparing runs: :mod:`paired` (paired differences), :mod:`intervals` (replicate intervals);
+* search beyond best-of-n: :mod:`stepsearch` (bon, beam, tree at matched tokens), :mod:`stepscore`
+  (step scorers), :mod:`searchrun`, :mod:`searchreport`, :mod:`searchcli`;
+* output and commands: :mod:`report`, :mod:`plots`, :mod:`cli` (``vpo eval``/``vpo compare``),
+  :mod:`check` (``vpo check``).
+
 Importing this package is light: numpy only; transformers/torch/vLLM load when a backend is built,
 matplotlib when a plot is drawn.
 """

@@ -39,6 +39,11 @@ IMPORTS_ENV = "VPO_EVOLVE_IMPORTS"
 """JSON list of the modules ``vpo evolve --import`` imported; a worker imports them before it builds the task."""
 
 
+# ---------------------------------------------------------------------------------------------
+# parent side: the evaluation workers OpenEvolve's evaluator calls through shim_evaluate
+# ---------------------------------------------------------------------------------------------
+
+
 def _numeric(v) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
