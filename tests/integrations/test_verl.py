@@ -788,6 +788,9 @@ def test_the_process_watch_counts_orphans_in_another_session_and_group(tmp_path)
         except ProcessLookupError:
             pass
         recipe._reap()
+        import ctypes  # this test process stops being a subreaper: later tests' orphans go to init again
+
+        ctypes.CDLL(None).prctl(recipe.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 @pytest.mark.verl
