@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from vpo.integrations.verl_reward import reward_matrix_from_extra
+
 __all__ = ["step_metrics", "SignalWatch", "install", "TRAINER_MODULE", "WARN_EVERY"]
 
 TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
@@ -63,15 +65,15 @@ def step_metrics(infos: Sequence[Any], uids: Sequence[Any], eps: float = FLAT_EP
     groups = [str(uids[i]) for i in keep]
     m = sum(1 for k in rows[0] if re.fullmatch(r"vpo_valid\d+", k))
     objectives = [g[2] for k in rows[0] if (g := _R_KEY.match(k)) and g[1] == "0"]
-    valid = np.array([[float(r.get(f"vpo_valid{i}", 0.0)) > 0.5 for i in range(m)] for r in rows], dtype=bool)
+    columns = {k: [float(r[k]) for r in rows] for k in rows[0] if k.startswith(("vpo_r", "vpo_valid"))}
+    rewards, valid = reward_matrix_from_extra(columns, m, objectives)  # [N, m, d], [N, m]
     out: dict[str, float] = {
         "vpo/parse_failure_rate": float(np.mean([float(r["vpo_num_parsed"]) == 0 for r in rows])),
         "vpo/answers_per_completion": float(valid.sum(1).mean()) if m else 0.0,
         "vpo/best_target": float(np.mean([float(r.get("vpo_best_target", np.nan)) for r in rows])),
     }
-    for name in objectives:
-        vals = np.array([[float(r[f"vpo_r{i}_{name}"]) for i in range(m)] for r in rows])
-        out[f"vpo/objective/{name}"] = float(vals[valid].mean()) if valid.any() else float("nan")
+    for j, name in enumerate(objectives):
+        out[f"vpo/objective/{name}"] = float(rewards[..., j][valid].mean()) if valid.any() else float("nan")
     scores = np.array([float(r.get("score", np.nan)) for r in rows])
     stds, flat = [], []
     for g in dict.fromkeys(groups):
