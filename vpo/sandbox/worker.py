@@ -631,19 +631,26 @@ def _setup(job: dict) -> dict:
     os.makedirs("work", mode=0o700, exist_ok=True)
     if job.get("uid") is not None:
         os.chown("work", job["uid"], job["uid"])
-    try:  # the worker must survive the memory cgroup's OOM killer; children undo this
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("-1000")
-        rep["oom_shield"] = True
-    except OSError as e:
-        rep["oom_shield"] = False
-        rep.setdefault("warnings", []).append(f"oom_score_adj: {e}")
+    # the worker must survive the memory cgroup's OOM killer; children undo this
+    _write_setting("/proc/self/oom_score_adj", "-1000", rep, "oom_shield", "oom_score_adj")
     if not job["namespaces"]:
         try:  # orphans of a test come back to us, so we can find and kill them
             (libc or _libc()).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         except Exception:  # noqa: BLE001
             pass
     return rep
+
+
+def _write_setting(path: str, value: str, rep: dict, key: str, warning: str) -> None:
+    """Write ``value`` to the kernel setting at ``path``; ``rep[key]`` says whether it took, and a
+    failure is a warning (``"{warning}: {error}"``), not an error."""
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+        rep[key] = True
+    except OSError as e:
+        rep[key] = False
+        rep.setdefault("warnings", []).append(f"{warning}: {e}")
 
 
 def _join_cgroups(job: dict, rep: dict) -> None:
@@ -676,13 +683,13 @@ def _setup_namespaces(job: dict, libc, rep: dict) -> str:
     if job.get("uid") is None:
         rep["mode"] = "user-namespace"
         # these limits belong to the opener's user namespace (ours), never the host's
-        try:
-            with open("/proc/sys/user/max_user_namespaces", "w") as f:
-                f.write("0")
-            rep["nested_userns_blocked"] = True
-        except OSError as e:
-            rep["nested_userns_blocked"] = False
-            rep.setdefault("warnings", []).append(f"nested user namespaces stay allowed: {e}")
+        _write_setting(
+            "/proc/sys/user/max_user_namespaces",
+            "0",
+            rep,
+            "nested_userns_blocked",
+            "nested user namespaces stay allowed",
+        )
     else:
         rep["mode"] = "root"
     return scratch
