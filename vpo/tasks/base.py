@@ -399,14 +399,14 @@ class RewardFunctionsTask(Task):
         for f, objective in zip(self._fns, self.objectives):
             try:
                 out = self._call(f, batch, columns, context, extra, list(range(len(flat))))
-            except _RewardShapeError:
+            except RewardShapeError:
                 raise
             except Exception:  # noqa: BLE001 - find the answers it fails on, one call each
                 out = np.full(len(flat), np.nan)
                 for j in range(len(flat)):
                     try:
                         out[j] = self._call(f, batch, columns, context, extra, [j])[0]
-                    except _RewardShapeError:
+                    except RewardShapeError:
                         raise
                     except Exception as e:  # noqa: BLE001 - counted by score_completions
                         if j not in failed:
@@ -431,7 +431,7 @@ class RewardFunctionsTask(Task):
         out = f(**kwargs, **context)
         out = np.asarray([np.nan if r is None else r for r in out], dtype=np.float64)
         if out.shape != (len(idx),):
-            raise _RewardShapeError(
+            raise RewardShapeError(
                 f"reward function {getattr(f, '__name__', f)!r} returned {out.size} values for {len(idx)} answers"
             )
         return out
@@ -464,7 +464,7 @@ class _ExtraColumns:
             self.target(column, [(r[0] if r else None) if whole else r for r in rows])
 
 
-class _RewardShapeError(UserError, ValueError):
+class RewardShapeError(UserError, ValueError):
     """A reward function returned the wrong number of values: a bug in it, never an answer's fault."""
 
 

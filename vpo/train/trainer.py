@@ -34,7 +34,7 @@ from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
 from vpo.tasks import get as get_task
-from vpo.tasks.base import _RewardShapeError
+from vpo.tasks.base import RewardShapeError
 from vpo.tasks.constrained import constrained
 from vpo.tasks.registry import load_split
 from vpo.train.config import TRL_NATIVE_ESTIMATORS, TrainerSetupError, VPOConfig, silence_checkpointing_renames
@@ -76,7 +76,7 @@ def _objective_function(name: str) -> Callable:
     return f
 
 
-class RewardFunctionError(_RewardShapeError):
+class RewardFunctionError(RewardShapeError):
     """A TRL reward function that returned something other than one number per answer (a vector
     per answer, a string): stops training at once instead of counting every answer as invalid."""
 
