@@ -129,6 +129,16 @@ def test_shipped_reports_md_are_rendered_from_demo_json(shipped, shipped_prog, m
     assert (PROG10 / "report.md").read_text() == markdown(prog10)
 
 
+def test_every_shipped_report_md_is_rendered_from_its_demo_json():
+    """Every report under docs/demo, validation probes and replicates included, is what today's
+    renderer makes of the demo.json beside it: a change to the report code that alters any shipped
+    report shows up here (re-render them with the change, or keep the output unchanged)."""
+    pairs = sorted((p, p.parent / "report.md") for p in (ROOT / "docs" / "demo").rglob("demo.json"))
+    assert len(pairs) >= 30
+    stale = [str(r.relative_to(ROOT)) for p, r in pairs if r.read_text() != markdown(json.loads(p.read_text()))]
+    assert stale == []
+
+
 @pytest.mark.parametrize("domain", ["maze", "prog"])
 def test_the_ten_replicate_runs_are_the_default_on_a_fresh_test_split(domain, maze10, prog10):
     """Today's defaults (a warm start per replicate, replicate t intervals) with ten seeds, on a test

@@ -237,8 +237,10 @@ def _timing_lines(agg: dict) -> list[str]:
         parts = [f"{k} {np.mean(v):.0f} s" for k, v in per.items()]
         # warm starts trained in this process before the jobs (several threads, alone), if any
         alone = f"warm start {timing['warm_start_s']:.0f} s (alone); " if timing.get("warm_start_s", 0) >= 1 else ""
+        jobs = cfg["jobs"]
+        share = {1: "one job at a time", 2: "two jobs sharing the cores"}.get(jobs, f"{jobs} jobs sharing the cores")
         L += [
-            f"Time per job (mean over seeds, {'two' if cfg['jobs'] == 2 else cfg['jobs']} jobs sharing the cores): "
+            f"Time per job (mean over seeds, {share}): "
             + alone
             + ", ".join(parts)
             + f"; report {timing.get('report_s', 0):.0f} s.",
