@@ -56,6 +56,66 @@ def interval_note(agg: dict, unit: str) -> str:
 
 
 @dataclass(frozen=True)
+class Metric:
+    """A summary a report's interval, per-seed and paired tables show: ``row[key]``, taken at ``k``
+    for a curve (best@k, pass@k), under ``label``. ``seed_se``: the paired cell also gives the SE over
+    seeds of the per-seed differences (:func:`diff_cell`)."""
+
+    label: str
+    key: str
+    k: int | None = None
+    seed_se: bool = False
+
+    def of(self, row: dict) -> dict:
+        return row[self.key] if self.k is None else at_k(row[self.key], self.k)
+
+
+def curve_metrics(key: str, name: str, ks, seed_se: bool = True) -> list[Metric]:
+    """``name@k`` of the curve ``key`` at each of ``ks``."""
+    return [Metric(f"{name}@{k}", key, k, seed_se) for k in ks]
+
+
+@dataclass(frozen=True)
+class Report:
+    """A domain's report as data (:meth:`Domain.report`); :meth:`lines` writes it."""
+
+    title: str
+    setup: str
+    """The paragraph on what was run (task, model, training, evaluation)."""
+    means_heading: str
+    means: list[tuple[str, Callable[[dict], str]]]
+    """The first table's columns: ``(heading, cell(method's row))``."""
+    glossary: str
+    """What the first table's columns mean."""
+    intervals: list[Metric]
+    per_seed: list[Metric]
+    paired: list[Metric]
+    paired_heading: str
+    paired_note: str
+    paired_extra: list[tuple[str, Callable[[dict], str]]] = ()
+    """Columns of the paired table after :attr:`paired`'s: ``(heading, cell(differences))``."""
+    closing: list[str] = ()
+    """The domain's own lines after the tables (other preferences, E_w)."""
+
+    def lines(self, agg: dict, unit: str) -> list[str]:
+        rows = agg["methods"]
+        L = [f"# {self.title}", "", self.setup, "", interval_note(agg, unit), "", f"## {self.means_heading}", ""]
+        L += method_table(rows, self.means)
+        L += ["", self.glossary, "", "## With intervals", ""]
+        L += method_table(rows, [(m.label, lambda r, m=m: ci(m.of(r))) for m in self.intervals])
+        L += ["", "## Per seed", ""]
+        L += method_table(rows, [(f"{m.label} per seed", lambda r, m=m: per_seed(m.of(r))) for m in self.per_seed])
+        if agg["paired_vs_vpo"]:
+            L += ["", f"## {self.paired_heading}", "", self.paired_note, ""]
+            cells = [
+                (f"Δ{m.label}", lambda d, m=m: diff_cell(m.of(d)) if m.seed_se else ci(m.of(d), signed=True))
+                for m in self.paired
+            ]
+            L += paired_table(agg, cells + list(self.paired_extra))
+        return L + list(self.closing)
+
+
+@dataclass(frozen=True)
 class Setting:
     """A setting only one domain reads: its default and what it means (a field of DemoConfig)."""
 
@@ -181,11 +241,17 @@ class Domain:
         return {}
 
     # -- the report ---------------------------------------------------------------------------
-    def markdown(self, agg: dict) -> str:
-        """``report.md`` of a finished run (``agg``: what :func:`vpo.demo.runner.aggregate` returns).
-        The formatting helpers are :mod:`vpo.demo.report`'s (imported inside the methods: the config
-        imports this module, and the report pulls in the plotting stack)."""
+    def report(self, agg: dict) -> Report:
+        """What this domain's ``report.md`` says of a finished run (``agg``: what
+        :func:`vpo.demo.runner.aggregate` returns), as data: :meth:`markdown` lays it out."""
         raise NotImplementedError
+
+    def markdown(self, agg: dict) -> str:
+        """The domain's part of ``report.md``: :meth:`report` laid out as every domain's report is
+        (set-up, a table of means, what its columns mean, the same with intervals, every seed's value,
+        VPO minus each method, then the domain's own closing lines). :func:`vpo.demo.report.markdown`
+        adds the tail every report shares."""
+        return "\n".join(self.report(agg).lines(agg, self.unit))
 
     readme_unit: tuple[str, str] = ("problem", "problems")
     """How the README's paired table names one problem and many (maze/mazes, request/requests)."""

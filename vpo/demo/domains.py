@@ -25,14 +25,12 @@ import numpy as np
 from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' interface lives in domain_base)
     DEFAULT_DOMAIN,
     Domain,
+    Metric,
+    Report,
     Setting,
-    diff_cell,
+    curve_metrics,
     interval_name,
-    interval_note,
     mean_of,
-    method_table,
-    paired_table,
-    per_seed,
     rho_cell,
 )
 from vpo.demo.shop import ShopDomain
@@ -160,33 +158,48 @@ class MazeDomain(Domain):
 
         return [np.stack([r.reward for r in pareto_routes(Maze.from_example(ex))]) for ex in examples]
 
-    def markdown(self, agg: dict) -> str:
+    def report(self, agg: dict) -> Report:
         """The maze report: best@k, Pareto coverage, diversity among completed answers, other preferences."""
         cfg = agg["config"]
         ks = cfg["ks"]
         kmax = max(ks)
         top = [k for k in (10, 30) if k in ks] or [kmax]
         rows = agg["methods"]
-        L = [
-            f"# vpo demo: VPO vs GRPO and the baselines on designed-conflict mazes (CPU, {cfg['split']} split)",
+        pareto = Metric(f"Pareto cov.@{kmax}", "pareto_coverage", kmax)
+        completed = Metric("diversity (completed)", "completed_diversity")
+        prefs = [p for p in agg["preferences"] if p != "w*"]
+        closing = [
             "",
-            f"{cfg['maze_size']}x{cfg['maze_size']} mazes, budget slack {cfg['budget_slack']}, items per zone "
-            f"{cfg['items_per_zone']}, lava {cfg['lava']}; tiny Qwen2 ({cfg['num_layers']} layers, hidden "
-            f"{cfg['hidden_size']}, one token per character); warm start {cfg['warm_steps']} steps on random routes "
-            f"(waypoints {cfg['warm_waypoints']}, wander {cfg['warm_wander']}); RL {cfg['rl_steps']} steps x "
-            f"{cfg['prompts_per_step']} mazes x {cfg['num_generations']} rollouts at lr {cfg['rl_lr']}; seeds "
-            f"{cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} mazes at T = {cfg['eval_temperature']}, "
-            f"{cfg['eval_budget']} answers per maze, best@k at a matched answer budget (multi-answer policies: "
-            f"ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws.",
+            f"## Search under other preferences (best@{kmax})",
             "",
-            interval_note(agg, "mazes"),
+            "Each column scores the same pools under another deployment weighting of (completion, gold, diamond, "
+            "avoid_lava); E_w is the mean over fixed Dir(1) weightings.",
             "",
-            "## Search on w* and what the pools contain",
-            "",
+            "| method | w* | " + " | ".join(prefs) + f" | E_w[best@{kmax}] |",
+            "|---|" + "---|" * (len(prefs) + 2),
+            "| ceiling | " + " | ".join(fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |",
         ]
-        L += method_table(
-            rows,
-            [(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
+        for r in rows.values():
+            closing.append(
+                f"| {r['label']} | "
+                + " | ".join(ci(at_k(r[f"pref_{p}"], kmax)) for p in ["w*"] + prefs)
+                + f" | {ci(at_k(r['ew_best_at_k'], kmax))} |"
+            )
+        closing += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
+        return Report(
+            title=f"vpo demo: VPO vs GRPO and the baselines on designed-conflict mazes (CPU, {cfg['split']} split)",
+            setup=(
+                f"{cfg['maze_size']}x{cfg['maze_size']} mazes, budget slack {cfg['budget_slack']}, items per zone "
+                f"{cfg['items_per_zone']}, lava {cfg['lava']}; tiny Qwen2 ({cfg['num_layers']} layers, hidden "
+                f"{cfg['hidden_size']}, one token per character); warm start {cfg['warm_steps']} steps on random "
+                f"routes (waypoints {cfg['warm_waypoints']}, wander {cfg['warm_wander']}); RL {cfg['rl_steps']} steps x "
+                f"{cfg['prompts_per_step']} mazes x {cfg['num_generations']} rollouts at lr {cfg['rl_lr']}; seeds "
+                f"{cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} mazes at T = "
+                f"{cfg['eval_temperature']}, {cfg['eval_budget']} answers per maze, best@k at a matched answer budget "
+                f"(multi-answer policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws."
+            ),
+            means_heading="Search on w* and what the pools contain",
+            means=[(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
             + [
                 ("reward@1", mean_of("reward_at_1")),
                 ("pass@1", mean_of("pass_at_1")),
@@ -199,83 +212,36 @@ class MazeDomain(Domain):
                 ("ρ̄", rho_cell),
                 ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
             ],
-        )
-        L += [
-            "",
-            f"Ceiling (best single route per maze by exact search, under w*): {agg['ceilings']['w*']:.3f}; the exact "
-            f"Pareto front has {agg['front_size']:.2f} trade-offs per maze on average. Completion: fraction of answers "
-            "that reach E. Diversity (all): mean pairwise L1 of reward vectors over every answer (the paper's "
-            "definition; a failed route is the all-zero vector, so failing raises it). Diversity (completed): the "
-            "same over completed answers only (0 for a maze with fewer than two). Pareto cov.: fraction of the "
-            "maze's exact Pareto-front vectors that some answer hits. Distinct routes: distinct executed routes "
-            "among completed answers in the pool. Union cov.: Σ_j max_i r_ij over the pool. ρ̄: mean pairwise "
-            "correlation of the objectives over a pool's valid answers (near 1: the objectives move together and "
-            "VPO should not help). pass@1 (all four objectives at 1) is impossible by design with split zones.",
-            "",
-            "## With intervals",
-            "",
-        ]
-        L += method_table(
-            rows,
-            [(f"best@{k}", lambda r, k=k: ci(at_k(r["best_at_k"], k))) for k in top]
-            + [
-                (f"Pareto cov.@{kmax}", lambda r: ci(at_k(r["pareto_coverage"], kmax))),
-                ("diversity (completed)", lambda r: ci(r["completed_diversity"])),
-                ("completion", lambda r: ci(r["completion_rate"])),
+            glossary=(
+                f"Ceiling (best single route per maze by exact search, under w*): {agg['ceilings']['w*']:.3f}; the "
+                f"exact Pareto front has {agg['front_size']:.2f} trade-offs per maze on average. Completion: fraction "
+                "of answers that reach E. Diversity (all): mean pairwise L1 of reward vectors over every answer (the "
+                "paper's definition; a failed route is the all-zero vector, so failing raises it). Diversity "
+                "(completed): the same over completed answers only (0 for a maze with fewer than two). Pareto cov.: "
+                "fraction of the maze's exact Pareto-front vectors that some answer hits. Distinct routes: distinct "
+                "executed routes among completed answers in the pool. Union cov.: Σ_j max_i r_ij over the pool. ρ̄: "
+                "mean pairwise correlation of the objectives over a pool's valid answers (near 1: the objectives move "
+                "together and VPO should not help). pass@1 (all four objectives at 1) is impossible by design with "
+                "split zones."
+            ),
+            intervals=[
+                *curve_metrics("best_at_k", "best", top),
+                pareto,
+                completed,
+                Metric("completion", "completion_rate"),
             ],
-        )
-        L += ["", "## Per seed", ""]
-        L += method_table(
-            rows,
-            [(f"best@{k} per seed", lambda r, k=k: per_seed(at_k(r["best_at_k"], k))) for k in top]
-            + [
-                (f"Pareto cov.@{kmax} per seed", lambda r: per_seed(at_k(r["pareto_coverage"], kmax))),
-                ("diversity (completed) per seed", lambda r: per_seed(r["completed_diversity"])),
+            per_seed=[*curve_metrics("best_at_k", "best", top), pareto, completed],
+            paired=[*curve_metrics("best_at_k", "best", top), pareto, completed],
+            paired_heading="VPO minus each method (paired: same seed index, same mazes)",
+            paired_note=(
+                f"mean [{interval_name(agg, 'mazes', 'short')}]; in brackets after the slash, the SE over seeds of the "
+                f"per-seed differences; the last column is the maze-level SE of best@{top[-1]} given the trained models."
+            ),
+            paired_extra=[
+                ("maze-level SE (given models)", lambda d: fmt(at_k(d["best_at_k"], top[-1])["se_mazes_given_models"]))
             ],
+            closing=closing,
         )
-        if agg["paired_vs_vpo"]:
-            L += [
-                "",
-                "## VPO minus each method (paired: same seed index, same mazes)",
-                "",
-                f"mean [{interval_name(agg, 'mazes', 'short')}]; in brackets after the slash, the SE over seeds of the per-seed "
-                "differences; the last column is the maze-level SE of best@"
-                + str(top[-1])
-                + " given the trained models.",
-                "",
-            ]
-            L += paired_table(
-                agg,
-                [(f"Δbest@{k}", lambda d, k=k: diff_cell(at_k(d["best_at_k"], k))) for k in top]
-                + [
-                    (f"ΔPareto cov.@{kmax}", lambda d: ci(at_k(d["pareto_coverage"], kmax), signed=True)),
-                    ("Δdiversity (completed)", lambda d: ci(d["completed_diversity"], signed=True)),
-                    (
-                        "maze-level SE (given models)",
-                        lambda d: fmt(at_k(d["best_at_k"], top[-1])["se_mazes_given_models"]),
-                    ),
-                ],
-            )
-        prefs = [p for p in agg["preferences"] if p != "w*"]
-        L += [
-            "",
-            f"## Search under other preferences (best@{kmax})",
-            "",
-            "Each column scores the same pools under another deployment weighting of (completion, gold, diamond, "
-            "avoid_lava); E_w is the mean over fixed Dir(1) weightings.",
-            "",
-            "| method | w* | " + " | ".join(prefs) + f" | E_w[best@{kmax}] |",
-            "|---|" + "---|" * (len(prefs) + 2),
-        ]
-        L.append("| ceiling | " + " | ".join(fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |")
-        for r in rows.values():
-            L.append(
-                f"| {r['label']} | "
-                + " | ".join(ci(at_k(r[f"pref_{p}"], kmax)) for p in ["w*"] + prefs)
-                + f" | {ci(at_k(r['ew_best_at_k'], kmax))} |"
-            )
-        L += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
-        return "\n".join(L)
 
     readme_unit = ("maze", "mazes")
     readme_skip_pairs = ("warmstart_m3",)
@@ -389,7 +355,7 @@ class ProgDomain(Domain):
         passes = np.where(g.present[..., None], (g.valid & (g.rewards >= 1.0).all(-1)).astype(float), -np.inf)
         return {"pass_at_k": np.mean([matched_best_at_k(passes, g.present, ks, rng=seed) for seed in seeds], axis=0)}
 
-    def markdown(self, agg: dict) -> str:
+    def report(self, agg: dict) -> Report:
         """The prog domain's report: pass@1, pass@k and best@k, ρ̄ of the test components, diversity among
         answers passing at least one test, distinct programs; the ceiling is 1 (the reference passes all)."""
         cfg = agg["config"]
@@ -397,26 +363,26 @@ class ProgDomain(Domain):
         kmax = max(ks)
         top = [k for k in (10, 30) if k in ks] or [kmax]
         rows = agg["methods"]
-        L = [
-            f"# vpo demo --domain prog: VPO vs GRPO and the baselines on piecewise program synthesis (CPU, {cfg['split']} split)",
-            "",
-            f"Programs in a tiny language checked on {cfg['prog_tests']} tests each (one reward component per test), "
-            f"targets of {cfg['prog_pieces']} {_prog_lines(cfg)} split by {cfg['prog_cases']}, at least {cfg['prog_min_piece']} tests "
-            f"per piece (docs/prog_task.md); tiny Qwen2 ({cfg['num_layers']} layers, hidden {cfg['hidden_size']}, one "
-            f"token per character); warm start {cfg['warm_steps']} steps on random programs; RL {cfg['rl_steps']} steps x "
-            f"{cfg['prompts_per_step']} problems x {cfg['num_generations']} rollouts at lr {cfg['rl_lr']}; seeds "
-            f"{cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} problems at T = {cfg['eval_temperature']}, "
-            f"{cfg['eval_budget']} answers per problem, best@k and pass@k at a matched answer budget (multi-answer "
-            f"policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws.",
-            "",
-            interval_note(agg, "problems"),
-            "",
-            "## Search on w* (pass rate) and what the pools contain",
-            "",
-        ]
-        L += method_table(
-            rows,
-            [(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
+        passing = Metric("diversity (≥1 test)", "completed_diversity")
+        curves = [*curve_metrics("best_at_k", "best", top), *curve_metrics("pass_at_k", "pass", top)]
+        return Report(
+            title=(
+                "vpo demo --domain prog: VPO vs GRPO and the baselines on piecewise program synthesis "
+                f"(CPU, {cfg['split']} split)"
+            ),
+            setup=(
+                f"Programs in a tiny language checked on {cfg['prog_tests']} tests each (one reward component per "
+                f"test), targets of {cfg['prog_pieces']} {_prog_lines(cfg)} split by {cfg['prog_cases']}, at least "
+                f"{cfg['prog_min_piece']} tests per piece (docs/prog_task.md); tiny Qwen2 ({cfg['num_layers']} layers, "
+                f"hidden {cfg['hidden_size']}, one token per character); warm start {cfg['warm_steps']} steps on random "
+                f"programs; RL {cfg['rl_steps']} steps x {cfg['prompts_per_step']} problems x {cfg['num_generations']} "
+                f"rollouts at lr {cfg['rl_lr']}; seeds {cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} "
+                f"problems at T = {cfg['eval_temperature']}, {cfg['eval_budget']} answers per problem, best@k and "
+                "pass@k at a matched answer budget (multi-answer policies: ceil(k/m) rollouts, first k answers), "
+                f"{cfg['eval_seeds']} draws."
+            ),
+            means_heading="Search on w* (pass rate) and what the pools contain",
+            means=[(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
             + [("pass@1", mean_of("pass_at_1"))]
             + [(f"pass@{k}", mean_of("pass_at_k", k)) for k in ks[1:]]
             + [
@@ -429,65 +395,30 @@ class ProgDomain(Domain):
                 ("ρ̄", rho_cell),
                 ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
             ],
-        )
-        L += [
-            "",
-            f"Ceiling: {agg['ceilings']['w*']:.3f} (the reference program passes every test of every problem). best@k: "
-            "the best pass rate among k answers. pass@1: the first answer of a rollout passes every test; pass@k: "
-            "some answer of the matched-budget sub-pool passes every test (the all-pass vector is each problem's "
-            "whole Pareto front, so this is also its Pareto coverage). ≥1 test: fraction of answers passing at least "
-            "one test (the prog counterpart of the maze's completion). Diversity (all): mean pairwise L1 of the "
-            "reward vectors over every answer (the paper's definition); diversity (≥1 test): the same over answers "
-            "passing at least one test. Distinct programs: distinct canonical programs (same AST) among those. "
-            "Union cov.: Σ_j max_i r_ij, tests passed by some answer. ρ̄: mean pairwise correlation of the test "
-            "components over a pool's valid answers.",
-            "",
-            "## With intervals",
-            "",
-        ]
-        L += method_table(
-            rows,
-            [(f"best@{k}", lambda r, k=k: ci(at_k(r["best_at_k"], k))) for k in top]
-            + [(f"pass@{k}", lambda r, k=k: ci(at_k(r["pass_at_k"], k))) for k in top]
-            + [
-                ("diversity (≥1 test)", lambda r: ci(r["completed_diversity"])),
-                ("≥1 test", lambda r: ci(r["completion_rate"])),
+            glossary=(
+                f"Ceiling: {agg['ceilings']['w*']:.3f} (the reference program passes every test of every problem). "
+                "best@k: the best pass rate among k answers. pass@1: the first answer of a rollout passes every test; "
+                "pass@k: some answer of the matched-budget sub-pool passes every test (the all-pass vector is each "
+                "problem's whole Pareto front, so this is also its Pareto coverage). ≥1 test: fraction of answers "
+                "passing at least one test (the prog counterpart of the maze's completion). Diversity (all): mean "
+                "pairwise L1 of the reward vectors over every answer (the paper's definition); diversity (≥1 test): "
+                "the same over answers passing at least one test. Distinct programs: distinct canonical programs (same "
+                "AST) among those. Union cov.: Σ_j max_i r_ij, tests passed by some answer. ρ̄: mean pairwise "
+                "correlation of the test components over a pool's valid answers."
+            ),
+            intervals=[*curves, passing, Metric("≥1 test", "completion_rate")],
+            per_seed=[*curve_metrics("best_at_k", "best", top), Metric(f"pass@{kmax}", "pass_at_k", kmax), passing],
+            paired=[*curves, passing],
+            paired_heading="VPO minus each method (paired: same seed index, same problems)",
+            paired_note=f"mean [{interval_name(agg, 'problems', 'short')}] / SE over seeds of the per-seed differences.",
+            closing=[
+                "",
+                f"E_w[best@{kmax}] over fixed Dir(1) weightings of the tests: "
+                + "; ".join(f"{r['label']} {ci(at_k(r['ew_best_at_k'], kmax))}" for r in rows.values())
+                + ".",
+                "",
             ],
         )
-        L += ["", "## Per seed", ""]
-        L += method_table(
-            rows,
-            [(f"best@{k} per seed", lambda r, k=k: per_seed(at_k(r["best_at_k"], k))) for k in top]
-            + [
-                (f"pass@{kmax} per seed", lambda r: per_seed(at_k(r["pass_at_k"], kmax))),
-                ("diversity (≥1 test) per seed", lambda r: per_seed(r["completed_diversity"])),
-            ],
-        )
-        if agg["paired_vs_vpo"]:
-            L += [
-                "",
-                "## VPO minus each method (paired: same seed index, same problems)",
-                "",
-                f"mean [{interval_name(agg, 'problems', 'short')}] / SE over seeds of the per-seed differences.",
-                "",
-            ]
-            L += paired_table(
-                agg,
-                [
-                    (f"Δ{c.split('_')[0]}@{k}", lambda d, c=c, k=k: diff_cell(at_k(d[c], k)))
-                    for c in ("best_at_k", "pass_at_k")
-                    for k in top
-                ]
-                + [("Δdiversity (≥1 test)", lambda d: ci(d["completed_diversity"], signed=True))],
-            )
-        L += [
-            "",
-            f"E_w[best@{kmax}] over fixed Dir(1) weightings of the tests: "
-            + "; ".join(f"{r['label']} {ci(at_k(r['ew_best_at_k'], kmax))}" for r in rows.values())
-            + ".",
-            "",
-        ]
-        return "\n".join(L)
 
     readme_skip_pairs = ("warmstart_m3",)
 

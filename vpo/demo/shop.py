@@ -16,18 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from vpo._util import positive_int
-from vpo.demo.domain_base import (
-    Domain,
-    Setting,
-    diff_cell,
-    interval_name,
-    interval_note,
-    mean_of,
-    method_table,
-    paired_table,
-    per_seed,
-    rho_cell,
-)
+from vpo.demo.domain_base import Domain, Metric, Report, Setting, curve_metrics, interval_name, mean_of, rho_cell
 from vpo.demo.fmt import at_k, ci, fmt
 from vpo.errors import UserError
 
@@ -196,7 +185,7 @@ class ShopDomain(Domain):
         return [pareto_items(ex) for ex in examples]
 
     # -- the report ---------------------------------------------------------------------------
-    def markdown(self, agg: dict) -> str:
+    def report(self, agg: dict) -> Report:
         """The shop report: best@1/10/30 and E_w[best@k], Pareto coverage, diversity among useful
         answers, reward@1 and tokens per rollout, with replicate intervals and every seed's value."""
         cfg = agg["config"]
@@ -204,25 +193,37 @@ class ShopDomain(Domain):
         kmax = max(ks)
         top = [k for k in (1, 10, 30) if k in ks] or [kmax]
         rows = agg["methods"]
-        L = [
-            f"# vpo demo --domain shop: VPO vs GRPO and Max@k on a pretrained chat model (CPU, {cfg['split']} split)",
+        best = curve_metrics("best_at_k", "best", top)
+        ew = Metric(f"E_w[best@{kmax}]", "ew_best_at_k", kmax)
+        pareto = Metric(f"Pareto cov.@{kmax}", "pareto_coverage", kmax)
+        useful = Metric("diversity (useful)", "completed_diversity")
+        prefs = [p for p in agg["preferences"] if p != "w*"]
+        closing = [
             "",
-            f"Model {cfg['shop_model']} (pretrained), format warm start {cfg['warm_steps']} steps x {cfg['warm_batch']} "
-            f"random answers (all weights, lr {cfg['warm_lr']}); RL with LoRA r = {cfg['lora_r']}: {cfg['rl_steps']} "
-            f"steps x {cfg['prompts_per_step']} requests x {cfg['num_generations']} rollouts (GRPO 3x: 3x the rollouts) "
-            f"at lr {cfg['rl_lr']}, beta {cfg['beta']}; seeds {cfg['seeds']}; evaluation on {agg['num_mazes']} "
-            f"{cfg['split']} requests at T = {cfg['eval_temperature']}, {cfg['eval_budget']} answers per request, "
-            f"best@k at a matched answer budget (multi-answer policies: ceil(k/m) rollouts, first k answers), "
-            f"{cfg['eval_seeds']} draws. Answers: the product's {cfg['shop_answer']}.",
+            f"## Search under named preferences (best@{kmax})",
             "",
-            interval_note(agg, "requests"),
-            "",
-            "## Search on w* and what the pools contain",
-            "",
+            "| method | " + " | ".join(f"{p} {agg['preferences'][p]}" for p in prefs) + " |",
+            "|---|" + "---|" * len(prefs),
         ]
-        L += method_table(
-            rows,
-            [(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
+        for r in rows.values():
+            closing.append(
+                f"| {r['label']} | " + " | ".join(fmt(at_k(r[f"pref_{p}"], kmax)["mean"]) for p in prefs) + " |"
+            )
+        closing += ["", "Ceilings: " + ", ".join(f"{p} {agg['ceilings'][p]:.3f}" for p in prefs) + ".", ""]
+        return Report(
+            title=f"vpo demo --domain shop: VPO vs GRPO and Max@k on a pretrained chat model (CPU, {cfg['split']} split)",
+            setup=(
+                f"Model {cfg['shop_model']} (pretrained), format warm start {cfg['warm_steps']} steps x "
+                f"{cfg['warm_batch']} random answers (all weights, lr {cfg['warm_lr']}); RL with LoRA r = "
+                f"{cfg['lora_r']}: {cfg['rl_steps']} steps x {cfg['prompts_per_step']} requests x "
+                f"{cfg['num_generations']} rollouts (GRPO 3x: 3x the rollouts) at lr {cfg['rl_lr']}, beta "
+                f"{cfg['beta']}; seeds {cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} requests at "
+                f"T = {cfg['eval_temperature']}, {cfg['eval_budget']} answers per request, best@k at a matched answer "
+                f"budget (multi-answer policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws. "
+                f"Answers: the product's {cfg['shop_answer']}."
+            ),
+            means_heading="Search on w* and what the pools contain",
+            means=[(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
             + [
                 (f"E_w[best@{kmax}]", mean_of("ew_best_at_k", kmax)),
                 ("reward@1", mean_of("reward_at_1")),
@@ -233,70 +234,24 @@ class ShopDomain(Domain):
                 ("ρ̄", rho_cell),
                 ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
             ],
+            glossary=(
+                f"Ceiling (the best listed product under w*, per request): {agg['ceilings']['w*']:.3f}; each list's "
+                f"Pareto front has {agg['front_size']:.2f} products on average. E_w[best@k]: best@k under fixed "
+                "Dir(1) weightings of the three shoppers, drawn for the evaluation (not the training's draws). "
+                "Useful: fraction of answers that name a listed product scoring > 0 on some shopper (not the decoy, "
+                "not an unlisted name). Diversity (useful): mean pairwise L1 of the reward vectors over useful "
+                "answers only (failing cannot raise it). Pareto cov.: fraction of the list's non-dominated products "
+                "named. Distinct products: among useful answers. ρ̄: mean pairwise correlation of the shoppers over "
+                "a pool's valid answers; where a pool leaves it undefined (fewer than two different valid answers: a "
+                "collapsed pool) the cell says over how many (replicate, request) pairs it is, and n/a when none."
+            ),
+            intervals=[*best, ew, pareto, useful, Metric("reward@1", "reward_at_1")],
+            per_seed=[*best, ew, useful],
+            paired=[*best, ew, pareto, useful],
+            paired_heading="VPO minus each method (paired: same seed, same requests)",
+            paired_note=f"mean [{interval_name(agg, 'requests', 'short')}] / SE over seeds of the per-seed differences.",
+            closing=closing,
         )
-        L += [
-            "",
-            f"Ceiling (the best listed product under w*, per request): {agg['ceilings']['w*']:.3f}; each list's "
-            f"Pareto front has {agg['front_size']:.2f} products on average. E_w[best@k]: best@k under fixed "
-            "Dir(1) weightings of the three shoppers, drawn for the evaluation (not the training's draws). "
-            "Useful: fraction of answers that name a listed product scoring > 0 on some shopper (not the decoy, "
-            "not an unlisted name). Diversity (useful): mean pairwise L1 of the reward vectors over useful answers "
-            "only (failing cannot raise it). Pareto cov.: fraction of the list's non-dominated products named. "
-            "Distinct products: among useful answers. ρ̄: mean pairwise correlation of the shoppers over a pool's "
-            "valid answers; where a pool leaves it undefined (fewer than two different valid answers: a collapsed "
-            "pool) the cell says over how many (replicate, request) pairs it is, and n/a when none.",
-            "",
-            "## With intervals",
-            "",
-        ]
-        L += method_table(
-            rows,
-            [(f"best@{k}", lambda r, k=k: ci(at_k(r["best_at_k"], k))) for k in top]
-            + [
-                (f"E_w[best@{kmax}]", lambda r: ci(at_k(r["ew_best_at_k"], kmax))),
-                (f"Pareto cov.@{kmax}", lambda r: ci(at_k(r["pareto_coverage"], kmax))),
-                ("diversity (useful)", lambda r: ci(r["completed_diversity"])),
-                ("reward@1", lambda r: ci(r["reward_at_1"])),
-            ],
-        )
-        L += ["", "## Per seed", ""]
-        L += method_table(
-            rows,
-            [(f"best@{k} per seed", lambda r, k=k: per_seed(at_k(r["best_at_k"], k))) for k in top]
-            + [
-                (f"E_w[best@{kmax}] per seed", lambda r: per_seed(at_k(r["ew_best_at_k"], kmax))),
-                ("diversity (useful) per seed", lambda r: per_seed(r["completed_diversity"])),
-            ],
-        )
-        if agg["paired_vs_vpo"]:
-            L += [
-                "",
-                "## VPO minus each method (paired: same seed, same requests)",
-                "",
-                f"mean [{interval_name(agg, 'requests', 'short')}] / SE over seeds of the per-seed differences.",
-                "",
-            ]
-            L += paired_table(
-                agg,
-                [(f"Δbest@{k}", lambda d, k=k: diff_cell(at_k(d["best_at_k"], k))) for k in top]
-                + [
-                    (f"ΔE_w[best@{kmax}]", lambda d: ci(at_k(d["ew_best_at_k"], kmax), signed=True)),
-                    (f"ΔPareto cov.@{kmax}", lambda d: ci(at_k(d["pareto_coverage"], kmax), signed=True)),
-                    ("Δdiversity (useful)", lambda d: ci(d["completed_diversity"], signed=True)),
-                ],
-            )
-        prefs = [p for p in agg["preferences"] if p != "w*"]
-        L += [
-            "",
-            f"## Search under named preferences (best@{kmax})",
-            "",
-            "| method | " + " | ".join(f"{p} {agg['preferences'][p]}" for p in prefs) + " |",
-            "|---|" + "---|" * len(prefs),
-        ]
-        for r in rows.values():
-            L.append(f"| {r['label']} | " + " | ".join(fmt(at_k(r[f"pref_{p}"], kmax)["mean"]) for p in prefs) + " |")
-        L += ["", "Ceilings: " + ", ".join(f"{p} {agg['ceilings'][p]:.3f}" for p in prefs) + ".", ""]
-        return "\n".join(L)
 
     readme_unit = ("request", "requests")
 
