@@ -312,6 +312,42 @@ def test_estimator_errors_name_the_veRL_setting():
     assert adv[:2].abs().max() == 0 and adv[2, 0] < 0 < adv[3, 0]
 
 
+def _veRL_batch(scores, uids, lengths, T=5):
+    n = len(scores)
+    mask = (torch.arange(T)[None, :] < torch.as_tensor(lengths)[:, None]).float()
+    tlr = torch.zeros(n, T)
+    for i, (s, length) in enumerate(zip(scores, lengths)):
+        if length:
+            tlr[i, length - 1] = s
+    return tlr, mask, np.array(uids, dtype=object)
+
+
+def test_estimator_gives_veRLs_padding_and_lone_survivors_zero_and_leaves_the_rest_alone():
+    """veRL pads a batch that is not a multiple of its data-parallel and mini-batch sizes with no-op
+    rows under one fresh uid (zero response mask); a prompt whose other rollouts failed keeps one.
+    Neither may stop the run (before: 'group #4 has 1' from a CI run whose one rollout had failed),
+    and neither may change the advantages of the real groups."""
+    rng = np.random.default_rng(3)
+    real_scores = rng.random(12).round(2).tolist()
+    real_uids = [u for u in "abc" for _ in range(4)]
+    real_len = rng.integers(1, 6, size=12).tolist()
+    est = make_estimator("vpo")
+    ref, _ = est(*_veRL_batch(real_scores, real_uids, real_len))
+    assert ref.abs().sum() > 0
+    for pad in (1, 3):  # veRL's padding rows: one uid, response_mask 0, score 0
+        tlr, mask, uids = _veRL_batch(real_scores + [0.0] * pad, real_uids + ["pad9f3e"] * pad, real_len + [0] * pad)
+        adv, ret = est(tlr, mask, uids)
+        assert torch.equal(adv[:12], ref) and torch.all(adv[12:] == 0) and torch.equal(adv, ret)
+    # prompt 'd' kept one rollout of four: advantage 0, a warning that says why, the rest unchanged
+    tlr, mask, uids = _veRL_batch(real_scores + [0.7, 0.0], real_uids + ["d", "pad1"], real_len + [3, 0])
+    with pytest.warns(RuntimeWarning, match="1 of 4 prompts .* single rollout"):
+        adv, _ = est(tlr, mask, uids)
+    assert torch.equal(adv[:12], ref) and torch.all(adv[12:] == 0)
+    # a batch whose every prompt has one rollout is still the configuration error it was
+    with pytest.raises(ValueError, match="rollout.n"):
+        est(*_veRL_batch([0.1, 0.2, 0.0], ["a", "b", "pad"], [2, 2, 0]))
+
+
 # ---------------------------------------------------------------------------------------------
 # inside veRL (separate environment: bash scripts/setup_verl_env.sh)
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +446,69 @@ def test_veRL_kl_in_reward_is_refused():
     data, _ = _data_proto([1.0, 0.0, 1.0, 0.5], ["a", "a", "b", "b"], [2, 3, 1, 4])
     with pytest.raises(ValueError, match="use_kl_in_reward"):
         compute_advantage(data, adv_estimator="vpo", config=AlgoConfig(adv_estimator="vpo", use_kl_in_reward=True))
+
+
+@pytest.mark.verl
+def test_veRL_padding_of_a_short_batch_trains_through_the_vpo_estimator(monkeypatch):
+    """veRL's own ``upsample_batch_to_divisible_size`` on a batch one rollout short (a failed
+    session: 7 rows where the mini-batch needs 8) adds a no-op row under a fresh uid; veRL's
+    ``compute_advantage`` with ``vpo`` then trains the real groups as without it and gives the row 0.
+    TransferQueue is replaced by an in-memory dict (a fake, named as such: the padding code only
+    reads one sample and writes the new ones through it)."""
+    _verl()
+    import vpo.integrations.verl_plugin  # noqa: F401
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo import padding_utils
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils.transferqueue_utils import KVBatchMeta
+
+    store: dict = {}
+
+    class InMemoryTransferQueue:  # fake
+        def kv_batch_get(self, keys, partition_id):
+            return [store[k] for k in keys]
+
+        def kv_batch_put(self, keys, partition_id, fields, tags):
+            store.update({k: fields[i] for i, k in enumerate(keys)})
+
+    monkeypatch.setattr(padding_utils, "tq", InMemoryTransferQueue())
+    scores = [0.9, 0.1, 0.5, 0.5, 0.2, 0.8, 0.4]
+    keys = []
+    for j, score in enumerate(scores):
+        uid, session = ("u0", j) if j < 4 else ("u1", j - 4)
+        keys.append(f"{uid}_{session}_0")
+        store[keys[-1]] = {
+            "uid": uid,
+            "prompts": torch.tensor([5, 6, 7]),
+            "responses": torch.tensor([8, 9, 3]),
+            "input_ids": torch.tensor([5, 6, 7, 8, 9, 3]),
+            "attention_mask": torch.ones(6, dtype=torch.int64),
+            "position_ids": torch.arange(6),
+            "response_mask": torch.ones(3, dtype=torch.int64),
+            "rm_scores": torch.tensor([0.0, 0.0, score]),
+        }
+    batch = KVBatchMeta(partition_id="train", keys=keys, tags=[{"seq_len": 6}] * len(keys))
+    padded = padding_utils.upsample_batch_to_divisible_size(batch, 8, eos_token_id=2)
+    assert len(padded.keys) == 8
+    rows = [store[k] for k in padded.keys]
+    T = 3
+    tlr = torch.stack([torch.nn.functional.pad(r["rm_scores"], (0, T - r["rm_scores"].numel())) for r in rows])
+    mask = torch.stack([torch.nn.functional.pad(r["response_mask"], (0, T - r["response_mask"].numel())) for r in rows])
+    uids = [r["uid"] for r in rows]
+    assert uids[-1].startswith("pad") and int(mask[-1].sum()) == 0
+    data = _data_proto_from_rewards(tlr, mask.float(), uids)
+    out = compute_advantage(data, adv_estimator="vpo", config=AlgoConfig(adv_estimator="vpo"))
+    alone, _ = make_estimator("vpo")(tlr[:7], mask[:7].float(), np.array(uids[:7], dtype=object))
+    torch.testing.assert_close(out.batch["advantages"][:7], alone, atol=0, rtol=0)
+    assert torch.all(out.batch["advantages"][7] == 0) and alone.abs().sum() > 0
+
+
+def _data_proto_from_rewards(tlr, mask, uids):
+    from verl import DataProto
+
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": tlr, "response_mask": mask}, non_tensors={"uid": np.array(uids, dtype=object)}
+    )
 
 
 @pytest.mark.verl
@@ -745,6 +844,36 @@ def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(recipe, "run", fake_run)
     assert recipe.main(["--out", str(tmp_path / "o"), "--save-freq", "-1"]) == 0
     assert "no learning signal in 2 of 3 steps" in capsys.readouterr().err
+
+
+def test_failed_rollouts_are_counted_and_shown_with_their_traceback(tmp_path, monkeypatch, capsys):
+    """A rollout that raised in veRL's agent loop is logged there, and its prompt still trains on the
+    others: run.json counts such rollouts and stderr shows the first one's traceback, also after a
+    failed run, where it comes last (a caller keeping stderr's tail sees it)."""
+    recipe = _recipe()
+    log = tmp_path / "main_ppo.log"
+    log.write_text(
+        "(TaskRunnerV1 pid=1) step:0\n"
+        "(AgentLoopWorker pid=7) ERROR:2026-12-04 05:50:01,000:Error in _run_prompt for uid=ab12\n"
+        "(AgentLoopWorker pid=7) Traceback (most recent call last):\n"
+        "(WorkerDict pid=9) an interleaved line of another worker\n"
+        "(AgentLoopWorker pid=7) RuntimeError: the rollout server went away\n"
+        "(AgentLoopWorker pid=7) ERROR:2026-12-04 05:50:02,000:Error in _run_prompt for uid=cd34\n"
+        + "(TaskRunnerV1 pid=1) the run goes on, and its log with it\n"
+        * 40
+    )
+    count, first = recipe.failed_rollouts(log)
+    assert count == 2 and first.splitlines()[-1].endswith("went away") and "uid=ab12" in first
+    assert "interleaved" not in first and "uid=cd34" not in first
+    assert recipe.failed_rollouts(tmp_path / "none.log") == (0, "")
+    for rc in (0, 1):
+        rec = {"returncode": rc, "log": str(log), "flat_steps": 0, "vpo_metric_steps": 1, "failed_rollouts": 2}
+        monkeypatch.setattr(recipe, "run", lambda args, extra, rec=rec: rec)
+        assert recipe.main(["--out", str(tmp_path / "o"), "--save-freq", "-1"]) == rc
+        err = capsys.readouterr().err
+        assert "2 rollout(s) failed" in err and "the rollout server went away" in err
+        if rc:
+            assert "went away" in err[-400:]
 
 
 def test_the_process_watch_counts_orphans_in_another_session_and_group(tmp_path):

@@ -20,7 +20,11 @@ Each estimator is the veRL signature around :func:`vpo.core.compute_advantages`:
   applies the method's group statistics with ``group_ids=index`` (VPO: population std, zero
   advantage for a flat group; GRPO family: Bessel std; Max@k transform; MaxRL mean scaling);
 * out: ``(advantages, returns)``, both ``[bs, T]`` = per-rollout advantage x ``response_mask``, in
-  the dtype/device of ``token_level_rewards``.
+  the dtype/device of ``token_level_rewards``;
+* veRL's synthetic padding rows (a fresh uid, an all-zero response mask) and a prompt left with one
+  rollout after its others failed get advantage 0 and leave the other groups' advantages as they
+  would be without them (the second with a warning); a batch where every prompt has one rollout
+  (``rollout.n=1``) is refused.
 
 Importing this module also wraps veRL's per-step metrics (:mod:`vpo.integrations.verl_metrics`): the
 per-objective rewards, parse failures, flat-group share and set-score diagnostics at every training
@@ -35,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -105,20 +110,24 @@ def make_estimator(verl_name: str):
                 max_at_k=_cfg_get(config, "vpo_max_at_k", None),
             )
             ids = [str(i) for i in np.asarray(index, dtype=object).reshape(-1).tolist()]
+            rows = _rows_with_signal(verl_name, ids, response_mask)
+            per_rollout = torch.zeros(n, dtype=torch.float64)
             try:
-                res = compute_advantages(
-                    core_name,
-                    scores.cpu().view(n, 1, 1),
-                    None,
-                    group_ids=ids,
-                    config=cfg,
-                )
+                if rows:  # else a batch of veRL's padding alone
+                    res = compute_advantages(
+                        core_name,
+                        scores[rows].cpu().view(len(rows), 1, 1),
+                        None,
+                        group_ids=[ids[i] for i in rows],
+                        config=cfg,
+                    )
+                    per_rollout[torch.as_tensor(rows, dtype=torch.int64)] = res.advantages.cpu()
             except ValueError as e:
                 raise ValueError(
                     f"veRL estimator {verl_name!r}: {e} (group sizes come from actor_rollout_ref.rollout.n, "
                     "which must be >= 2)"
                 ) from None
-            adv = res.advantages.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
+            adv = per_rollout.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
             advantages = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
             _dump_batch(verl_name, ids, scores, response_mask, advantages)
         return advantages, advantages
@@ -131,6 +140,36 @@ def make_estimator(verl_name: str):
     )
     estimator._vpo_name = verl_name  # type: ignore[attr-defined]
     return estimator
+
+
+def _rows_with_signal(verl_name: str, ids: list[str], response_mask: torch.Tensor) -> list[int]:
+    """The rows whose advantage the method computes; every other row gets advantage 0.
+
+    Two kinds of group are left out. veRL's synthetic padding (``verl.trainer.ppo.padding_utils``
+    appends no-op rows, all under one fresh uid and with an all-zero response mask, when a batch is
+    not a multiple of the data-parallel and mini-batch sizes) trains nothing whatever its advantage;
+    vpo.core would refuse it as a group of one. And a prompt left with one rollout because its
+    siblings failed in the agent loop (veRL's sync replay buffer still trains a failed group's
+    surviving rollouts) has no group to compare with: advantage 0, as veRL's GRPO gives it, with a
+    warning. A batch in which every real group has one rollout is a configuration error
+    (``rollout.n=1``) and is left to vpo.core's refusal."""
+    mask_rows = response_mask.detach().reshape(len(ids), -1).ne(0).any(dim=-1).cpu().tolist()
+    members: dict[str, list[int]] = {}
+    for i, g in enumerate(ids):
+        members.setdefault(g, []).append(i)
+    real = {g: idx for g, idx in members.items() if any(mask_rows[i] for i in idx)}
+    lone = [g for g, idx in real.items() if len(idx) == 1]
+    if real and len(lone) == len(real):
+        return list(range(len(ids)))  # rollout.n = 1: a batch vpo.core refuses as it is
+    if lone:
+        warnings.warn(
+            f"veRL estimator {verl_name!r}: {len(lone)} of {len(real)} prompts in this batch kept a single "
+            "rollout (the others failed in the rollout: see veRL's 'Error in _run_prompt' log lines); "
+            "their advantage is 0",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return sorted(i for g, idx in real.items() if len(idx) > 1 for i in idx)
 
 
 def _dump_batch(verl_name: str, ids, scores, response_mask, advantages) -> None:
