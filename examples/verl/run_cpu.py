@@ -19,8 +19,9 @@ same with that interpreter. What it does:
    and, when it exits, stopped by pid, and the count of leftovers is recorded.
 
 ``<out>/run.json`` records the command, the task, the exit status, the wall time, the peak PSS and
-summed RSS of the run's processes, their number, the Ray leftovers and the steps without learning
-signal (every group flat; also said on stderr at the end).
+summed RSS of the run's processes, their number, the Ray leftovers, the steps without learning
+signal (every group flat) and the rollouts veRL's agent loop logged as failed (both also said on
+stderr at the end, a failed rollout with its traceback).
 
     .venv-verl/bin/python examples/verl/run_cpu.py --method vpo --steps 4 --out runs/verl_cpu/vpo
     .venv-verl/bin/python examples/verl/run_cpu.py --method grpo --steps 4 --out runs/verl_cpu/grpo
@@ -492,6 +493,31 @@ def flat_steps(metrics_path: Path) -> tuple[int, int]:
     return flat, total
 
 
+ROLLOUT_ERROR = "Error in _run_prompt"
+"""What veRL's agent loop logs when a rollout (one session of a prompt) raised; the prompt's other
+rollouts are still trained (``vpo.integrations.verl_plugin``: a lone survivor gets advantage 0)."""
+
+
+def failed_rollouts(log: Path, context: int = 30) -> tuple[int, str]:
+    """(how many rollouts veRL logged as failed, the first one's log lines with its traceback)."""
+    if not log.exists():
+        return 0, ""
+    lines = log.read_text(errors="replace").splitlines()
+    hits = [i for i, line in enumerate(lines) if ROLLOUT_ERROR in line]
+    if not hits:
+        return 0, ""
+    # Ray prefixes each worker's lines with "(Name pid=N)": the traceback is that worker's lines that
+    # follow, up to its next failure
+    worker = re.match(r"^\S*\([^)]*pid=\d+[^)]*\)", lines[hits[0]])
+    excerpt = [lines[hits[0]]]
+    for line in lines[hits[0] + 1 : hits[0] + context]:
+        if ROLLOUT_ERROR in line:
+            break
+        if worker is None or line.startswith(worker.group(0)):  # Ray interleaves other workers' lines
+            excerpt.append(line)
+    return len(hits), "\n".join(excerpt)
+
+
 PROGRESS_EVERY = 20.0
 """Seconds between the progress lines printed while main_ppo runs (its own output goes to the log)."""
 
@@ -618,6 +644,7 @@ def run(args, extra: list[str]) -> dict:
     shutil.rmtree(ray_tmp, ignore_errors=True)
     metrics_path = Path(env["VERL_FILE_LOGGER_PATH"])
     flat, logged = flat_steps(metrics_path)
+    failed, _ = failed_rollouts(log_path)
     rec = {
         "tag": tag,
         "method": args.method,
@@ -633,6 +660,7 @@ def run(args, extra: list[str]) -> dict:
         "leftover_processes": leftovers,
         "flat_steps": flat,
         "vpo_metric_steps": logged,
+        "failed_rollouts": failed,
         "timed_out": rc == 124,
         "log": str(log_path),
         "metrics": env["VERL_FILE_LOGGER_PATH"],
@@ -709,6 +737,13 @@ def main(argv=None) -> int:
             f"{rec['metrics']})",
             file=sys.stderr,
         )
+    if rec.get("failed_rollouts"):
+        _, first = failed_rollouts(Path(rec["log"]))
+        print(
+            f"warning: {rec['failed_rollouts']} rollout(s) failed in veRL's agent loop ({ROLLOUT_ERROR!r} in "
+            f"{rec['log']}); their prompts trained on the rollouts they had. The first:\n{first}",
+            file=sys.stderr,
+        )
     if rec["returncode"] == 0 and args.save_freq > 0:
         print(
             f"checkpoints: {Path(args.out).expanduser().resolve() / 'checkpoints'}; to train further, rerun this "
@@ -724,6 +759,8 @@ def main(argv=None) -> int:
         print("".join(errors[:40]), file=sys.stderr)
         print("last lines:", file=sys.stderr)
         print("".join(lines[-25:]), file=sys.stderr)
+        if rec.get("failed_rollouts"):  # last, where a caller that keeps the tail of stderr still sees it
+            print(f"{rec['failed_rollouts']} rollout(s) failed first; the first:\n{first}", file=sys.stderr)
     return 0 if rec["returncode"] == 0 else 1
 
 
