@@ -103,30 +103,13 @@ def make_estimator(verl_name: str):
             )
         with torch.no_grad():
             scores = token_level_rewards.detach().to(torch.float64).sum(dim=-1)  # [bs]
-            n = scores.shape[0]
             cfg = EstimatorConfig(
                 num_weightings=1,  # d = 1 here: the set score was taken by the score function
                 eps=float(_cfg_get(config, "vpo_eps", 1e-6)),
                 max_at_k=_cfg_get(config, "vpo_max_at_k", None),
             )
             ids = [str(i) for i in np.asarray(index, dtype=object).reshape(-1).tolist()]
-            rows = _rows_with_signal(verl_name, ids, response_mask)
-            per_rollout = torch.zeros(n, dtype=torch.float64)
-            try:
-                if rows:  # else a batch of veRL's padding alone
-                    res = compute_advantages(
-                        core_name,
-                        scores[rows].cpu().view(len(rows), 1, 1),
-                        None,
-                        group_ids=[ids[i] for i in rows],
-                        config=cfg,
-                    )
-                    per_rollout[torch.as_tensor(rows, dtype=torch.int64)] = res.advantages.cpu()
-            except ValueError as e:
-                raise ValueError(
-                    f"veRL estimator {verl_name!r}: {e} (group sizes come from actor_rollout_ref.rollout.n, "
-                    "which must be >= 2)"
-                ) from None
+            per_rollout = _per_rollout_advantages(verl_name, core_name, scores.cpu(), ids, response_mask, cfg)
             adv = per_rollout.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
             advantages = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
             _dump_batch(verl_name, ids, scores, response_mask, advantages)
@@ -140,6 +123,24 @@ def make_estimator(verl_name: str):
     )
     estimator._vpo_name = verl_name  # type: ignore[attr-defined]
     return estimator
+
+
+def _per_rollout_advantages(verl_name, core_name, scores, ids, response_mask, cfg) -> torch.Tensor:
+    """``[bs]`` float64: vpo.core's advantages of the rows :func:`_rows_with_signal` keeps, 0 elsewhere."""
+    rows = _rows_with_signal(verl_name, ids, response_mask)
+    per_rollout = torch.zeros(len(ids), dtype=torch.float64)
+    if not rows:  # a batch of veRL's padding alone
+        return per_rollout
+    try:
+        res = compute_advantages(
+            core_name, scores[rows].view(len(rows), 1, 1), None, group_ids=[ids[i] for i in rows], config=cfg
+        )
+    except ValueError as e:
+        raise ValueError(
+            f"veRL estimator {verl_name!r}: {e} (group sizes come from actor_rollout_ref.rollout.n, which must be >= 2)"
+        ) from None
+    per_rollout[torch.as_tensor(rows, dtype=torch.int64)] = res.advantages.cpu()
+    return per_rollout
 
 
 def _rows_with_signal(verl_name: str, ids: list[str], response_mask: torch.Tensor) -> list[int]:
@@ -167,7 +168,7 @@ def _rows_with_signal(verl_name: str, ids: list[str], response_mask: torch.Tenso
             "rollout (the others failed in the rollout: see veRL's 'Error in _run_prompt' log lines); "
             "their advantage is 0",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return sorted(i for g, idx in real.items() if len(idx) > 1 for i in idx)
 
