@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vpo._util import positive_int, read_jsonl
+from vpo._util import NOT_A_NUMBER, fmt_number, positive_int, read_jsonl
 
 
 def test_positive_int_accepts_integers_and_names_what_was_wrong():
@@ -49,3 +49,19 @@ def test_read_jsonl_drops_and_repairs_a_torn_last_line(tmp_path):
         read_jsonl(p, torn_tail=True, repair=True)
     assert p.read_text() == '{"a": 1}\n{"b": 2}\n'  # appends continue on a clean line
     assert read_jsonl(p) == [{"a": 1}, {"b": 2}]
+
+
+def test_every_report_writes_an_undefined_number_alike():
+    """One number formatter: the demo, `vpo eval`'s report, `vpo search`'s, the constraints table and
+    `vpo check` write a missing or non-finite value as "n/a" (the search reports wrote "–" before)."""
+    from vpo.demo import fmt as demo_fmt
+    from vpo.search import constraints, report, searchreport
+
+    for x in (None, float("nan"), float("inf"), np.float64("-inf")):
+        assert fmt_number(x) == NOT_A_NUMBER == "n/a"
+    assert fmt_number(np.float32(0.25), 2) == "0.25" and fmt_number(0.5, signed=True) == "+0.500"
+    assert fmt_number(3) == "3.000" and fmt_number(-0.0004, 3, signed=True) == "-0.000"
+    assert demo_fmt.fmt(None) == demo_fmt.ci({"mean": 0.1, "ci_low": None, "ci_high": 0.2})[7:10] == "n/a"
+    assert report._ci({"mean": float("nan"), "ci_low": 0.1, "ci_high": 0.2}) == "n/a [0.100, 0.200]"
+    assert searchreport._ci(None, None, None) == "n/a"
+    assert constraints._cell({"mean": [None, 0.5]}, 0) == "n/a"

@@ -1,17 +1,33 @@
-"""Small helpers shared by several layers: integer option checks and a JSON-lines reader.
+"""Small helpers shared by several layers: integer option checks, a JSON-lines reader and the
+number formatter of every report.
 
 They sit at the bottom of the import graph with :mod:`vpo.errors` (stdlib only), so core, tasks,
-search and train use the same check and the same reader instead of each writing its own.
+search, train and demo use the same check, reader and formatter instead of each writing its own.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 import warnings
 from pathlib import Path
 from typing import Any
+
+
+NOT_A_NUMBER = "n/a"
+"""What a report prints for a value that is missing or not finite (a table cell for a column that was
+not evaluated at all says "–" instead)."""
+
+
+def fmt_number(x: Any, digits: int = 3, signed: bool = False) -> str:
+    """``x`` with ``digits`` decimals (with a sign when ``signed``); :data:`NOT_A_NUMBER` for ``None``
+    or a non-finite value. The demo's reports and ``vpo eval``/``vpo search``/``vpo check``'s tables
+    all write numbers with it."""
+    if x is None or not math.isfinite(x):
+        return NOT_A_NUMBER
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
 def positive_int(

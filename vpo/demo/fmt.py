@@ -5,14 +5,9 @@ the report (:mod:`vpo.demo.report`) and every domain's tables (:mod:`vpo.demo.do
 
 from __future__ import annotations
 
-import numpy as np
+from vpo._util import fmt_number as fmt
 
-
-def fmt(x: float | None, digits: int = 3, signed: bool = False) -> str:
-    """``x`` with ``digits`` decimals (a sign with ``signed``); "n/a" for a missing or non-finite value."""
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+__all__ = ["fmt", "ci", "at_k"]
 
 
 def ci(s: dict, digits: int = 3, signed: bool = False) -> str:

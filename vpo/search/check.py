@@ -36,6 +36,7 @@ import math
 import sys
 from pathlib import Path
 
+from vpo._util import fmt_number
 from vpo.errors import UserError
 
 __all__ = ["FORMAT_MIN_VALID", "COLLINEAR_RHO", "MIN_HEADROOM", "NEAR_CEILING", "check_summary", "summary_from_eval"]
@@ -147,7 +148,7 @@ def markdown(checks: dict[str, dict]) -> str:
                 c["num_answers"],
                 f"{c['valid_share']:.3f}",
                 *(
-                    "–" if c.get(key) is None else f"{c[key]:+.3f}" if key == "headroom" else f"{c[key]:.3f}"
+                    fmt_number(c.get(key), signed=key == "headroom")
                     for key in ("rho_bar", "best_at_1", "best_at_k", "headroom", "ew_best_at_k", "pareto_front_size")
                 ),
             ),

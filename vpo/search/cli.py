@@ -30,7 +30,7 @@ import json
 import sys
 from pathlib import Path
 
-from vpo._util import add_dataclass_flags
+from vpo._util import add_dataclass_flags, fmt_number
 from vpo.errors import UserError
 from vpo.search.backends import API_KINDS, BACKENDS, PoolConfig
 from vpo.search.pools import META_FILE
@@ -741,7 +741,7 @@ def _print_summary(results: dict, paths: dict) -> None:
         curve = ", ".join(f"best@{k} {m:.3f}" for k, m in zip(b["k"], b["mean"]) if m is not None)
         div = r["metrics"]["diversity"]["mean"]
         p1 = r["metrics"]["pass_at_1"]["mean"]
-        print(f"{name}: {curve}; pass@1 {p1:.3f}; diversity {'n/a' if div is None else f'{div:.3f}'}")
+        print(f"{name}: {curve}; pass@1 {p1:.3f}; diversity {fmt_number(div)}")
         c = r.get("constrained")
         if c:
             cb = c["metrics"]["best_at_k"]

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from vpo._util import fmt_number
 from vpo.tasks.constrained import ConstraintError, admissible, parse_constraints
 
 __all__ = ["constrained_metrics", "markdown_section", "SIDE_BY_SIDE"]
@@ -59,8 +60,7 @@ def constrained_metrics(pool, constraints, **metric_kwargs) -> dict:
 
 
 def _cell(e: dict, i: int) -> str:
-    m = e["mean"][i]
-    return "–" if m is None else f"{m:.3f}"
+    return fmt_number(e["mean"][i])
 
 
 def markdown_section(results: Mapping[str, dict], ks: Sequence[int]) -> list[str]:

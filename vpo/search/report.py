@@ -16,12 +16,12 @@ Simplification: methods evaluated at different ks share one table; a k a method 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from vpo._util import fmt_number
 from vpo.errors import UserError
 
 __all__ = ["write_report", "markdown_report", "load_report", "ReportError"]
@@ -45,20 +45,14 @@ def _check(results: Mapping[str, dict]) -> None:
             )
 
 
-def _fmt(x, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    return f"{x:.{digits}f}"
-
-
 def _ci(entry: dict, i: int | None = None, digits: int = 3) -> str:
     if i is None:
         mean, lo, hi = entry.get("mean"), entry.get("ci_low"), entry.get("ci_high")
     else:
         mean, lo, hi = entry["mean"][i], entry["ci_low"][i], entry["ci_high"][i]
     if lo is None or hi is None:
-        return _fmt(mean, digits)
-    return f"{_fmt(mean, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+        return fmt_number(mean, digits)
+    return f"{fmt_number(mean, digits)} [{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
 
 
 def _curve_table(results: Mapping[str, dict], metric: str, all_ks: list[int]) -> list[str]:
@@ -142,14 +136,14 @@ def markdown_report(
             if key not in M:
                 cells.append("–")
             elif key.startswith("tokens"):
-                cells.append(_fmt(M[key]["mean"], 1))
+                cells.append(fmt_number(M[key]["mean"], 1))
             else:
                 cells.append(_ci(M[key], digits=3))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
         "ρ̄ pooled over all prompts: "
-        + ", ".join(f"{name} {_fmt(r['metrics'].get('collinearity_pooled'))}" for name, r in results.items())
+        + ", ".join(f"{name} {fmt_number(r['metrics'].get('collinearity_pooled'))}" for name, r in results.items())
         + "."
     )
     sections = [
@@ -178,7 +172,8 @@ def markdown_report(
         "",
         "Definitions: docs/eval.md. Objective means over valid answers: "
         + "; ".join(
-            f"{name}: " + ", ".join(f"{o} {_fmt(x, 2)}" for o, x in zip(objectives, r["metrics"]["objective_means"]))
+            f"{name}: "
+            + ", ".join(f"{o} {fmt_number(x, 2)}" for o, x in zip(objectives, r["metrics"]["objective_means"]))
             for name, r in results.items()
         )
         + ".",
@@ -268,7 +263,9 @@ def _selection_table(results: Mapping[str, dict], ks) -> list[str]:
             for k in ks:
                 if k in sel["k"]:
                     j = sel["k"].index(k)
-                    cells.append(f"{_fmt(sel['selected_best_at_k']['mean'][j])} / {_fmt(sel['hit_rate']['mean'][j])}")
+                    cells.append(
+                        f"{fmt_number(sel['selected_best_at_k']['mean'][j])} / {fmt_number(sel['hit_rate']['mean'][j])}"
+                    )
                 else:
                     cells.append("–")
             lines.append(f"| {name} | `{sel['selector']}` | " + " | ".join(cells) + " |")

@@ -20,6 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
+from vpo._util import fmt_number
 from vpo.errors import UserError
 
 __all__ = ["write_search_report", "search_markdown", "load_search_report", "replicate_table", "is_search_run"]
@@ -32,12 +33,8 @@ def is_search_run(path) -> bool:
     return (p / REPORT).exists() or (p / "search" / "meta.json").exists()
 
 
-def _f(x, digits: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}"
-
-
 def _ci(mean, lo, hi) -> str:
-    return _f(mean) if lo is None or hi is None else f"{_f(mean)} [{_f(lo)}, {_f(hi)}]"
+    return fmt_number(mean) if lo is None or hi is None else f"{fmt_number(mean)} [{fmt_number(lo)}, {fmt_number(hi)}]"
 
 
 def _label(r: dict) -> str:
