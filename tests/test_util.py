@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vpo._util import NOT_A_NUMBER, fmt_number, positive_int, read_jsonl
+from vpo._util import NOT_A_NUMBER, fmt_interval, fmt_number, positive_int, read_jsonl
 
 
 def test_positive_int_accepts_integers_and_names_what_was_wrong():
@@ -55,7 +55,7 @@ def test_every_report_writes_an_undefined_number_alike():
     """One number formatter: the demo, `vpo eval`'s report, `vpo search`'s, the constraints table and
     `vpo check` write a missing or non-finite value as "n/a" (the search reports wrote "–" before)."""
     from vpo.demo import fmt as demo_fmt
-    from vpo.search import constraints, report, searchreport
+    from vpo.search import constraints, report
 
     for x in (None, float("nan"), float("inf"), np.float64("-inf")):
         assert fmt_number(x) == NOT_A_NUMBER == "n/a"
@@ -63,5 +63,6 @@ def test_every_report_writes_an_undefined_number_alike():
     assert fmt_number(3) == "3.000" and fmt_number(-0.0004, 3, signed=True) == "-0.000"
     assert demo_fmt.fmt(None) == demo_fmt.ci({"mean": 0.1, "ci_low": None, "ci_high": 0.2})[7:10] == "n/a"
     assert report._ci({"mean": float("nan"), "ci_low": 0.1, "ci_high": 0.2}) == "n/a [0.100, 0.200]"
-    assert searchreport._ci(None, None, None) == "n/a"
     assert constraints._cell({"mean": [None, 0.5]}, 0) == "n/a"
+    assert fmt_interval(None, None, None) == "n/a" and fmt_interval(0.5, 0.25, None, 2) == "0.50"
+    assert fmt_interval(0.5, float("nan"), 0.75, 2) == "0.50 [n/a, 0.75]"

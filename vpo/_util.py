@@ -30,6 +30,13 @@ def fmt_number(x: Any, digits: int = 3, signed: bool = False) -> str:
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
+def fmt_interval(mean: Any, lo: Any, hi: Any, digits: int = 3) -> str:
+    """A mean and its interval, "0.412 [0.398, 0.431]"; the mean alone when a bound is ``None``."""
+    if lo is None or hi is None:
+        return fmt_number(mean, digits)
+    return f"{fmt_number(mean, digits)} [{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
+
+
 def positive_int(
     value: Any,
     name: str,

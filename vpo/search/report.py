@@ -21,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from vpo._util import fmt_number
+from vpo._util import fmt_interval, fmt_number
 from vpo.errors import UserError
 
 __all__ = ["write_report", "markdown_report", "load_report", "ReportError"]
@@ -47,12 +47,8 @@ def _check(results: Mapping[str, dict]) -> None:
 
 def _ci(entry: dict, i: int | None = None, digits: int = 3) -> str:
     if i is None:
-        mean, lo, hi = entry.get("mean"), entry.get("ci_low"), entry.get("ci_high")
-    else:
-        mean, lo, hi = entry["mean"][i], entry["ci_low"][i], entry["ci_high"][i]
-    if lo is None or hi is None:
-        return fmt_number(mean, digits)
-    return f"{fmt_number(mean, digits)} [{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
+        return fmt_interval(entry.get("mean"), entry.get("ci_low"), entry.get("ci_high"), digits)
+    return fmt_interval(entry["mean"][i], entry["ci_low"][i], entry["ci_high"][i], digits)
 
 
 def _curve_table(results: Mapping[str, dict], metric: str, all_ks: list[int]) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from vpo._util import fmt_number
+from vpo._util import fmt_interval
 from vpo.errors import UserError
 
 __all__ = ["write_search_report", "search_markdown", "load_search_report", "replicate_table", "is_search_run"]
@@ -31,10 +31,6 @@ REPORT = "search.json"
 def is_search_run(path) -> bool:
     p = Path(path)
     return (p / REPORT).exists() or (p / "search" / "meta.json").exists()
-
-
-def _ci(mean, lo, hi) -> str:
-    return fmt_number(mean) if lo is None or hi is None else f"{fmt_number(mean)} [{fmt_number(lo)}, {fmt_number(hi)}]"
 
 
 def _label(r: dict) -> str:
@@ -137,7 +133,8 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
         e = r["best_at_budget"]
         pos = {b: i for i, b in enumerate(e["tokens"])}
         cells = [
-            _ci(e["mean"][pos[b]], e["ci_low"][pos[b]], e["ci_high"][pos[b]]) if b in pos else "–" for b in budgets
+            fmt_interval(e["mean"][pos[b]], e["ci_low"][pos[b]], e["ci_high"][pos[b]]) if b in pos else "–"
+            for b in budgets
         ]
         lines.append(f"| {name} | {_label(r)} | {r['num_prompts']} | " + " | ".join(cells) + " |")
     lines += [
@@ -154,7 +151,7 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
         for sel, f in r["final"].items():
             s, h = f["selected"], f["hit_rate"]
             lines.append(
-                f"| {name} | {sel} | {_ci(s['mean'], s['ci_low'], s['ci_high'])} | {_ci(h['mean'], h['ci_low'], h['ci_high'])} | "
+                f"| {name} | {sel} | {fmt_interval(s['mean'], s['ci_low'], s['ci_high'])} | {fmt_interval(h['mean'], h['ci_low'], h['ci_high'])} | "
                 f"{t['generated_mean']:.1f} | {t['over_budget_mean']:.1f} | {t['calls_mean']:.1f} | {t['answers_mean']:.1f} |"
             )
     if paired and paired["vs"]:
@@ -165,7 +162,7 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
         ]
         lines += ["| vs | prompts | difference [95 % CI] |", "|---|---|---|"]
         for o, e in paired["vs"].items():
-            lines.append(f"| {o} | {e['num_prompts']} | {_ci(e['mean'], e['ci_low'], e['ci_high'])} |")
+            lines.append(f"| {o} | {e['num_prompts']} | {fmt_interval(e['mean'], e['ci_low'], e['ci_high'])} |")
     if replicated:
         lines += [
             "",
@@ -174,10 +171,12 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
         ]
         lines += ["| group | replicates | best@b [95 % CI] |", "|---|---|---|"]
         for g, e in replicated["groups"].items():
-            lines.append(f"| {g} | {e['num_replicates']} | {_ci(e['mean'], e['ci_low'], e['ci_high'])} |")
+            lines.append(f"| {g} | {e['num_replicates']} | {fmt_interval(e['mean'], e['ci_low'], e['ci_high'])} |")
         first_g = next(iter(replicated["groups"]))
         for g, e in replicated["vs"].items():
-            lines.append(f"| {first_g} − {g} | {e['num_replicates']} | {_ci(e['mean'], e['ci_low'], e['ci_high'])} |")
+            lines.append(
+                f"| {first_g} − {g} | {e['num_replicates']} | {fmt_interval(e['mean'], e['ci_low'], e['ci_high'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
