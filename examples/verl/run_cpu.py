@@ -737,11 +737,11 @@ def main(argv=None) -> int:
             f"{rec['metrics']})",
             file=sys.stderr,
         )
-    if rec.get("failed_rollouts"):
-        _, first = failed_rollouts(Path(rec["log"]))
+    first_failure = failed_rollouts(Path(rec["log"]))[1] if rec.get("failed_rollouts") else ""
+    if first_failure:
         print(
             f"warning: {rec['failed_rollouts']} rollout(s) failed in veRL's agent loop ({ROLLOUT_ERROR!r} in "
-            f"{rec['log']}); their prompts trained on the rollouts they had. The first:\n{first}",
+            f"{rec['log']}); their prompts trained on the rollouts they had. The first:\n{first_failure}",
             file=sys.stderr,
         )
     if rec["returncode"] == 0 and args.save_freq > 0:
@@ -759,8 +759,8 @@ def main(argv=None) -> int:
         print("".join(errors[:40]), file=sys.stderr)
         print("last lines:", file=sys.stderr)
         print("".join(lines[-25:]), file=sys.stderr)
-        if rec.get("failed_rollouts"):  # last, where a caller that keeps the tail of stderr still sees it
-            print(f"{rec['failed_rollouts']} rollout(s) failed first; the first:\n{first}", file=sys.stderr)
+        if first_failure:  # last, where a caller that keeps the tail of stderr still sees it
+            print(f"{rec['failed_rollouts']} rollout(s) failed first; the first:\n{first_failure}", file=sys.stderr)
     return 0 if rec["returncode"] == 0 else 1
 
 

@@ -397,16 +397,8 @@ def test_a_user_set_objective_named_in_verl_use_external_modules_is_an_estimator
 
 
 def _data_proto(scores, uids, lengths, T=6):
-    from verl import DataProto
-
-    n = len(scores)
-    mask = (torch.arange(T)[None, :] < torch.as_tensor(lengths)[:, None]).float()
-    tlr = torch.zeros(n, T)
-    tlr[torch.arange(n), torch.as_tensor(lengths) - 1] = torch.as_tensor(scores, dtype=torch.float32)
-    return DataProto.from_dict(
-        tensors={"token_level_rewards": tlr, "response_mask": mask},
-        non_tensors={"uid": np.array(uids, dtype=object)},
-    ), mask
+    tlr, mask, ids = _veRL_batch(scores, uids, lengths, T)
+    return _data_proto_from_rewards(tlr, mask, ids), mask
 
 
 @pytest.mark.verl
