@@ -8,8 +8,10 @@ The same spec works everywhere a task is named (``vpo train``'s ``task:``, ``vpo
 returns a :class:`~vpo.tasks.Task` when called with the task options (a Task class included).
 Mistakes (unknown name, missing module or attribute, options the factory rejects) raise
 :class:`TaskSpecError`: a ``UserError`` the CLI prints on one line, and a ``ValueError`` for callers
-that caught the ``ValueError`` ``get`` raised before. Simplification: a file imported by path gets a
-module name derived from its resolved path, so importing the same file twice reuses the module.
+that caught the ``ValueError`` ``get`` raised before. A file imported by path gets a module name
+derived from its resolved path, so importing the same file twice reuses the module (until the file
+changes on disk); the import holds a lock, so threads that name the same file at once (veRL scores in
+threads) all get the finished module.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -81,31 +84,66 @@ def _is_file_ref(left: str) -> bool:
     return left.endswith(".py") or os.sep in left or "/" in left
 
 
+_FILE_LOCK = threading.RLock()
+"""Held while a file is imported by path: a second thread waits for the import to finish instead of
+getting the half-run module from ``sys.modules`` (veRL scores rollouts in threads). Re-entrant: a
+task file may name another file task while it is imported."""
+_FILE_MODULES: dict[Path, tuple[tuple[int, int], object]] = {}
+"""Fully imported files: resolved path -> ((mtime_ns, size) at import, module). Only a finished
+import is put here; a file changed on disk since is imported anew."""
+
+
+def _reset_file_lock_in_child() -> None:
+    # a fork taken while another thread imported a file would copy a held lock: the child gets a free
+    # one (and _FILE_MODULES holds finished imports only, so the child imports that file itself)
+    global _FILE_LOCK
+    _FILE_LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_file_lock_in_child)
+
+
 def _import_file(path: str | Path):
-    """Import a Python file by path (once: the module is cached under a name made from its path)."""
+    """Import a Python file by path, once per version of the file: the module is cached under a name
+    made from its path and re-imported when the file's modification time or size changes. Safe from
+    many threads at once (:data:`_FILE_LOCK`); each process imports the file for itself."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise TaskSpecError(f"{path}: no such Python file (cwd {Path.cwd()}); give an existing path or a module name")
     p = p.resolve()
+    with _FILE_LOCK:
+        st = p.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = _FILE_MODULES.get(p)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        module = _exec_file(p, path)
+        _FILE_MODULES[p] = (stamp, module)
+        return module
+
+
+def _exec_file(p: Path, path: str | Path):
+    """Run the file ``p`` as a module (under :data:`_FILE_LOCK`); ``sys.modules`` holds it while it
+    runs (dataclasses and pickle look a module up there) and keeps it only if it ran to the end."""
     mod_name = f"_vpo_user_{p.stem}_{hashlib.sha1(str(p).encode()).hexdigest()[:8]}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:
         raise TaskSpecError(f"{path}: cannot be imported as a Python file")
     module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(mod_name)
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
-    except UserError:
-        sys.modules.pop(mod_name, None)
-        raise
-    except Exception as e:  # noqa: BLE001 - the user's file: one line naming it, --debug for the traceback
-        sys.modules.pop(mod_name, None)
+    except BaseException as e:
+        if previous is not None:
+            sys.modules[mod_name] = previous
+        else:
+            sys.modules.pop(mod_name, None)
+        if isinstance(e, UserError) or not isinstance(e, Exception):
+            raise
+        # the user's file: one line naming it, --debug for the traceback
         raise TaskSpecError(_raised(f"importing {path}", e, "fix that file or what it imports")) from e
-    except BaseException:
-        sys.modules.pop(mod_name, None)
-        raise
     return module
 
 
