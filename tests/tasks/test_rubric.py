@@ -101,6 +101,79 @@ def test_calling_conventions():
     assert (seen["answer"], seen["info_id"], seen["unit"]) == ("6", 1, "sides")
 
 
+class _Parser:  # the part of verifiers' Parser a reward function uses
+    def parse_answer(self, completion):
+        return completion.split()[0] if completion.split() else None
+
+
+def test_verifiers_parser_reaches_the_reward_functions():
+    def parsed_correct(parser, completion, answer, **kwargs):  # verifiers' canonical signature
+        return float(parser.parse_answer(completion) == answer)
+
+    class Rubric:  # verifiers' Rubric keeps its parser in class_objects as well
+        def __init__(self, funcs, weights, parser):
+            self.funcs, self.weights, self.parser = funcs, weights, parser
+            self.class_objects = {"parser": parser}
+
+    class BareRubric:  # a parser attribute without class_objects
+        def __init__(self, funcs, weights, parser):
+            self.funcs, self.weights, self.parser = funcs, weights, parser
+
+    for cls in (Rubric, BareRubric):
+        task = rubric_task(cls([parsed_correct], [1.0], _Parser()), examples=EXAMPLES)
+        assert task.raw_scores([EXAMPLES[0]] * 2, ["8 legs", "legs 8"])[:, 0].tolist() == [1.0, 0.0]
+    listed = rubric_task([parsed_correct], examples=EXAMPLES, parser=_Parser())
+    assert listed.score(EXAMPLES[1], "6").tolist() == [1.0]
+
+
+def test_async_functions_share_one_loop_even_inside_a_running_loop():
+    n = 12
+    in_flight = []
+
+    async def judged(completion, answer):
+        in_flight.append(completion)
+        for _ in range(500):  # every answer must be in flight at once: one at a time would wait forever
+            if len(in_flight) >= n:
+                break
+            await asyncio.sleep(0.001)
+        assert len(in_flight) >= n, "the coroutines were not gathered"
+        return float(answer in completion)
+
+    task = rubric_task([judged, correct], examples=EXAMPLES)
+    answers = [["8 legs", "nine"] * 3, ["6", "seven"] * 3]
+    expect = [[1.0, 0.0] * 3, [1.0, 0.0] * 3]
+
+    async def inside_a_loop():  # e.g. a notebook, or an async trainer calling the task
+        return task.score_answers(EXAMPLES, answers)
+
+    for run in (lambda: task.score_answers(EXAMPLES, answers), lambda: asyncio.run(inside_a_loop())):
+        in_flight.clear()
+        rows = run()
+        assert not any(isinstance(r, Exception) for row in rows for r in row), rows
+        assert [[float(r[0]) for r in row] for row in rows] == expect
+
+
+def test_group_functions_get_one_example_s_answers_at_once():
+    calls = []
+
+    def distinct(completions, answers, states, tasks, infos, unit):  # verifiers' group function
+        calls.append((list(completions), answers, states, tasks, [i["id"] for i in infos], unit))
+        return [float(completions.count(c) == 1) for c in completions]
+
+    def spread(completions, parser, **kwargs) -> list[float]:  # a group function by its return annotation
+        assert parser is not None and len(set(kwargs["answers"])) == 1
+        return [len(set(completions)) / len(completions)] * len(completions)
+
+    task = rubric_task([distinct, spread], examples=EXAMPLES, name="grp", parser=_Parser())
+    rows = task.score_answers(EXAMPLES, [["8", "8", "9"], ["6", "5"]])
+    assert [r.tolist() for r in rows[0]] == [[0.0, 2 / 3], [0.0, 2 / 3], [1.0, 2 / 3]]
+    assert [r.tolist() for r in rows[1]] == [[1.0, 1.0], [1.0, 1.0]]
+    assert calls == [
+        (["8", "8", "9"], ["8"] * 3, [{}] * 3, ["grp"] * 3, [0] * 3, ["legs"] * 3),
+        (["6", "5"], ["6"] * 2, [{}] * 2, ["grp"] * 2, [1] * 2, ["sides"] * 2),
+    ]
+
+
 def test_score_completions_counts_a_failing_answer():
     def picky(completion):
         if "boom" in completion:

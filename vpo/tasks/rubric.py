@@ -21,28 +21,41 @@ What the rubric may be (one adapter for the three):
 * a list of reward models: ``transformers`` sequence-classification models (one logit), given as
   loaded ``(model, tokenizer)`` pairs or as paths / hub ids loaded with ``AutoModelForSequenceClassification``.
 
-How each function is called, by its signature: one with a ``prompts`` or ``completions`` parameter is
-TRL-style, called once per batch with lists (``prompts``, ``completions``, and each example column as
-a list) and returning one float per answer; any other is verifiers-style, called once per answer
-with the parameters it names among ``prompt``, ``completion``, ``answer``, ``state`` (``{}``),
-``task`` (the task's name), ``info`` (the example) and the example's columns (``**kwargs`` gets them
-all). Coroutine functions are awaited. A reward model scores the chat-formatted question and answer
-(its tokenizer's chat template when it has one, else ``question + "\\n\\n" + answer``).
+How each function is called, by its signature (``**kwargs`` gets every argument):
+
+* a group function, as verifiers' ``_is_group_func`` tells one (a parameter among ``answers``,
+  ``states``, ``tasks``, ``infos``, or a ``list`` return annotation), is called once per group (the
+  consecutive answers to one example) with lists: ``prompts``, ``completions``, ``answers``,
+  ``states`` (``{}`` each), ``tasks`` (the task's name), ``infos`` (the example) and each example
+  column; it returns one float per answer;
+* any other with a ``prompts`` or ``completions`` parameter is TRL-style, called once per batch with
+  the same lists;
+* any other is verifiers-style, called once per answer with ``prompt``, ``completion``, ``answer``,
+  ``state`` (``{}``), ``task``, ``info`` and the example's columns.
+
+Each also gets the rubric's class objects: a verifiers ``Rubric``'s ``class_objects`` (its
+``parser`` among them), or ``parser=`` given to :func:`rubric_task`, so the canonical
+``fn(parser, completion, answer, **kwargs)`` works. Coroutine functions are awaited, all of a
+batch's together on one event loop (a worker thread's own loop when the caller's loop is running).
+A reward model scores the chat-formatted question and answer (its tokenizer's chat template when it
+has one, else ``question + "\\n\\n" + answer``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import math
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, get_origin
 
 import numpy as np
 
 from vpo.tasks.base import Example, Task, ask, load_examples
 
 _PER_ANSWER = ("prompt", "completion", "answer", "state", "task", "info")
+_GROUP = frozenset({"answers", "states", "tasks", "infos"})  # with prompts/completions: verifiers' group indicators
 
 
 def _rubric_parts(rubric: Any) -> tuple[list, list[float] | None]:
@@ -122,8 +135,28 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
-def _maybe_await(x: Any) -> Any:
-    return asyncio.run(x) if inspect.isawaitable(x) else x
+def _await_all(columns: list[list[list]]) -> None:
+    """Replace every awaitable value in ``columns``' chunks by its result, all gathered on one event
+    loop: ``asyncio.run`` here, or in a worker thread (its own loop) when this thread's loop is
+    running. The first exception is raised once all have finished."""
+    pending = [chunk for chunks in columns for chunk in chunks if inspect.isawaitable(chunk[1])]
+    if not pending:
+        return
+
+    async def gather() -> list:
+        return await asyncio.gather(*(chunk[1] for chunk in pending), return_exceptions=True)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        results = asyncio.run(gather())
+    else:
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vpo-rubric") as pool:
+            results = pool.submit(asyncio.run, gather()).result()
+    for chunk, result in zip(pending, results):
+        if isinstance(result, BaseException):
+            raise result
+        chunk[1] = result
 
 
 class RubricTask(Task):
@@ -140,6 +173,8 @@ class RubricTask(Task):
         ranges: Mapping[str, tuple[float, float]] | Sequence[tuple[float, float] | None] | None = None,
         question: str | Callable[[Example], str] = "question",
         answer_format: str = "tags",
+        parser: Any = None,
+        class_objects: Mapping[str, Any] | None = None,
     ) -> None:
         funcs = list(funcs)
         if not funcs:
@@ -165,6 +200,9 @@ class RubricTask(Task):
         self._question = question
         self._models = {i: _RewardModel(f) for i, f in enumerate(funcs) if _is_reward_model(f)}
         self._fns = funcs
+        self._objects = dict(class_objects or {})  # verifiers' Rubric.class_objects: given to every function
+        if parser is not None:
+            self._objects["parser"] = parser
         self._ranges = self._read_ranges(ranges)
         self._w = np.abs(w) / np.abs(w).sum()
 
@@ -209,35 +247,60 @@ class RubricTask(Task):
 
     # -- scoring ----------------------------------------------------------------------------
     def raw_scores(self, examples: Sequence[Example], answers: Sequence[str]) -> np.ndarray:
-        """``[n, d]``: each function's own score of ``answers[k]`` on ``examples[k]``."""
-        out = np.empty((len(answers), self.d), dtype=np.float64)
+        """``[n, d]``: each function's own score of ``answers[k]`` on ``examples[k]``. A group is a
+        run of consecutive answers to one example (the same object); coroutines are awaited together."""
         questions = [self.question(ex) for ex in examples]
-        for i, f in enumerate(self._fns):
-            if i in self._models:
-                col = self._models[i](questions, answers)
-            elif _batched(f):
-                kwargs = {"prompts": questions, "completions": list(answers)}
-                for key in examples[0] if examples else ():
-                    if key not in kwargs:
-                        kwargs[key] = [ex.get(key) for ex in examples]
-                col = list(_maybe_await(_call(f, kwargs)))
-                if len(col) != len(answers):
+        columns = [self._column(i, f, examples, questions, answers) for i, f in enumerate(self._fns)]
+        _await_all(columns)
+        out = np.empty((len(answers), self.d), dtype=np.float64)
+        for i, chunks in enumerate(columns):
+            col: list = []
+            for size, value in chunks:
+                if size is None:
+                    col.append(value)
+                    continue
+                value = list(value)
+                if len(value) != size:
                     raise ValueError(
-                        f"rubric_task: reward function {self.objectives[i]!r} returned {len(col)} values "
-                        f"for {len(answers)} answers"
+                        f"rubric_task: reward function {self.objectives[i]!r} returned {len(value)} values "
+                        f"for {size} answers"
                     )
-            else:
-                col = [
-                    _maybe_await(_call(f, self._per_answer(ex, q, a))) for ex, q, a in zip(examples, questions, answers)
-                ]
+                col.extend(value)
             out[:, i] = [np.nan if v is None else float(v) for v in col]
         return out
+
+    def _column(self, i: int, f: Any, examples, questions, answers) -> list[list]:
+        """Function ``i``'s calls as chunks ``[size, value]``: ``size`` None for one answer's
+        score, else the number of answers a list covers; a value may still be awaitable."""
+        if i in self._models:
+            return [[len(answers), self._models[i](questions, answers)]]
+        kind = _kind(f)
+        if kind == "answer":
+            return [[None, _call(f, self._per_answer(ex, q, a))] for ex, q, a in zip(examples, questions, answers)]
+        spans = _groups(examples) if kind == "group" else [(0, len(answers))] if answers else []
+        return [[b - a, _call(f, self._lists(examples[a:b], questions[a:b], answers[a:b]))] for a, b in spans]
+
+    def _lists(self, examples: Sequence[Example], questions: Sequence[str], answers: Sequence[str]) -> dict:
+        kwargs = {
+            "prompts": list(questions),
+            "completions": list(answers),
+            "answers": [ex.get("answer") for ex in examples],
+            "states": [{} for _ in examples],
+            "tasks": [self.name] * len(examples),
+            "infos": list(examples),
+        }
+        for key in examples[0] if examples else ():
+            if key not in kwargs:
+                kwargs[key] = [ex.get(key) for ex in examples]
+        kwargs.update(self._objects)
+        return kwargs
 
     def _per_answer(self, example: Example, question: str, answer: str) -> dict:
         kwargs = {k: v for k, v in example.items() if k not in _PER_ANSWER}
         kwargs.update(
             prompt=question, completion=answer, answer=example.get("answer"), state={}, task=self.name, info=example
         )
+        kwargs.update(self._objects)
         return kwargs
 
     def transform(self, raw: np.ndarray) -> np.ndarray:
@@ -299,12 +362,29 @@ class RubricTask(Task):
         return self.transform(self.raw_scores([example], [answer]))[0]
 
 
-def _batched(f: Callable) -> bool:
+def _kind(f: Callable) -> str:
+    """``"group"`` (verifiers' group function), ``"batch"`` (TRL-style) or ``"answer"`` (module docstring)."""
     try:
-        params = inspect.signature(f).parameters
+        sig = inspect.signature(f)
     except (TypeError, ValueError):
-        return False
-    return "prompts" in params or "completions" in params
+        return "answer"
+    params = set(sig.parameters)
+    ret = sig.return_annotation
+    returns_list = ret is list or get_origin(ret) is list or (isinstance(ret, str) and ret.startswith(("list", "List")))
+    if params & _GROUP or returns_list:
+        return "group"
+    return "batch" if params & {"prompts", "completions"} else "answer"
+
+
+def _groups(examples: Sequence[Example]) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each run of consecutive answers to one example (the same object)."""
+    spans: list[tuple[int, int]] = []
+    for k, ex in enumerate(examples):
+        if spans and examples[spans[-1][0]] is ex:
+            spans[-1] = (spans[-1][0], k + 1)
+        else:
+            spans.append((k, k + 1))
+    return spans
 
 
 def _call(f: Callable, kwargs: dict) -> Any:
@@ -330,7 +410,9 @@ def rubric_task(
     list, ``{split: list}`` or ``split -> list``). Options: ``name``, ``objectives`` (names; default
     the functions' ``__name__``), ``ranges`` (per objective ``(lo, hi)``, by name or position;
     default ``(0, 1)``), ``question`` (the example key or a function; default ``"question"``),
-    ``answer_format`` (``"tags"`` or ``"code"``)."""
+    ``answer_format`` (``"tags"`` or ``"code"``), ``parser`` (given to every function that takes
+    ``parser``; default a rubric object's own), ``class_objects`` (more such arguments by name;
+    default a rubric object's ``class_objects``)."""
     if isinstance(rubric, list):
         funcs = list(rubric)
     else:
@@ -338,4 +420,6 @@ def rubric_task(
         if weights is not None:
             raise ValueError("rubric_task: the rubric carries its own weights; do not pass weights= as well")
         weights = rubric_weights or None
+        options.setdefault("class_objects", getattr(rubric, "class_objects", None))
+        options.setdefault("parser", getattr(rubric, "parser", None))
     return RubricTask(funcs, weights, examples, **options)
