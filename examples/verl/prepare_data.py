@@ -22,7 +22,11 @@ import sys
 from pathlib import Path
 
 
-def main(argv=None) -> int:
+SPLIT_HINT = "--train-split / --val-split choose the splits; --train-split none writes validation.parquet alone"
+"""What the error line of a split that cannot load suggests (a caller such as run_cpu.py gives its own)."""
+
+
+def main(argv=None, *, split_hint: str = SPLIT_HINT) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, help="vpo task name (vpo tasks)")
     p.add_argument("--task-options", default="{}", help='JSON dict of task options, e.g. \'{"path": "musique/"}\'')
@@ -57,11 +61,7 @@ def main(argv=None) -> int:
             if split.lower() != "none"
         ]
     except UserError as e:
-        print(
-            f"prepare_data.py: error: {' '.join(str(e).split())} (--train-split / --val-split choose the splits; "
-            "--train-split none writes validation.parquet alone)",
-            file=sys.stderr,
-        )
+        print(f"prepare_data.py: error: {' '.join(str(e).split())} ({split_hint})", file=sys.stderr)
         return 2
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)

@@ -5,10 +5,13 @@ same with that interpreter. What it does:
 
 1. writes the task's m-answer prompts as veRL parquet (``examples/verl/prepare_data.py``; any task
    ``vpo train`` takes: a registered name, ``module:factory`` or ``path/to/file.py:factory``, with
-   ``--task-options``; ``--num-answers`` from the method: 3 for ``vpo``, 1 for ``grpo``/``vpo_grpo``),
-   and refuses prompts that veRL would all drop for length;
+   ``--task-options``; ``--num-answers`` from the method: 3 for ``vpo``, 1 for ``grpo``/``vpo_grpo``;
+   the ``--train-split`` and ``--val-split`` splits, by default train and validation, or test for a
+   task without validation), cached per task, options, m, splits, sizes and task file content, and
+   refuses prompts that veRL would all drop for length;
 2. builds the policy once for maze or prog (``examples/verl/make_policy.py``: the tiny Qwen2 and the
-   demo's warm start); another task needs ``--policy``;
+   demo's warm start); another task needs ``--policy`` (a folder with ``config.json``: a path that
+   does not exist is refused at once, exit 2);
 3. runs ``python -m verl.trainer.main_ppo`` with :func:`overrides`: the vpo estimator and score
    function, 2 FSDP2 ranks on gloo (``VERL_PLATFORM=cpu``, :mod:`vpo.integrations.verl_cpu`), the
    ``vpo_hf`` rollout sampling from an HF copy of the policy, metrics to ``<out>/metrics.<tag>.jsonl``
@@ -360,7 +363,17 @@ def _reap() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def prepare(task: str, num_answers: int, data_dir: Path, train_n: int, val_n: int, task_options: dict) -> None:
+def prepare(
+    task: str,
+    num_answers: int,
+    data_dir: Path,
+    train_n: int,
+    val_n: int,
+    task_options: dict,
+    splits: tuple[str, str] = ("train", "validation"),
+) -> None:
+    """The task's ``splits`` (train, validation) as ``train.parquet`` and ``validation.parquet`` in
+    ``data_dir`` (:func:`data_dir_for`), unless both are there already."""
     if (data_dir / "train.parquet").exists() and (data_dir / "validation.parquet").exists():
         return
     sys.path.insert(0, str(HERE))
@@ -380,11 +393,65 @@ def prepare(task: str, num_answers: int, data_dir: Path, train_n: int, val_n: in
             str(train_n),
             "--val-n",
             str(val_n),
-        ]
+            "--train-split",
+            splits[0],
+            "--val-split",
+            splits[1],
+        ],
+        split_hint=SPLIT_HINT,
     )
     if rc:
         raise RecipeError(
             f"writing the task's prompts as veRL data failed (prepare_data.py, exit {rc}; its reason is above)"
+        )
+
+
+SPLIT_HINT = "run_cpu.py's --train-split and --val-split choose the splits"
+"""What prepare_data.py's error line suggests when the recipe runs it (its own --train-split none,
+a validation file alone, is no training run)."""
+
+VAL_SPLITS = ("validation", "test")
+"""The validation split the recipe takes without ``--val-split``: the first of these the task has
+(the docs/tasks.md example has train and test only)."""
+
+
+def choose_val_split(spec: str, options: dict, requested: str | None) -> str:
+    """``--val-split`` as given, else the first of :data:`VAL_SPLITS` the task loads an example of;
+    ``ValueError`` (exit 2, before Ray) naming the flag when it has neither."""
+    if requested:
+        return requested
+    from vpo import tasks
+
+    task = tasks.get(spec, **options)
+    reasons = []
+    for split in VAL_SPLITS:
+        try:
+            if task.load(split, n=1):
+                return split
+            reasons.append(f"{split!r}: no examples")
+        except Exception as e:  # noqa: BLE001 - the task's load(): its reason goes into the message
+            reasons.append(f"{split!r}: {' '.join(str(e).split())}")
+    raise ValueError(
+        f"--task {spec}: no split to validate on ({'; '.join(reasons)}); give --val-split SPLIT, a split the task has "
+        "(--val-split train validates on training prompts)"
+    )
+
+
+def check_policy(policy: str | None) -> None:
+    """``--policy`` must be an HF checkpoint folder (its ``config.json``): a typo is refused at once
+    (exit 2) instead of failing in make_policy's arguments or building a fresh policy at the typo."""
+    if policy is None:
+        return
+    path = Path(policy).expanduser()
+    if not path.exists():
+        raise ValueError(
+            f"--policy {policy}: no such directory (cwd {Path.cwd()}); give an HF checkpoint folder, or leave "
+            "--policy out for maze and prog (the recipe builds their tiny policy)"
+        )
+    if not (path / "config.json").is_file():
+        raise ValueError(
+            f"--policy {policy}: no config.json there, so it is no HF checkpoint folder; give the folder that "
+            "holds config.json and the weights"
         )
 
 
@@ -431,12 +498,47 @@ def short_name(task: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", task.rpartition("/")[2])[-40:]
 
 
-def data_dir_for(work: Path, task: str, options: dict, m: int) -> Path:
-    """Where the prompts of ``task`` with ``options`` and m answers are cached (a changed option writes anew)."""
+def task_source_digest(task: str) -> str | None:
+    """A digest of the file that defines ``task`` (``path/to/file.py:factory``, or the module of
+    ``module:factory``), so an edited task file writes its prompts anew; None for a registered name
+    (vpo's own code) or a module whose file cannot be found."""
+    import hashlib
+    import importlib.util
+
+    left, sep, _ = task.rpartition(":")
+    if not sep:
+        return None
+    if left.endswith(".py") or "/" in left:
+        path = Path(left).expanduser()
+    else:
+        try:
+            found = importlib.util.find_spec(left)
+        except (ImportError, ValueError):
+            return None
+        if found is None or not found.origin or not Path(found.origin).is_file():
+            return None
+        path = Path(found.origin)
+    try:
+        return hashlib.sha1(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def data_dir_for(
+    work: Path,
+    task: str,
+    options: dict,
+    m: int,
+    splits: tuple[str, str] = ("train", "validation"),
+    sizes: tuple[int | None, int | None] = (256, 16),
+) -> Path:
+    """Where the prompts of ``task`` with ``options`` and m answers are cached: a changed option,
+    split, example count or task file (:func:`task_source_digest`) writes them anew."""
     import hashlib
 
     name = short_name(task)
-    key = hashlib.sha1(json.dumps([task, options], sort_keys=True, default=str).encode()).hexdigest()[:8]
+    what = [task, options, task_source_digest(task), list(splits), list(sizes)]
+    key = hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return work / f"data_{name}_{key}_m{m}"
 
 
@@ -560,8 +662,9 @@ def run(args, extra: list[str]) -> dict:
     work = Path(args.work).expanduser().resolve() if args.work else out.parent
     m = answers_for(args.method)
     task, task_options = args.task_spec, args.task_option_values
-    data_dir = data_dir_for(work, task, task_options, m)
-    prepare(task, m, data_dir, args.train_n, args.val_n, task_options)
+    splits = (args.train_split, args.val_split)
+    data_dir = data_dir_for(work, task, task_options, m, splits, (args.train_n, args.val_n))
+    prepare(task, m, data_dir, args.train_n, args.val_n, task_options, splits)
     policy = Path(args.policy).expanduser().resolve() if args.policy else work / f"policy_{task}"
     if not (policy / "config.json").exists():
         sys.path.insert(0, str(HERE))
@@ -712,6 +815,11 @@ def main(argv=None) -> int:
     )  # fmt: skip
     p.add_argument("--train-n", type=int, default=256)
     p.add_argument("--val-n", type=int, default=16)
+    p.add_argument("--train-split", default="train", help="the task's split to train on (default: train)")
+    p.add_argument(
+        "--val-split", default=None,
+        help="the task's split for veRL's validation file (default: validation, or test for a task without one)",
+    )  # fmt: skip
     p.add_argument("--dump", default=None, help="VPO_VERL_DUMP_DIR: evidence files for the tests")
     p.add_argument("--tag", default=None, help="name of this run's log and metrics files")
     p.add_argument("--timeout", type=float, default=1800)
@@ -720,7 +828,9 @@ def main(argv=None) -> int:
         args.save_freq = args.steps
     try:
         check_world(args.prompts_per_step, args.rollouts, args.ranks, args.nodes)
+        check_policy(args.policy)
         args.task_spec, args.task_option_values = resolve_task(args.task, args.task_options, args.policy)
+        args.val_split = choose_val_split(args.task_spec, args.task_option_values, args.val_split)
     except ValueError as e:
         print(f"run_cpu.py: {e}", file=sys.stderr)
         return 2

@@ -809,15 +809,112 @@ def test_the_recipe_takes_any_task_with_its_options_and_refuses_mistakes_before_
     assert recipe.resolve_task("maze", '{"size": 7}', None) == ("maze", {"size": 7})
     d1 = recipe.data_dir_for(tmp_path, spec, {"k": 0.25}, 3)
     assert d1 != recipe.data_dir_for(tmp_path, spec, {"k": 0.5}, 3) and d1.name.startswith("data_pair_task.py_make_")
+    policy = _checkpoint_folder(tmp_path / "policy")
     for argv, says in [
         (["--task", "pair_task.py:make"], "give --policy"),
         (["--task", "nosuchtask"], "unknown task 'nosuchtask'"),
-        (["--task", "pair_task.py:make", "--policy", "/m", "--task-options", "[1]"], "must be a JSON object"),
-        (["--task", "pair_task.py:make", "--policy", "/m", "--task-options", '{"q": 1}'], "bad options"),
+        (["--task", "pair_task.py:make", "--policy", str(policy), "--task-options", "[1]"], "must be a JSON object"),
+        (["--task", "pair_task.py:make", "--policy", str(policy), "--task-options", '{"q": 1}'], "bad options"),
     ]:
         assert recipe.main(["--out", str(tmp_path / "o"), *argv]) == 2, argv
         assert says in capsys.readouterr().err, argv
     assert not (tmp_path / "o").exists()
+
+
+def _checkpoint_folder(path):
+    """A folder that passes the recipe's --policy check (config.json; no weights: nothing loads it here)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}")
+    return path
+
+
+TRAIN_TEST_TASK = """from vpo.tasks import FunctionTask
+
+
+def make():
+    # test-only task (named as such): train and test splits only, as docs/tasks.md's example
+    return FunctionTask("train_test", {"a": lambda ex, a: 1.0}, {
+        "train": [{"id": i, "question": f"Say {i}."} for i in range(4)],
+        "test": [{"id": 9, "question": "Say 9."}],
+    })
+
+
+def train_only():
+    return FunctionTask("train_only", {"a": lambda ex, a: 1.0}, {"train": [{"id": 0, "question": "Say 0."}]})
+"""
+
+
+def test_a_task_with_train_and_test_only_validates_on_test_or_the_split_given(tmp_path, monkeypatch, capsys):
+    """#51 item 3: without --val-split the recipe validates on 'validation', else 'test'; a task with
+    neither exits 2 naming --val-split (a flag the recipe has), and a split that cannot load names
+    the recipe's own flags, not prepare_data.py's --train-split none."""
+    pytest.importorskip("pandas")
+    recipe = _recipe()
+    (tmp_path / "tt.py").write_text(TRAIN_TEST_TASK)
+    monkeypatch.chdir(tmp_path)
+    policy = _checkpoint_folder(tmp_path / "policy")
+    seen = {}
+
+    def fake_run(args, extra):  # a fake main_ppo: the splits it would get matter here
+        seen["splits"] = (args.train_split, args.val_split)
+        return {"returncode": 0, "log": "/dev/null"}
+
+    monkeypatch.setattr(recipe, "run", fake_run)
+    base = ["--out", str(tmp_path / "o"), "--policy", str(policy), "--save-freq", "-1"]
+    assert recipe.main([*base, "--task", "tt.py:make"]) == 0 and seen["splits"] == ("train", "test")
+    assert recipe.main([*base, "--task", "tt.py:make", "--val-split", "train"]) == 0
+    assert seen["splits"] == ("train", "train")
+    assert recipe.main(["--out", str(tmp_path / "o"), "--save-freq", "-1"]) == 0 and seen["splits"][1] == "validation"
+    capsys.readouterr()
+    assert recipe.main([*base, "--task", "tt.py:train_only"]) == 2
+    err = capsys.readouterr().err
+    assert "no split to validate on" in err and "give --val-split SPLIT" in err and "has no split 'test'" in err
+    spec = f"{tmp_path / 'tt.py'}:make"
+    data = recipe.data_dir_for(tmp_path, spec, {}, 3, ("train", "test"), (4, 1))
+    recipe.prepare(spec, 3, data, 4, 1, {}, ("train", "test"))
+    assert (data / "train.parquet").exists() and (data / "validation.parquet").exists()
+    with pytest.raises(recipe.RecipeError, match="prepare_data.py, exit 2"):
+        recipe.prepare(spec, 3, tmp_path / "d2", 4, 1, {}, ("train", "validation"))
+    err = capsys.readouterr().err
+    assert "no split 'validation'" in err and "run_cpu.py's --train-split and --val-split" in err
+    assert "--train-split none" not in err
+
+
+def test_the_prompt_cache_follows_the_task_file_its_options_splits_and_sizes(tmp_path, monkeypatch):
+    """#51 item 4: an edited task file (path or module form) writes its prompts anew, as do other
+    options, splits and example counts; the same settings reuse them."""
+    recipe = _recipe()
+    f = tmp_path / "tt.py"
+    f.write_text(TRAIN_TEST_TASK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec in (f"{f}:make", "tt:make"):
+        d = recipe.data_dir_for(tmp_path, spec, {}, 3)
+        assert d == recipe.data_dir_for(tmp_path, spec, {}, 3)
+        assert d != recipe.data_dir_for(tmp_path, spec, {"k": 1}, 3)
+        assert d != recipe.data_dir_for(tmp_path, spec, {}, 3, ("train", "test"))
+        assert d != recipe.data_dir_for(tmp_path, spec, {}, 3, sizes=(512, 16))
+        f.write_text(TRAIN_TEST_TASK.replace("Say {i}.", "Repeat {i}."))
+        assert d != recipe.data_dir_for(tmp_path, spec, {}, 3), spec
+        f.write_text(TRAIN_TEST_TASK)
+        assert d == recipe.data_dir_for(tmp_path, spec, {}, 3)
+    assert recipe.task_source_digest("maze") is None
+
+
+@pytest.mark.parametrize("task", ["maze", "pair_task.py:make"])
+def test_a_policy_path_that_does_not_exist_is_refused_at_once(task, tmp_path, monkeypatch, capsys):
+    """#51 item 5: a typo in --policy exits 2 before anything runs (a custom task got make_policy's
+    argparse error, the maze a fresh tiny policy built at the typo); a folder without config.json too."""
+    recipe = _recipe()
+    (tmp_path / "pair_task.py").write_text(PAIR_TASK)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(recipe, "run", lambda args, extra: pytest.fail("the run started"))
+    out = ["--out", str(tmp_path / "o"), "--task", task]
+    assert recipe.main([*out, "--policy", "runs/polcy"]) == 2
+    assert "--policy runs/polcy: no such directory" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "o").exists()
+    (tmp_path / "empty").mkdir()
+    assert recipe.main([*out, "--policy", str(tmp_path / "empty")]) == 2
+    assert "no config.json there" in capsys.readouterr().err
 
 
 def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
