@@ -296,6 +296,31 @@ def test_step_scorer_errors_are_one_clear_line(tmp_path):
     assert StepScorer("vec", lambda ex, t: [1.0, 0.0], W)({}, "") == 0.5
 
 
+def test_scorer_errors_are_counted_and_warned_not_silent_zeros():
+    def picky(ex, a):
+        if a.startswith("00"):
+            raise RuntimeError("cannot score this")
+        return _half(a, 0, 4)
+
+    task = FunctionTask("picky", {"ones": picky, "again": picky}, make_task().load())
+    exs = task.load()[:4]
+    # the answers found: kept as invalid zeros, counted in the records and warned about once
+    with pytest.warns(RuntimeWarning, match=r"raised on \d+ answer\(s\) the search found.*cannot score") as rec:
+        _, records = run_search(BitModel(), task, exs, _cfg("bon", 60), GOOD, progress=False)
+    assert len([w for w in rec if "search found" in str(w.message)]) == 1
+    bad = [a for r in records for a in r["answers"] if a["text"].startswith("00")]
+    assert bad and not any(a["valid"] for a in bad)
+    assert sum(r.get("score_errors", 0) for r in records) == len(bad)
+    # the verifier step scorer: the answers it passed over while guiding the search, counted and warned
+    verifier = make_step_scorer("verifier", task, 1)
+    beam = _cfg("beam", 60, step="answer", beam_width=2, expand=3)
+    with pytest.warns(RuntimeWarning) as rec:
+        run_search(BitModel(), task, exs, beam, verifier, progress=False)
+    guided = [str(w.message) for w in rec if str(w.message).startswith("step scorer")]
+    assert len(guided) == 1 and "step scorer 'verifier': task 'picky''s scorer raised on" in guided[0], guided
+    assert verifier.errors > 0 and isinstance(verifier.first_error, RuntimeError)
+
+
 def test_tree_without_treequest_says_how_to_install(monkeypatch):
     import builtins
 

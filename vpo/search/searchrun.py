@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -97,6 +98,7 @@ def run_search(
     bar = tqdm(total=len(ids), initial=len(done), unit="prompt", disable=not progress, desc=f"{cfg.search} search")
     fh = open(rec_path, "a", encoding="utf-8") if rec_path is not None else None
     t0, spent = time.perf_counter(), 0
+    errors = _ScoreErrors(scorer)
     try:
         for i, (pid, ex) in enumerate(zip(ids, examples)):
             if pid in done:
@@ -110,6 +112,9 @@ def run_search(
                 "calls": ledger.calls,
                 "answers": [a.__dict__ for a in ledger.answers],
             }
+            if ledger.score_errors:
+                rec["score_errors"] = ledger.score_errors
+            errors.add(ledger)
             records.append(rec)
             if fh is not None:
                 fh.write(json.dumps(rec) + "\n")
@@ -123,9 +128,45 @@ def run_search(
         bar.close()
         if fh is not None:
             fh.close()
+    errors.warn(task)
     pos = {pid: k for k, pid in enumerate(ids)}
     records.sort(key=lambda r: pos.get(r["prompt_id"], len(pos)))
     return meta, records
+
+
+class _ScoreErrors:
+    """The answers whose scorer raised during one :func:`run_search`, warned about once at its end as
+    ``Task.score_completions`` warns for a pool: the answers found (invalid zeros in the records) and
+    those the ``verifier`` step scorer passed over."""
+
+    def __init__(self, scorer) -> None:
+        self.scorer = scorer
+        self.scorer_before = getattr(scorer, "errors", 0)
+        self.found = 0
+        self.first: BaseException | None = None
+
+    def add(self, ledger) -> None:
+        self.found += ledger.score_errors
+        self.first = self.first or ledger.first_error
+
+    def warn(self, task) -> None:
+        guided = getattr(self.scorer, "errors", 0) - self.scorer_before
+        first = self.first or getattr(self.scorer, "first_error", None)
+        tail = f" (first: {type(first).__name__}: {first})" if first is not None else ""
+        if self.found:
+            warnings.warn(
+                f"task {task.name!r}: the scorer raised on {self.found} answer(s) the search found; they count as "
+                f"invalid{tail}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        if guided:
+            warnings.warn(
+                f"step scorer {self.scorer.name!r}: task {task.name!r}'s scorer raised on {guided} answer(s) while "
+                f"guiding the search; they were passed over{tail}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 def load_records(run_dir) -> tuple[dict, list[dict]]:

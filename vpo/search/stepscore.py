@@ -19,7 +19,7 @@ step's), ``min`` (its weakest step) or ``prod`` (the product, for scores in [0, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -46,11 +46,23 @@ def aggregate(scores: Sequence[float], how: str) -> float:
 
 @dataclass
 class StepScorer:
-    """A named ``fn(example, partial_text) -> vector | number`` and the ``w*`` that scalarises it."""
+    """A named ``fn(example, partial_text) -> vector | number`` and the ``w*`` that scalarises it.
+    ``errors`` counts the answers the task's scorer raised on while the ``verifier`` scorer looked at
+    them (passed over; :func:`~vpo.search.searchrun.run_search` warns), ``first_error`` the first."""
 
     name: str
     fn: Callable
     target_weights: np.ndarray
+    errors: int = 0
+    first_error: BaseException | None = field(default=None, repr=False)
+
+    def count_errors(self, rows: Sequence) -> None:
+        """Count the rows of ``task.score_answers`` that are not a reward vector (the scorer raised)."""
+        for r in rows:
+            if not isinstance(r, np.ndarray):
+                self.errors += 1
+                if self.first_error is None and isinstance(r, BaseException):
+                    self.first_error = r
 
     def __call__(self, example, partial_text: str) -> float:
         raw = self.fn(example, partial_text)
@@ -74,7 +86,7 @@ class StepScorer:
         return out
 
 
-def _verifier_fn(task, m: int) -> Callable:
+def _verifier_fn(task, m: int, scorer: StepScorer) -> Callable:
     w = np.asarray(task.target_weights, dtype=np.float64)
 
     def best_complete(example, partial_text: str) -> np.ndarray:
@@ -82,6 +94,7 @@ def _verifier_fn(task, m: int) -> Callable:
         if not answers:
             return np.zeros(task.d)
         rows = task.score_answers([example], [answers])[0]
+        scorer.count_errors(rows)
         vecs = [r for r in rows if isinstance(r, np.ndarray)]
         if not vecs:
             return np.zeros(task.d)
@@ -105,7 +118,9 @@ def make_step_scorer(spec: str | None, task, m: int) -> StepScorer:
             )
         return StepScorer("task", task.step_score, w)
     if spec == "verifier":
-        return StepScorer("verifier", _verifier_fn(task, m), w)
+        scorer = StepScorer("verifier", lambda example, partial_text: 0.0, w)
+        scorer.fn = _verifier_fn(task, m, scorer)
+        return scorer
     if ":" not in spec:
         raise UserError(f"--step-scorer {spec!r}: use task, verifier or module:function (path/to/file.py:function)")
     from vpo.tasks.registry import load_factory

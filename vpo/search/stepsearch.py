@@ -164,6 +164,9 @@ class Ledger:
         self.spent = 0
         self.calls = 0
         self.answers: list[Answer] = []
+        self.score_errors = 0
+        """Answers found whose scorer raised (kept as invalid zeros; :func:`run_search` warns)."""
+        self.first_error: BaseException | None = None
 
     def charge(self, num_tokens: float) -> None:
         if num_tokens != num_tokens:  # NaN: an endpoint that reports no token counts
@@ -183,6 +186,9 @@ class Ledger:
         rows = self.task.score_answers([self.example], [new])[0]
         d = self.task.d
         for text, r in zip(new, rows):
+            if isinstance(r, BaseException) or r is None:
+                self.score_errors += 1
+                self.first_error = self.first_error or (r if isinstance(r, BaseException) else None)
             ok = isinstance(r, np.ndarray) and r.shape == (d,)
             vec = [float(x) for x in r] if ok else [0.0] * d
             self.answers.append(Answer(text, vec, bool(ok), self.spent))
