@@ -272,6 +272,33 @@ def test_best_at_budget_counts_only_answers_finished_within_the_budget():
     assert res["final"]["verifier"]["selected"]["mean"] == 0.3 and res["final"]["verifier"]["hit_rate"]["mean"] == 1.0
 
 
+def test_search_report_headings_follow_the_ci_level():
+    from vpo.search.searchreport import replicate_table, search_markdown
+
+    meta = {"target_weights": [0.5, 0.5], "objectives": ["a", "b"], "task": "t"}
+    meta["search"] = {"search": "bon", "budget_tokens": 10}
+
+    def run(seed):
+        rng = np.random.default_rng(seed)
+        recs = [
+            {"prompt_id": f"p{i}", "tokens_generated": 10, "calls": 1,
+             "answers": [{"text": "x", "reward": [float(v)] * 2, "valid": True, "tokens_at": 5}]}
+            for i, v in enumerate(rng.random(8))
+        ]  # fmt: skip
+        return search_metrics({**meta, "model": f"m{seed}"}, recs, num_points=2, bootstrap=200, ci_level=0.5)
+
+    results = {f"r{i}": run(i) for i in range(4)}
+    groups = {"A": ["r0", "r1"], "B": ["r2", "r3"]}
+    from vpo.search.searchreport import paired_search
+
+    text = search_markdown(results, paired=paired_search(results), replicated=replicate_table(results, groups, 0.5))
+    assert "95 %" not in text and "95%" not in text
+    assert "50 % bootstrap interval over prompts" in text
+    assert "| vs | prompts | difference [50 % CI] |" in text and "| group | replicates | best@b [50 % CI] |" in text
+    results95 = {n: {**r, "config": {**r["config"], "ci_level": 0.95}} for n, r in results.items()}
+    assert "(mean over prompts, 95 % bootstrap interval over prompts)" in search_markdown(results95)
+
+
 def test_step_aggregates_and_step_parsing():
     assert aggregate([0.5, 0.2, 0.8], "last") == 0.8
     assert aggregate([0.5, 0.2, 0.8], "min") == 0.2

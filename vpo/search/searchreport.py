@@ -119,11 +119,17 @@ def replicate_table(results: Mapping[str, dict], groups: Mapping[str, list[str]]
     return out
 
 
+def _level(results: Mapping[str, dict]) -> float:
+    """The confidence level of the first run's intervals (``--ci-level``)."""
+    return float(next(iter(results.values()))["config"]["ci_level"])
+
+
 def search_markdown(results: Mapping[str, dict], title: str | None = None, paired=None, replicated=None) -> str:
     lines = [f"# {title or 'Search at matched generated tokens'}", ""]
     first = next(iter(results.values()))
+    pct = f"{100 * _level(results):g} %"
     lines += [
-        f"Task {first['task']}; best@b: the best true w*ᵀr among the answers a search finished within b generated tokens per prompt (mean over prompts, 95 % bootstrap interval over prompts).",
+        f"Task {first['task']}; best@b: the best true w*ᵀr among the answers a search finished within b generated tokens per prompt (mean over prompts, {pct} bootstrap interval over prompts).",
         "",
     ]
     budgets = sorted(set().union(*(r["best_at_budget"]["tokens"] for r in results.values())))
@@ -160,7 +166,7 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
             f"Paired difference at b={paired['tokens']} ({paired['baseline']} minus each, per shared prompt):",
             "",
         ]
-        lines += ["| vs | prompts | difference [95 % CI] |", "|---|---|---|"]
+        lines += [f"| vs | prompts | difference [{pct} CI] |", "|---|---|---|"]
         for o, e in paired["vs"].items():
             lines.append(f"| {o} | {e['num_prompts']} | {fmt_interval(e['mean'], e['ci_low'], e['ci_high'])} |")
     if replicated:
@@ -169,7 +175,7 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
             f"Replicates at b={replicated['tokens']}: mean over replicates x prompts, interval from vpo.search.intervals.replicate_interval:",
             "",
         ]
-        lines += ["| group | replicates | best@b [95 % CI] |", "|---|---|---|"]
+        lines += [f"| group | replicates | best@b [{pct} CI] |", "|---|---|---|"]
         for g, e in replicated["groups"].items():
             lines.append(f"| {g} | {e['num_replicates']} | {fmt_interval(e['mean'], e['ci_low'], e['ci_high'])} |")
         first_g = next(iter(replicated["groups"]))
@@ -210,7 +216,7 @@ def write_search_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paired = paired_search(results)
-    rep = replicate_table(results, replicate_groups) if replicate_groups else None
+    rep = replicate_table(results, replicate_groups, _level(results)) if replicate_groups else None
     doc = {"title": title, "kind": "search", "methods": list(results), "results": dict(results)}
     if paired:
         doc["paired"] = paired
