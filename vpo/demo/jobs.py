@@ -184,13 +184,16 @@ def _pick(pending: list[Job], done: set[str]) -> Job | None:
     return max(ready, key=lambda j: j.cost) if ready else None  # max keeps the first on ties
 
 
-def run_jobs(jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path | None = None) -> dict[str, float]:
+def run_jobs(
+    jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path | None = None, times: dict | None = None
+) -> dict[str, float]:
     """Run jobs ``parallel`` at a time, respecting ``after`` dependencies (a job whose dependency reruns
     also reruns), longest expected first. With ``workers`` each slot is one long-lived
     :mod:`vpo.demo.worker` process that runs its jobs in turn (one import of the stack per slot);
     without, every job is a fresh process. Returns seconds per job run. Prints a status line when
     a job starts or ends and every ~20 s while any runs. A failed job stops the demo with its log's
-    tail (finished jobs stay on disk and are skipped next time)."""
+    tail (finished jobs stay on disk and are skipped next time). ``times``: the dict to fill with
+    each job's seconds as it finishes (what an interrupted run had done is there)."""
     env = dict(
         os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1"
     )
@@ -203,7 +206,7 @@ def run_jobs(jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path
     wlog = (log_dir or pending[0].log.parent) / "workers.log"
     lanes = [_WorkerLane(env, wlog) if workers else _ProcessLane(env) for _ in range(n_lanes)]
     running: dict[int, tuple[Job, float]] = {}
-    seconds: dict[str, float] = {}
+    seconds: dict[str, float] = times if times is not None else {}
     last, total = 0.0, len(pending)
     try:
         while pending or running:

@@ -216,13 +216,16 @@ def _timing_lines(agg: dict) -> list[str]:
     """The report's wall-time and time-per-job lines (none when the run recorded no timing)."""
     cfg = agg["config"]
     L: list[str] = []
+    timing = agg.get("timing") or {}
     if agg.get("wall_seconds"):
+        n, last = timing.get("invocations", 1), agg.get("last_invocation_seconds")
+        # a resumed run: the sum over its sittings (an interrupted one included), and the last alone
+        sittings = f", summed over {n} sittings (the last {last / 60:.1f} min)" if n > 1 and last else ""
         L += [
             f"Wall time: {agg['wall_seconds'] / 60:.1f} min on this machine ({os.cpu_count()} cores, "
-            f"{cfg['jobs']} jobs at a time).",
+            f"{cfg['jobs']} jobs at a time){sittings}.",
             "",
         ]
-    timing = agg.get("timing") or {}
     if timing.get("jobs_s"):
         per: dict[str, list[float]] = {}
         for name, sec in timing["jobs_s"].items():

@@ -136,33 +136,45 @@ def _write_invocations(out: Path, rows: list[dict]) -> None:
     tmp.replace(out / "invocations.json")
 
 
-def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    env = environment()  # what the jobs run with (a later commit may write the report)
+def _sitting(cfg: DemoConfig, out: Path, workers: bool, entry: dict, t0: float) -> None:
+    """One invocation's warm starts and jobs; ``entry`` (this sitting's invocation record) gets their
+    times as they finish, so an interrupted sitting still records what it spent."""
     cfg.domain_spec.prepare(cfg)  # e.g. fetch the pretrained model, once, before jobs that read it
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
     ws = None if cfg.warm_starts_as_jobs else {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()}
     # seconds of warm starts trained here, before the jobs; 0 when they run as jobs (their time is in jobs_s)
-    t_warm = time.time() - t0 if ws is not None else 0.0
+    entry["warm_start_s"] = time.time() - t0 if ws is not None else 0.0
     jobs = build_jobs(cfg, out, ws)
     status(
         f"{len(jobs)} jobs ({'' if ws is not None else f'{len(cfg.warm_seeds())} warm start(s), '}"
         f"{len(cfg.methods)} methods x {len(cfg.seeds)} seeds, evaluations), {cfg.jobs} at a time"
     )
-    job_seconds = run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs")
-    t_report = time.time()
-    # this invocation's timing is on disk before the report step, so a failure there loses none of it
+    run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs", times=entry["jobs_s"])
+
+
+def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    env = environment()  # what the jobs run with (a later commit may write the report)
     entry = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t0)),
-        "seconds": t_report - t0,
-        "warm_start_s": t_warm,
-        "jobs_s": job_seconds,
+        "seconds": 0.0,
+        "warm_start_s": 0.0,
+        "jobs_s": {},
         "settings": _timing_key(cfg),
         "environment": env,
         "complete": False,
     }
+    try:
+        _sitting(cfg, out, workers, entry, t0)
+    except BaseException:  # Ctrl-C or a failed job: the sitting's time counts in the resumed run's wall time
+        entry.update(seconds=time.time() - t0, interrupted=True)
+        _write_invocations(out, _read_invocations(out) + [entry])
+        raise
+    t_report = time.time()
+    # this invocation's timing is on disk before the report step, so a failure there loses none of it
+    entry["seconds"] = t_report - t0
     log = _read_invocations(out) + [entry]
     _write_invocations(out, log)
     old = json.loads((out / "demo.json").read_text()) if (out / "demo.json").exists() else {}
@@ -189,7 +201,7 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
     ran = [r for r in same if r.get("jobs_s") and r.get("environment")]
     agg["environment"] = {**(ran[0]["environment"] if ran else env), "report": env}
     agg["last_invocation_seconds"] = elapsed
-    # summed over invocations: a resumed demo counts all its work
+    # summed over invocations, interrupted ones included: a resumed demo counts all its work
     agg["wall_seconds"] = legacy + sum(r["seconds"] for r in same)
     write_report(agg, out)
     status(

@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -290,7 +291,11 @@ def load_causal_lm(name: str, dtype, tokenizer=None):
             f"write its absolute path into base_model_name_or_path in {Path(name) / ADAPTER_CONFIG}"
         ) from None
     model = AutoModelForCausalLM.from_pretrained(checked, dtype=dtype)
-    model = PeftModel.from_pretrained(model, name).merge_and_unload()
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated model.is_gradient_checkpointing while it wraps the model:
+        # a FutureWarning about their code, printed on every `vpo eval` of an adapter
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        model = PeftModel.from_pretrained(model, name).merge_and_unload()
     if tokenizer is None:
         has_own = any((Path(name) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
         tokenizer = AutoTokenizer.from_pretrained(name if has_own else base)

@@ -195,7 +195,8 @@ def _run_eval(argv: list[str]) -> int:
     search_cli.add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
     ns = parser.parse_args(argv)
     ns.debug = False
-    return int(ns.func(ns) or 0)
+    with search_cli.as_command("vpo check"):  # its notes say "vpo check:", the command the user ran
+        return int(ns.func(ns) or 0)
 
 
 def _out_of(eval_args: list[str]) -> str | None:

@@ -26,6 +26,7 @@ random-subset winner share, Pareto fraction, pass@k per answer and per rollout) 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -34,6 +35,22 @@ from vpo._util import add_dataclass_flags, fmt_number
 from vpo.errors import UserError
 from vpo.search.backends import API_KINDS, BACKENDS, PoolConfig
 from vpo.search.pools import META_FILE
+
+PROG = "vpo eval"
+"""The command name this module's notes, warnings and interruption lines start with: ``vpo check``
+runs ``vpo eval`` in its own process and sets it to ``vpo check`` meanwhile (:func:`as_command`)."""
+
+
+@contextlib.contextmanager
+def as_command(name: str):
+    """``with as_command("vpo check"):`` the lines :data:`PROG` starts say that command's name."""
+    global PROG
+    previous, PROG = PROG, name
+    try:
+        yield
+    finally:
+        PROG = previous
+
 
 POOL_FLAGS = {
     "--rollouts": "n_rollouts",
@@ -514,7 +531,7 @@ def _warn_all_zero(results: dict) -> None:
     """The results' warnings, on stderr."""
     for name, res in results.items():
         for w in res.get("warnings") or []:
-            print(f"vpo eval: warning: {name}: {w}", file=sys.stderr)
+            print(f"{PROG}: warning: {name}: {w}", file=sys.stderr)
 
 
 def checkpoint_settings(model: str | None) -> tuple[dict, str | None]:
@@ -555,14 +572,14 @@ def _resolve_m(args) -> int:
     if args.num_answers is not None:
         if trained_m and trained_m != args.num_answers:
             print(
-                f"vpo eval: note: --num-answers {args.num_answers}, but the checkpoint was trained with num_answers = "
+                f"{PROG}: note: --num-answers {args.num_answers}, but the checkpoint was trained with num_answers = "
                 f"{trained_m} ({source})",
                 file=sys.stderr,
             )
         return args.num_answers
     if trained_m:
         print(
-            f"vpo eval: num_answers = {trained_m} answers per rollout, as the checkpoint was trained ({source}); "
+            f"{PROG}: num_answers = {trained_m} answers per rollout, as the checkpoint was trained ({source}); "
             "--num-answers overrides",
             file=sys.stderr,
         )
@@ -592,7 +609,7 @@ def _task_from_checkpoint(args) -> None:
         args.task_options = {**trained_opts, **(args.task_options or {})}
         opts = f" with task options {json.dumps(args.task_options)}" if args.task_options else ""
         print(
-            f"vpo eval: task {trained}{opts}, as the checkpoint was trained ({source}); --task overrides",
+            f"{PROG}: task {trained}{opts}, as the checkpoint was trained ({source}); --task overrides",
             file=sys.stderr,
         )
     elif _same_task(args.task, trained, trained_opts):
@@ -606,7 +623,7 @@ def _task_from_checkpoint(args) -> None:
         )
     else:
         print(
-            f"vpo eval: note: evaluating on task {args.task}, but the checkpoint was trained on task {trained} "
+            f"{PROG}: note: evaluating on task {args.task}, but the checkpoint was trained on task {trained} "
             f"({source})",
             file=sys.stderr,
         )
@@ -651,12 +668,12 @@ def _merge_task_options(args, trained: str, trained_opts: dict, source: str) -> 
         if k in trained_opts and trained_opts[k] != v
     ]
     print(
-        f"vpo eval: task {args.task}{spelled} with task options {json.dumps(args.task_options)}: the checkpoint's "
+        f"{PROG}: task {args.task}{spelled} with task options {json.dumps(args.task_options)}: the checkpoint's "
         f"({source}) with --task-options on top",
         file=sys.stderr,
     )
     if changed:
-        print(f"vpo eval: note: --task-options changes {', '.join(changed)}", file=sys.stderr)
+        print(f"{PROG}: note: --task-options changes {', '.join(changed)}", file=sys.stderr)
 
 
 def _check_budget(args, m: int) -> None:
@@ -727,7 +744,7 @@ def _generate(args, out: Path, name: str):
         )
     except KeyboardInterrupt as err:
         print(
-            f"\nvpo eval: interrupted; {done['n']} of {len(examples)} prompts are saved in {pool_dir}. "
+            f"\n{PROG}: interrupted; {done['n']} of {len(examples)} prompts are saved in {pool_dir}. "
             "Rerun the same command to resume.",
             file=sys.stderr,
         )

@@ -89,8 +89,10 @@ def run_search_eval(args, pool_config, resolve_m, task_from_checkpoint) -> int:
             resume=not args.no_resume, progress=not args.quiet,
         )  # fmt: skip
     except KeyboardInterrupt as err:
+        from vpo.search.cli import PROG
+
         print(
-            f"\nvpo eval: interrupted; finished prompts are saved in {out / 'search'}. Rerun to resume.",
+            f"\n{PROG}: interrupted; finished prompts are saved in {out / 'search'}. Rerun to resume.",
             file=sys.stderr,
         )
         err.vpo_reported = True
