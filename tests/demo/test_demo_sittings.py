@@ -41,6 +41,8 @@ def test_an_interrupted_sitting_counts_in_the_resumed_demos_wall_time(tmp_path, 
     assert agg["wall_seconds"] >= 0.5 > agg["last_invocation_seconds"]
     agg["wall_seconds"], agg["last_invocation_seconds"] = 40 * 60.0, 2.7 * 60
     line = _timing_lines(agg)[0]
-    assert line.startswith("Wall time: 40.0 min on this machine") and "summed over 2 sittings (the last 2.7 min)" in line
+    assert (
+        line.startswith("Wall time: 40.0 min on this machine") and "summed over 2 sittings (the last 2.7 min)" in line
+    )
     agg["timing"]["invocations"] = 1
     assert "sittings" not in _timing_lines(agg)[0]
