@@ -339,7 +339,9 @@ def vpo_at_k_estimator(b: _Batch, cfg: EstimatorConfig, sampler: SimplexSampler)
     Per group, K weightings shared by its rollouts (as VPO's); for each, :func:`max_at_k_transform`
     gives every rollout its unbiased share of E[max of k] (k = ``max_at_k`` or max(2, G // 2)); the
     shares are averaged over the K weightings and z-scored within the group (Bessel std, as Max@k).
-    With one weighting equal to w* and m = 1 it is Max@k exactly. Reported score: the set score
+    With one weighting equal to w* and m = 1 it is Max@k to within 1e-9, not bit for bit: where every
+    share in a group is equal (k = G), float64 rounding leaves a residue that the std's eps turns
+    into up to ~1e-10 (the worst of 3000 random batches). Reported score: the set score
     averaged over the weightings (VPO's raw score)."""
     w = sampler.sample(b.num_groups, b.d, dtype=cfg.torch_dtype).to(b.rewards.device)  # [P, K, d]
     best = _best_per_weighting(b.filled(w.dtype), w, b.index).to(torch.float64)  # [N, K]
@@ -382,8 +384,11 @@ def pareto_niche_estimator(b: _Batch, cfg: EstimatorConfig, sampler):
       a mode repeated by many rollouts splits it);
     * ``s_n`` = front + niche (``invalid_score`` without a valid answer); ``A`` = GRPO z-score (Bessel).
 
-    Sign rule: specialists of an objective no one else covers, and front members, are above the
-    group mean (A > 0); dominated answers and crowded modes are below it (A < 0)."""
+    Typically specialists of an objective no one else covers, and front members, are above the
+    group mean (A > 0), and dominated answers and crowded modes below it (A < 0); not always, since
+    A is relative to the group mean: a front member that reaches no objective's group best can get
+    A < 0, and a dominated answer that shares a group best can get A > 0 (docs/estimators.md gives
+    both groups)."""
     r, v = b.rewards[:, 0, :], b.valid[:, 0]  # [N, d], [N]
     n_rows, d = r.shape
     P, counts = b.num_groups, b.counts

@@ -151,8 +151,10 @@ def _rows_with_signal(verl_name: str, ids: list[str], response_mask: torch.Tenso
     not a multiple of the data-parallel and mini-batch sizes) trains nothing whatever its advantage;
     vpo.core would refuse it as a group of one. And a prompt left with one rollout because its
     siblings failed in the agent loop (veRL's sync replay buffer still trains a failed group's
-    surviving rollouts) has no group to compare with: advantage 0, as veRL's GRPO gives it, with a
-    warning. A batch in which every real group has one rollout is a configuration error
+    surviving rollouts) has no group to compare with: advantage 0, with a warning. veRL 0.9.1's own
+    GRPO does otherwise: a group of one gets mean 0 and std 1, so the rollout keeps its raw score
+    as its advantage (pushed up whatever its quality when scores are >= 0); 0 is the safer choice
+    (docs/verl.md says where vpo's estimators depart from veRL's). A batch in which every real group has one rollout is a configuration error
     (``rollout.n=1``) and is left to vpo.core's refusal."""
     mask_rows = response_mask.detach().reshape(len(ids), -1).ne(0).any(dim=-1).cpu().tolist()
     members: dict[str, list[int]] = {}
