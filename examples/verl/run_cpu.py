@@ -21,10 +21,11 @@ same with that interpreter. What it does:
    this script being their subreaper, its session, and any naming that dir) are watched for memory
    and, when it exits, stopped by pid, and the count of leftovers is recorded.
 
-``<out>/run.json`` records the command, the task, the exit status, the wall time, the peak PSS and
-summed RSS of the run's processes, their number, the Ray leftovers, the steps without learning
-signal (every group flat) and the rollouts veRL's agent loop logged as failed (both also said on
-stderr at the end, a failed rollout with its traceback).
+``<out>/run.jsonl`` gets one JSON line per run of this script into ``<out>`` (a resumed run adds a
+line; :func:`read_runs` reads them): the command, the task, the exit status, the wall time, the peak
+PSS and summed RSS of the run's processes, their number, the Ray leftovers, the steps without
+learning signal (every group flat) and the rollouts veRL's agent loop logged as failed (both also
+said on stderr at the end, a failed rollout with its traceback).
 
     .venv-verl/bin/python examples/verl/run_cpu.py --method vpo --steps 4 --out runs/verl_cpu/vpo
     .venv-verl/bin/python examples/verl/run_cpu.py --method grpo --steps 4 --out runs/verl_cpu/grpo
@@ -624,12 +625,36 @@ PROGRESS_EVERY = 20.0
 """Seconds between the progress lines printed while main_ppo runs (its own output goes to the log)."""
 
 
-def steps_logged(metrics_path: Path) -> int:
-    """Training steps veRL's file logger has written so far."""
+def steps_logged(metrics_path: Path) -> tuple[int, int]:
+    """(the last training step veRL's file logger has written, how many steps it wrote): after a
+    resume from a checkpoint at step s, the run's first step is s + 1, so the two differ."""
+    last = count = 0
     try:
-        return sum(1 for line in metrics_path.read_text().splitlines() if '"training/global_step"' in line)
+        lines = metrics_path.read_text().splitlines()
     except OSError:
-        return 0
+        return 0, 0
+    for line in lines:
+        if '"training/global_step"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+            step = int(rec.get("data", {}).get("training/global_step", rec.get("step", 0)))
+        except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+            continue
+        count += 1
+        last = max(last, step)
+    return last, count
+
+
+def progress_phase(metrics_path: Path, steps: int) -> str:
+    """What the progress line says of the steps: the last step done of ``steps``, and how many this
+    run trained when it resumed from a checkpoint."""
+    last, count = steps_logged(metrics_path)
+    if count == 0:
+        return "starting Ray, the workers and the model"
+    if last > count:
+        return f"step {last}/{steps} done ({count} in this run, resumed after step {last - count})"
+    return f"step {last}/{steps} done"
 
 
 def wait_with_progress(proc, timeout: float, watch: MemoryWatch, metrics_path: Path, steps: int, log: Path) -> int:
@@ -646,8 +671,7 @@ def wait_with_progress(proc, timeout: float, watch: MemoryWatch, metrics_path: P
                 raise
             if now >= next_line:
                 next_line = now + PROGRESS_EVERY
-                done = steps_logged(metrics_path)
-                phase = "starting Ray, the workers and the model" if done == 0 else f"step {done}/{steps} done"
+                phase = progress_phase(metrics_path, steps)
                 print(
                     f"[run_cpu {time.strftime('%H:%M:%S')}] main_ppo {now - t0:.0f} s: {phase}; "
                     f"{watch.peak_pss / 2**30:.1f} GiB PSS, {watch.max_procs} processes at most (log: {log})",
@@ -768,9 +792,21 @@ def run(args, extra: list[str]) -> dict:
         "log": str(log_path),
         "metrics": env["VERL_FILE_LOGGER_PATH"],
     }
-    with open(out / "run.json", "a") as f:
+    with open(out / RUNS_FILE, "a") as f:
         f.write(json.dumps(rec) + "\n")
     return rec
+
+
+RUNS_FILE = "run.jsonl"
+"""The run records in ``<out>``: JSON Lines, one per run of this script there (a resume adds one)."""
+
+
+def read_runs(out: Path) -> list[dict]:
+    """The records of the runs into ``out`` (:data:`RUNS_FILE`), oldest first."""
+    path = Path(out) / RUNS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def main(argv=None) -> int:

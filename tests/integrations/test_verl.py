@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -917,9 +918,39 @@ def test_a_policy_path_that_does_not_exist_is_refused_at_once(task, tmp_path, mo
     assert "no config.json there" in capsys.readouterr().err
 
 
+def test_the_run_records_are_json_lines_under_a_jsonl_name_read_one_way(tmp_path):
+    """#51 item 6: run.json held JSON Lines (one per run, a resume adds one), so json.load failed
+    after a resume: the file is run.jsonl, read_runs reads it, and the docs name it so."""
+    recipe = _recipe()
+    assert recipe.RUNS_FILE == "run.jsonl" and recipe.read_runs(tmp_path) == []
+    for tag in ("first", "resumed"):
+        with open(tmp_path / recipe.RUNS_FILE, "a") as f:
+            f.write(json.dumps({"tag": tag, "returncode": 0}) + "\n")
+    assert [r["tag"] for r in recipe.read_runs(tmp_path)] == ["first", "resumed"]
+    src = (REPO / "examples" / "verl" / "run_cpu.py").read_text()
+    assert 'out / RUNS_FILE, "a"' in src and '"run.json"' not in src
+    for doc in (REPO / "docs" / "verl.md", REPO / "examples" / "verl" / "run_cpu.py"):
+        assert not re.search(r"run\.json(?!l)", doc.read_text()), doc
+
+
+def test_the_progress_line_after_a_resume_counts_the_steps_that_ran(tmp_path):
+    """#51 item 6: resumed from the checkpoint at step 2 of 4, the run logs steps 3 and 4 (its own
+    metrics file): the line says step 4/4, not 2/4, and that 2 of them ran in this run."""
+    recipe = _recipe()
+    path = tmp_path / "metrics.resumed.jsonl"
+    assert recipe.progress_phase(path, 4) == "starting Ray, the workers and the model"
+    rows = [{"step": s, "data": {"training/global_step": s, "vpo/score": 0.1}} for s in (3, 4)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert recipe.steps_logged(path) == (4, 2)
+    assert recipe.progress_phase(path, 4) == "step 4/4 done (2 in this run, resumed after step 2)"
+    fresh = tmp_path / "metrics.first.jsonl"
+    fresh.write_text(json.dumps({"step": 1, "data": {"training/global_step": 1}}) + "\n")
+    assert recipe.progress_phase(fresh, 4) == "step 1/4 done"
+
+
 def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
     """The recipe reads vpo's per-step metrics back: steps where every group was flat are counted in
-    run.json and named on stderr (here from a metrics file as veRL's file logger writes it)."""
+    run.jsonl and named on stderr (here from a metrics file as veRL's file logger writes it)."""
     recipe = _recipe()
     path = tmp_path / "metrics.jsonl"
     rows = [{"step": s, "data": {"vpo/flat_group_frac": f}} for s, f in [(1, 1.0), (2, 0.5), (3, 1.0)]]
@@ -937,7 +968,7 @@ def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
 
 def test_failed_rollouts_are_counted_and_shown_with_their_traceback(tmp_path, monkeypatch, capsys):
     """A rollout that raised in veRL's agent loop is logged there, and its prompt still trains on the
-    others: run.json counts such rollouts and stderr shows the first one's traceback, also after a
+    others: run.jsonl counts such rollouts and stderr shows the first one's traceback, also after a
     failed run, where it comes last (a caller keeping stderr's tail sees it)."""
     recipe = _recipe()
     log = tmp_path / "main_ppo.log"

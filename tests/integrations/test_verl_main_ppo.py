@@ -17,11 +17,11 @@ every sync, every rollout's tokens and log-probs; and veRL's own metrics file) t
 * the checkpoint saved at step 2 resumes, and the resumed run reaches step 4;
 * veRL's *training* metrics carry vpo's per-step figures (per-objective rewards, parse failures, the
   flat-group share and the mean set score, the last two equal to what the estimator was given), and
-  ``run.json`` counts the run's whole process tree (33-35 processes, PSS beside summed RSS).
+  ``run.jsonl`` counts the run's whole process tree (33-35 processes, PSS beside summed RSS).
 
 A third run, one step on a user's task file (``path.py:factory`` with ``--task-options``) whose rewards
 are constant, checks that a run without learning signal says so in its log, on stderr and in
-``run.json``.
+``run.jsonl``.
 
 Cost: about 4-5 minutes on 2 cores (most of it Ray and model start-up, three times).
 """
@@ -116,7 +116,7 @@ def runs(tmp_path_factory):
     root = Path(reuse) if reuse else tmp_path_factory.mktemp("verl_main_ppo")
     out, dump1, dump2 = root / "vpo", root / "dump1", root / "dump2"
     if reuse:
-        first, second = _read_jsonl([out / "run.json"])[-2:]
+        first, second = _read_jsonl([out / "run.jsonl"])[-2:]
     else:
         first = _run(out, root, STEPS_FIRST, dump1, "first")
         second = _run(out, root, STEPS_TOTAL, dump2, "resumed")
@@ -363,7 +363,7 @@ def test_training_metrics_carry_vpo_diagnostics_at_every_step(runs):
 
 def test_a_run_without_signal_warns_in_its_log_and_at_the_end(flat_run):
     """A user's task file (path:factory, with --task-options) trains through the recipe; its constant
-    rewards leave every group flat, which the run's log, its stderr, run.json and the metrics say."""
+    rewards leave every group flat, which the run's log, its stderr, run.jsonl and the metrics say."""
     rec = flat_run
     assert rec["task"].startswith("/") and rec["task"].endswith("pair_task.py:make")
     assert rec["task_options"] == {"k": 0.0}
@@ -377,7 +377,7 @@ def test_a_run_without_signal_warns_in_its_log_and_at_the_end(flat_run):
 
 
 def test_the_memory_figure_counts_every_process_of_the_run(runs):
-    """run.json's process count and memory come from the run's whole process tree (Ray's workers
+    """run.jsonl's process count and memory come from the run's whole process tree (Ray's workers
     included) and report PSS beside summed RSS."""
     for rec in runs["records"]:
         assert rec["process_tree"] == "subreaper"
