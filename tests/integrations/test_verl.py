@@ -948,6 +948,27 @@ def test_the_progress_line_after_a_resume_counts_the_steps_that_ran(tmp_path):
     assert recipe.progress_phase(fresh, 4) == "step 1/4 done"
 
 
+def test_a_constant_reward_keeps_vpos_signal_while_some_rollouts_write_no_valid_answer(tmp_path):
+    """docs/verl.md (#51 item 6): under VPO a rollout without a valid answer scores invalid_score (0),
+    one with answers the constant, so a group with both is not flat; a constant of 0 is."""
+    from vpo.integrations import verl_reward
+
+    (tmp_path / "pair_task.py").write_text(PAIR_TASK.replace('"b": lambda ex, a: 0.5', '"b": lambda ex, a: k'))
+    spec = f"{tmp_path / 'pair_task.py'}:make"
+    ex = {"id": 0, "question": "Say 0."}
+    answered = "<answer_1>zero</answer_1><answer_2>nil</answer_2><answer_3>0</answer_3>"
+
+    def score(text, k):
+        return verl_reward.compute_score(
+            "vpo/pair", text, ex, {"vpo_group": "g"}, task=spec, task_options={"k": k}, num_answers=3, method="vpo"
+        )["score"]
+
+    assert score(answered, 1.0) > score("no tags at all", 1.0) == 0.0  # not flat: signal
+    assert score(answered, 0.0) == score("no tags at all", 0.0) == 0.0  # flat
+    text = " ".join((REPO / "docs" / "verl.md").read_text().split())
+    assert "Under VPO a constant reward still has signal while some rollouts write no valid answer" in text
+
+
 def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
     """The recipe reads vpo's per-step metrics back: steps where every group was flat are counted in
     run.jsonl and named on stderr (here from a metrics file as veRL's file logger writes it)."""
