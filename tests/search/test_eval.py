@@ -47,6 +47,15 @@ def _gen(tiny_gen, **kw):
 
 
 # --------------------------------------------------------------------------- transformers pools
+def test_generate_takes_max_new_tokens_per_call(tiny_gen):
+    gen = _gen(tiny_gen, temperature=1.0)
+    prompts = [gen.format("write a long answer")]
+    short = gen.generate(prompts, 3, seed=0, max_new_tokens=3)
+    assert all(g.num_tokens <= 3 for g in short[0]) and gen.cfg.max_new_tokens == 24  # the config untouched
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 1"):
+        gen.generate(prompts, 1, max_new_tokens=0)
+
+
 def test_generate_pool_shapes_disk_and_rescoring(tiny_gen, char_task, tmp_path):
     exs = char_task.load()[:4]
     cfg = PoolConfig(num_answers=2, n_rollouts=3, seed=3, **SMALL)

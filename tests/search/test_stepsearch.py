@@ -51,6 +51,7 @@ class BitModel:
         self.total = 0
         self.calls = 0
         self.closed = 0  # answers finished (closing tags written), every call
+        self.limits = []  # each call's max_new_tokens
 
     def format(self, text: str, system=None) -> str:
         return f"{text}\n{ASSISTANT}"
@@ -76,8 +77,10 @@ class BitModel:
             return "1" if rng.random() < self.p else "0"
         return "1" if rng.random() < self.p else "0"
 
-    def generate(self, prompts, n, seed=0, stop=()):
+    def generate(self, prompts, n, seed=0, stop=(), max_new_tokens=None):
         self.calls += 1
+        limit = self.cfg.max_new_tokens if max_new_tokens is None else max_new_tokens
+        self.limits.append(max_new_tokens)
         rng = np.random.default_rng(seed)
         out = []
         for prompt in prompts:
@@ -85,7 +88,7 @@ class BitModel:
             row = []
             for _ in range(n):
                 text, count = "", 0
-                while count < self.cfg.max_new_tokens:
+                while count < limit:
                     tok = self._next(done + text, rng)
                     count += 1
                     if tok is None:
@@ -222,6 +225,27 @@ def test_every_generated_token_is_counted_once(search, kw):
     assert ledger.spent >= 50
     tokens_at = [a.tokens_at for a in ledger.answers]
     assert tokens_at == sorted(tokens_at) and all(0 < t <= ledger.spent for t in tokens_at)
+
+
+class _FrozenConfig:
+    """A backend config shared with other threads: the search must not set it."""
+
+    max_new_tokens = 64
+
+    def __setattr__(self, name, value):
+        raise AssertionError(f"the search set gen.cfg.{name} = {value!r}")
+
+
+def test_each_step_s_token_limit_is_passed_per_call_and_the_backend_config_is_left_alone():
+    task = make_task()
+    model = BitModel()
+    model.cfg = _FrozenConfig()
+    ex, prompt = task.load()[0], model.format("q")
+    search_prompt(model, task, ex, prompt, _cfg("beam", 40, step="tokens:2"), GOOD, seed=1)
+    beam_limits, model.limits = model.limits, []
+    assert set(beam_limits) <= {1, 2} and 2 in beam_limits  # a step of tokens:2 (1 where the rollout has 1 left)
+    search_prompt(model, task, ex, prompt, _cfg("bon", 40), GOOD, seed=1)
+    assert model.limits and set(model.limits) == {64}  # bon: a whole rollout per call
 
 
 def test_revising_a_finished_node_drops_the_answer_the_scorer_misses_least():

@@ -1,4 +1,5 @@
-"""Generation backends for candidate pools, one interface: ``generate(prompts, n, seed, stop=()) -> [[Generation] * n] * len``.
+"""Generation backends for candidate pools, one interface:
+``generate(prompts, n, seed, stop=(), max_new_tokens=None) -> [[Generation] * n] * len``.
 
 * ``transformers``: any causal LM (a path or an in-memory model + tokenizer), CPU or GPU; prompts
   batched with left padding, each repeated n times, at most ``max_batch_rows`` sequences a batch.
@@ -9,8 +10,9 @@
   backoff on 429/5xx; token counts from a local tokenizer if given, else ``usage.completion_tokens / n``.
 
 ``stop`` strings (``PoolConfig.stop_at_last_answer``) end a completion and stay in its text; token
-counts run through the first EOS or stop. :class:`PoolConfig` holds the settings, :func:`make_generator`
-picks a backend; the pool loop is :func:`vpo.search.generate.generate_pool`. Simplification: a
+counts run through the first EOS or stop. ``max_new_tokens`` caps one call's completions (default
+``PoolConfig.max_new_tokens``; step search writes a step at a time with it), per call as ``stop`` is.
+:class:`PoolConfig` holds the settings, :func:`make_generator` picks a backend; the pool loop is :func:`vpo.search.generate.generate_pool`. Simplification: a
 transformers batch is seeded as a whole, so a resumed run is reproducible only in distribution.
 """
 
@@ -364,13 +366,14 @@ class TransformersGenerator:
         return format_prompt(self.tokenizer, text, system)
 
     def generate(
-        self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()
+        self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = (), max_new_tokens: int | None = None
     ) -> list[list[Generation]]:
         """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations; a row ends at the first
-        of the ``stop`` strings (kept in its text) or EOS."""
+        of the ``stop`` strings (kept in its text), EOS or ``max_new_tokens`` (default the config's)."""
         import torch
 
         c = self.cfg
+        max_new = _call_limit(c, max_new_tokens)
         tok = self.tokenizer
         templated = bool(getattr(tok, "chat_template", None))
         old_side = tok.padding_side
@@ -386,14 +389,14 @@ class TransformersGenerator:
             if k in ("input_ids", "attention_mask")
         }
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit and enc["input_ids"].shape[1] + c.max_new_tokens > limit:
+        if limit and enc["input_ids"].shape[1] + max_new > limit:
             raise ValueError(
-                f"prompt ({enc['input_ids'].shape[1]} tokens) + max_new_tokens ({c.max_new_tokens}) exceeds the "
+                f"prompt ({enc['input_ids'].shape[1]} tokens) + max_new_tokens ({max_new}) exceeds the "
                 f"model's context of {limit} tokens; lower max_new_tokens"
             )
         sample = c.temperature > 0
         kwargs: dict[str, Any] = dict(
-            max_new_tokens=c.max_new_tokens,
+            max_new_tokens=max_new,
             do_sample=sample,
             pad_token_id=tok.pad_token_id,
             eos_token_id=self._eos,
@@ -433,6 +436,11 @@ class TransformersGenerator:
             counts = np.minimum(counts, _stop_lengths(tok, gen.numpy(), stop))
             texts = [_cut_at_stop(t, stop) for t in texts]
         return [[Generation(texts[i * n + j], float(counts[i * n + j])) for j in range(n)] for i in range(len(prompts))]
+
+
+def _call_limit(cfg: PoolConfig, max_new_tokens: int | None) -> int:
+    """One call's token limit: ``max_new_tokens`` if given, else the config's."""
+    return cfg.max_new_tokens if max_new_tokens is None else positive_int(max_new_tokens, "max_new_tokens")
 
 
 def _count_until_eos(ids: np.ndarray, eos: Sequence[int]) -> np.ndarray:
@@ -525,23 +533,24 @@ class VLLMGenerator:
     def format(self, text: str, system: str | None = None) -> str:
         return format_prompt(self.tokenizer, text, system)
 
-    def _prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
+    def _prompt_ids(self, prompts: Sequence[str], max_new: int) -> list[list[int]]:
         templated = bool(getattr(self.tokenizer, "chat_template", None))
         ids = [list(self.tokenizer(p, add_special_tokens=not templated)["input_ids"]) for p in prompts]
         longest = max(len(x) for x in ids)
-        if longest + self.cfg.max_new_tokens > self.max_model_len:
+        if longest + max_new > self.max_model_len:
             raise ValueError(
-                f"prompt ({longest} tokens) + max_new_tokens ({self.cfg.max_new_tokens}) exceeds the model's "
+                f"prompt ({longest} tokens) + max_new_tokens ({max_new}) exceeds the model's "
                 f"context of {self.max_model_len} tokens; lower max_new_tokens"
             )
         return ids
 
     def generate(
-        self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = ()
+        self, prompts: Sequence[str], n: int, seed: int = 0, stop: Sequence[str] = (), max_new_tokens: int | None = None
     ) -> list[list[Generation]]:
         """``prompts`` (already formatted) -> ``[len(prompts)][n]`` generations; a completion ends at the
-        first of the ``stop`` strings (kept in its text) or EOS."""
+        first of the ``stop`` strings (kept in its text), EOS or ``max_new_tokens`` (default the config's)."""
         c = self.cfg
+        max_new = _call_limit(c, max_new_tokens)
         k = n if c.temperature > 0 else 1  # vLLM refuses n > 1 without sampling: one greedy completion, repeated
         params = [
             self._SamplingParams(
@@ -549,14 +558,14 @@ class VLLMGenerator:
                 temperature=c.temperature,
                 top_p=c.top_p,
                 top_k=c.top_k if c.top_k > 0 else -1,
-                max_tokens=c.max_new_tokens,
+                max_tokens=max_new,
                 seed=int(seed) + i,
                 stop=list(stop) or None,
                 include_stop_str_in_output=bool(stop),
             )
             for i in range(len(prompts))
         ]
-        inputs = [{"prompt_token_ids": ids} for ids in self._prompt_ids(prompts)]
+        inputs = [{"prompt_token_ids": ids} for ids in self._prompt_ids(prompts, max_new)]
         outs = self.llm.generate(inputs, params, use_tqdm=False)
         rows = [
             [Generation(o.text, float(len(o.token_ids))) for o in sorted(out.outputs, key=lambda o: o.index)]
@@ -690,7 +699,7 @@ class OpenAIGenerator:
             return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
         return format_prompt(self.tokenizer, text, system)
 
-    def _one(self, prompt, n: int, seed: int, stop: Sequence[str] = ()) -> list[Generation]:
+    def _one(self, prompt, n: int, seed: int, stop: Sequence[str] = (), max_new: int | None = None) -> list[Generation]:
         c = self.cfg
         k = n if c.temperature > 0 else 1  # greedy: one choice, repeated (vLLM's server refuses n > 1 there)
         payload: dict[str, Any] = {
@@ -698,7 +707,7 @@ class OpenAIGenerator:
             "n": k,
             "temperature": c.temperature,
             "top_p": c.top_p,
-            "max_tokens": c.max_new_tokens,
+            "max_tokens": c.max_new_tokens if max_new is None else max_new,
             "seed": int(seed),
         }
         if c.top_k > 0:
@@ -730,11 +739,15 @@ class OpenAIGenerator:
             counts = [float(used) / k if used is not None else float("nan")] * k
         return [Generation(t, cnt) for t, cnt in zip(texts, counts) for _ in range(n // k)]
 
-    def generate(self, prompts: Sequence, n: int, seed: int = 0, stop: Sequence[str] = ()) -> list[list[Generation]]:
-        """One request per prompt (seed + its position), ``n`` choices each; a choice the server stopped
-        at one of the ``stop`` strings gets that string back at its end (servers strip it)."""
+    def generate(
+        self, prompts: Sequence, n: int, seed: int = 0, stop: Sequence[str] = (), max_new_tokens: int | None = None
+    ) -> list[list[Generation]]:
+        """One request per prompt (seed + its position), ``n`` choices each, at most ``max_new_tokens``
+        (default the config's); a choice the server stopped at one of the ``stop`` strings gets that
+        string back at its end (servers strip it)."""
+        max_new = _call_limit(self.cfg, max_new_tokens)
         with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as ex:
-            return list(ex.map(lambda ip: self._one(ip[1], n, seed + ip[0], stop), enumerate(prompts)))
+            return list(ex.map(lambda ip: self._one(ip[1], n, seed + ip[0], stop, max_new), enumerate(prompts)))
 
 
 def _restore_stop(text: str, choice: dict, stop: Sequence[str]) -> str:

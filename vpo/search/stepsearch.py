@@ -34,7 +34,6 @@ token limit is taken for a step limit (the next step then continues the text).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -199,17 +198,6 @@ class Ledger:
 # ---------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _max_tokens(gen, n: int):
-    """The backend's per-completion token limit set to ``n`` for one call (every backend reads it from its cfg)."""
-    old = gen.cfg.max_new_tokens
-    gen.cfg.max_new_tokens = int(n)
-    try:
-        yield
-    finally:
-        gen.cfg.max_new_tokens = old
-
-
 class Stepper:
     """Writes one step of many candidates of one prompt with a backend, charging the ledger."""
 
@@ -251,8 +239,8 @@ class Stepper:
         prompts = [self.prompt + p.text for p in parents]
         seed = self.seed + 104_729 * self.ledger.calls
         self.ledger.calls += 1
-        with _max_tokens(self.gen, cap):
-            outs = self.gen.generate(prompts, n, seed=seed, **({"stop": self.stop} if self.stop else {}))
+        stop = {"stop": self.stop} if self.stop else {}
+        outs = self.gen.generate(prompts, n, seed=seed, max_new_tokens=cap, **stop)
         children = []
         for parent, row in zip(parents, outs):
             for g in row:
@@ -293,8 +281,8 @@ def _bon(stepper: Stepper, budget: int) -> None:
         rollouts += n
         seed = stepper.seed + 104_729 * ledger.calls
         ledger.calls += 1
-        with _max_tokens(stepper.gen, cfg.max_new_tokens):
-            outs = stepper.gen.generate([stepper.prompt], n, seed=seed, **({"stop": stop} if stop else {}))
+        kw = {"stop": stop} if stop else {}
+        outs = stepper.gen.generate([stepper.prompt], n, seed=seed, max_new_tokens=cfg.max_new_tokens, **kw)
         for g in outs[0]:
             ledger.charge(g.num_tokens)
             ledger.register(Candidate(g.text, int(round(g.num_tokens)), [], True))
