@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from vpo.core.no_signal import FLAT_EPS, WARN_EVERY, NoSignalWatch, flat_groups
 from vpo.integrations.verl_reward import reward_matrix_from_extra
 
 __all__ = ["step_metrics", "SignalWatch", "install", "TRAINER_MODULE", "WARN_EVERY"]
@@ -44,12 +45,7 @@ TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
 """The veRL module whose ``PPOTrainer._compute_metrics`` (called once per training step, before the
 step's data is cleared) :func:`install` wraps."""
 
-WARN_EVERY = 10
-"""At most one every-group-flat warning per this many steps (the counter is logged every step)."""
-
-FLAT_EPS = 1e-6
-"""Scores of a group within this of each other count as flat (vpo.core's ``eps``: its estimators give
-such a group advantage 0)."""
+# WARN_EVERY and FLAT_EPS: vpo.core.no_signal's, the rule and cadence VPOTrainer uses too
 
 _R_KEY = re.compile(r"^vpo_r(\d+)_(.+)$")
 
@@ -75,47 +71,39 @@ def step_metrics(infos: Sequence[Any], uids: Sequence[Any], eps: float = FLAT_EP
     for j, name in enumerate(objectives):
         out[f"vpo/objective/{name}"] = float(rewards[..., j][valid].mean()) if valid.any() else float("nan")
     scores = np.array([float(r.get("score", np.nan)) for r in rows])
-    stds, flat = [], []
-    for g in dict.fromkeys(groups):
-        s = scores[[i for i, x in enumerate(groups) if x == g]]
-        stds.append(float(s.std()))
-        flat.append(bool(np.ptp(s) <= eps) if np.isfinite(s).all() else False)
+    stds = [float(scores[[i for i, x in enumerate(groups) if x == g]].std()) for g in dict.fromkeys(groups)]
+    flat = flat_groups(scores, groups, eps)
     out["vpo/score"] = float(scores.mean())
     out["vpo/group_std"] = float(np.mean(stds))
     out["vpo/flat_group_frac"] = float(np.mean(flat))
     return out
 
 
-class SignalWatch:
-    """Counts the training steps in which every group was flat and warns about them (the first, then
-    at most once every :data:`WARN_EVERY` steps), as :class:`vpo.train.VPOTrainer` does."""
+class SignalWatch(NoSignalWatch):
+    """:class:`vpo.core.no_signal.NoSignalWatch` fed with a step's :func:`step_metrics`, with veRL's
+    wording: counts the steps in which every group was flat and warns about them (the first, then at
+    most once every :data:`WARN_EVERY` steps), as :class:`vpo.train.VPOTrainer` does."""
 
-    def __init__(self) -> None:
-        self.flat_steps = 0
-        self.warned_at: int | None = None
-
-    def observe(self, step: int, metrics: dict[str, float]) -> None:
+    def observe(self, step: int, metrics: dict[str, float]) -> None:  # type: ignore[override]
         """Add ``vpo/flat_group_batches`` to ``metrics`` (the step's :func:`step_metrics`) and warn
         when this step had no learning signal."""
         if "vpo/flat_group_frac" not in metrics:
             return
-        flat = metrics["vpo/flat_group_frac"] >= 1.0
-        self.flat_steps += flat
-        metrics["vpo/flat_group_batches"] = float(self.flat_steps)
-        if flat and (self.warned_at is None or step - self.warned_at >= WARN_EVERY):
-            self.warned_at = step
-            why = (
-                "no rollout had a parsable answer"
-                if metrics.get("vpo/parse_failure_rate", 0.0) >= 1.0
-                else "the rollouts of each prompt got the same score"
-            )
-            warnings.warn(
+        why = (
+            "no rollout had a parsable answer"
+            if metrics.get("vpo/parse_failure_rate", 0.0) >= 1.0
+            else "the rollouts of each prompt got the same score"
+        )
+
+        def message(total: int) -> str:
+            return (
                 f"vpo (veRL): step {step}: every group is flat ({why}), so every advantage is 0 and this step "
-                f"did not change the policy ({self.flat_steps} such step(s) so far; see vpo/flat_group_frac "
-                "and vpo/parse_failure_rate in the metrics)",
-                RuntimeWarning,
-                stacklevel=2,
+                f"did not change the policy ({total} such step(s) so far; see vpo/flat_group_frac "
+                "and vpo/parse_failure_rate in the metrics)"
             )
+
+        total = super().observe(step, metrics["vpo/flat_group_frac"] >= 1.0, message, stacklevel=3)
+        metrics["vpo/flat_group_batches"] = float(total)
 
 
 _WATCH = SignalWatch()

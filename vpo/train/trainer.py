@@ -30,6 +30,7 @@ from trl import GRPOTrainer
 
 from vpo.core.answers import answer_instruction
 from vpo.core.estimators import compute_advantages, row_weights
+from vpo.core.no_signal import NoSignalWatch, flat_group_fraction
 from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
@@ -347,7 +348,7 @@ class VPOTrainer(GRPOTrainer):
         # TRL's logged "reward" and the trl_* advantages use reward_weights as given (w* when unset)
         self.reward_weights = torch.tensor(trl_weights, dtype=torch.float32)
         self._zero_signal = {"total": 0, "streak": 0, "warned_at": None}
-        self._flat = {"total": 0, "warned_at": None}
+        self._flat = NoSignalWatch(ZERO_SIGNAL_WARN_EVERY)
         self._local_violations = 0.0
         self._local_score_errors = 0.0
 
@@ -656,7 +657,7 @@ class VPOTrainer(GRPOTrainer):
             "advantages": adv_all.detach().cpu(),
             "group_size": G,
         }
-        self._log_vpo(res.diagnostics, flat_group_fraction(adv_all, G))
+        self._log_vpo(res.diagnostics, flat_group_fraction(res.scores, res.group_index))
         return output
 
     def _log_vpo(self, diag: dict | None, flat_frac: float | None = None) -> None:
@@ -688,28 +689,27 @@ class VPOTrainer(GRPOTrainer):
             self._check_flat_groups(mode, metrics, flat_frac, zero_signal=cause is not None)
 
     def _check_flat_groups(self, mode: str, metrics, flat_frac: float, zero_signal: bool) -> None:
-        """Log ``vpo/flat_group_frac`` (groups whose rollouts all got the same advantage 0) and
+        """Log ``vpo/flat_group_frac`` (groups whose rollouts all scored alike, vpo.core.no_signal's rule) and
         ``vpo/flat_group_batches`` (training batches where every group was flat, so the gradient is 0;
         counted beside ``vpo/zero_signal_batches``), and warn about such a batch at most once every
         ``ZERO_SIGNAL_WARN_EVERY`` steps."""
         metrics["vpo/flat_group_frac"].append(float(flat_frac))
         if mode != "train":
             return
-        f = self._flat
         flat = flat_frac >= 1.0 and not zero_signal  # a batch without signal for another cause is said there
-        f["total"] += bool(flat)
-        metrics["vpo/flat_group_batches"].append(float(f["total"]))
         step = int(self.state.global_step)
-        if flat and (f["warned_at"] is None or step - f["warned_at"] >= ZERO_SIGNAL_WARN_EVERY):
-            f["warned_at"] = step
-            warnings.warn(
+        total = self._flat.observe(
+            step,
+            flat,
+            lambda total: (
                 f"vpo: step {step}: every group is flat: all {self.num_generations} rollouts of each prompt scored "
-                f"the same, so every advantage is 0 and this batch teaches nothing ({f['total']} such batch(es) in "
+                f"the same, so every advantage is 0 and this batch teaches nothing ({total} such batch(es) in "
                 "all, vpo/flat_group_batches); the prompts are too easy or too hard for the model now, or the "
-                "rewards too coarse: raise num_generations or temperature, or check the task's scorer",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+                "rewards too coarse: raise num_generations or temperature, or check the task's scorer"
+            ),
+            stacklevel=3,
+        )
+        metrics["vpo/flat_group_batches"].append(float(total))
 
     def _zero_signal_cause(self, rewards: torch.Tensor, valid: torch.Tensor, parsed: float) -> str | None:
         """Why this batch has no learning signal (no answer parsed, none valid, no finite reward), or None."""
@@ -856,16 +856,6 @@ class VPOTrainer(GRPOTrainer):
                 )
             state = torch.load(path, weights_only=False)
             self.vpo_sampler.load_state_dict(state["sampler"])
-
-
-def flat_group_fraction(advantages: torch.Tensor, group_size: int, atol: float = 1e-8) -> float:
-    """The share of groups (``group_size`` consecutive rollouts) whose advantages are all 0: every
-    rollout of the prompt scored the same, so the group adds nothing to the gradient."""
-    a = advantages.detach().reshape(advantages.shape[0], -1).abs().amax(-1)
-    g = max(int(group_size), 1)
-    if a.numel() == 0 or a.numel() % g:
-        return 0.0
-    return float((a.reshape(-1, g).amax(-1) <= atol).float().mean())
 
 
 def group_reward_diversity(rewards: torch.Tensor, valid: torch.Tensor, group_size: int) -> float:
