@@ -10,7 +10,8 @@ import pytest
 
 from vpo._util import add_dataclass_flags, field_docs
 from vpo.search.backends import PoolConfig
-from vpo.search.cli import POOL_FLAGS, _pool_config, add_parser
+from vpo.search.cli import EVAL_FLAGS, POOL_FLAGS, _metric_kwargs, _pool_config, add_parser
+from vpo.search.metrics import EvalConfig
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,25 @@ def test_every_generation_flag_has_its_fields_default_and_help():
         assert a.help.startswith(docs[field].replace("%", "%%")), flag
     assert actions["--backend"].choices == ["auto", "transformers", "vllm", "openai"]
     assert actions["--stop-at-last-answer"].const is True  # a switch
+
+
+def test_every_metric_flag_has_its_eval_config_fields_default_and_help():
+    root = argparse.ArgumentParser()
+    add_parser(root.add_subparsers(dest="cmd"))
+    defaults = {f.name: f.default for f in dataclasses.fields(EvalConfig)}
+    docs = field_docs(EvalConfig)
+    for cmd in ("eval", "compare"):
+        sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices[cmd]
+        actions = {s: a for a in sub._actions for s in a.option_strings}
+        for flag, field in EVAL_FLAGS.items():
+            assert actions[flag].default == defaults[field], (cmd, flag)
+            assert actions[flag].help.startswith(docs[field].replace("%", "%%")), (cmd, flag)
+        assert actions["--eval-seeds"].default == len(EvalConfig().seeds)
+    args = _eval_parser().parse_args(["eval"])
+    kw = _metric_kwargs(args)
+    built = EvalConfig(**{k: v for k, v in kw.items() if k != "embed_diversity"})
+    assert built == EvalConfig(ks=None)  # the flags' defaults are the dataclass's
+    assert ":func:" not in "".join(docs[f] for f in EVAL_FLAGS.values())  # help text, not reST
 
 
 def test_the_flags_build_the_pool_config_they_name():

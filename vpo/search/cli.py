@@ -73,6 +73,17 @@ POOL_FLAGS = {
 flag's default, type and help are the field's (``--endpoint`` too, in the "what to evaluate" group)."""
 
 
+EVAL_FLAGS = {
+    "--bootstrap": "bootstrap",
+    "--ci-level": "ci_level",
+    "--pass-threshold": "pass_threshold",
+    "--num-weightings": "num_weightings",
+    "--weight-alpha": "weight_alpha",
+}
+"""The metric flags of ``vpo eval`` and ``vpo compare`` and the :class:`~vpo.search.metrics.EvalConfig`
+field each sets (default, type and help from the field; ``--eval-seeds N`` sets ``seeds`` to 0..N-1)."""
+
+
 def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
@@ -107,25 +118,15 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="answer budgets k, e.g. 1,3,5,10,30 (default: those the pool allows, plus its size)",
     )
+    from vpo.search.metrics import EvalConfig
+
     g.add_argument(
-        "--eval-seeds", type=int, default=5, help="eval seeds for the matched-budget draw of rollouts (default 5)"
-    )
-    g.add_argument(
-        "--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts for CIs (default 1000; 0 = none)"
-    )
-    g.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
-    g.add_argument(
-        "--pass-threshold", type=float, default=1.0, help="an answer passes when every component is >= this (default 1)"
-    )
-    g.add_argument(
-        "--num-weightings",
+        "--eval-seeds",
         type=int,
-        default=64,
-        help="K fixed Dir(alpha) weightings for E_w[best@k] (default 64; the set the trainer's pool_set_score log uses)",
+        default=len(EvalConfig.seeds),
+        help=f"how many eval seeds (0..N-1) for the matched-budget draw of rollouts (default {len(EvalConfig.seeds)})",
     )
-    g.add_argument(
-        "--weight-alpha", type=float, default=None, help="Dirichlet concentration of those weightings (default 1)"
-    )
+    add_dataclass_flags(g, EvalConfig, EVAL_FLAGS)
     g.add_argument(
         "--pool-stats",
         choices=["valid", "reference", "off"],
@@ -335,14 +336,9 @@ def _metric_kwargs(args) -> dict:
         ci_level=args.ci_level,
         pass_threshold=args.pass_threshold,
         num_weightings=args.num_weightings,
-        weight_alpha=_weight_alpha(args),
+        weight_alpha=args.weight_alpha,
         embed_diversity=args.embed_diversity,
     )
-
-
-def _weight_alpha(args) -> float:
-    """``--weight-alpha`` (default 1)."""
-    return 1.0 if args.weight_alpha is None else float(args.weight_alpha)
 
 
 def _evaluate(pool, args):

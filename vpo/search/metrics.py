@@ -74,7 +74,8 @@ class EvalConfig:
     pass_threshold: float = 1.0
     """A valid answer passes when every reward component is >= this (1.0 = all tests pass)."""
     num_weightings: int = FIXED_NUM_WEIGHTINGS
-    """K, the fixed Dir(alpha) weightings of E_w[best@k] (:func:`vpo.core.fixed_weights`)."""
+    """K, the fixed Dir(alpha) weightings of E_w[best@k] (vpo.core.fixed_weights; the set the trainer's
+    pool_set_score log uses)."""
     weight_alpha: float = 1.0
     """Dirichlet concentration of those weightings (paper: 1)."""
     weight_seed: int = FIXED_WEIGHT_SEED
