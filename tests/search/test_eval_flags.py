@@ -10,7 +10,7 @@ import pytest
 
 from vpo._util import add_dataclass_flags, field_docs
 from vpo.search.backends import PoolConfig
-from vpo.search.cli import EVAL_FLAGS, POOL_FLAGS, _metric_kwargs, _pool_config, add_parser
+from vpo.search.cli import EVAL_FLAGS, POOL_FLAGS, SEARCH_FLAGS, _metric_kwargs, _pool_config, add_parser
 from vpo.search.metrics import EvalConfig
 
 
@@ -54,6 +54,27 @@ def test_every_metric_flag_has_its_eval_config_fields_default_and_help():
     built = EvalConfig(**{k: v for k, v in kw.items() if k != "embed_diversity"})
     assert built == EvalConfig(ks=None)  # the flags' defaults are the dataclass's
     assert ":func:" not in "".join(docs[f] for f in EVAL_FLAGS.values())  # help text, not reST
+
+
+def test_every_search_flag_has_its_search_config_fields_default_and_help():
+    from vpo.errors import UserError
+    from vpo.search.searchcli import _search_config, searching
+    from vpo.search.stepsearch import SearchConfig
+
+    actions = _actions(_eval_parser())
+    defaults = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
+    docs = field_docs(SearchConfig)
+    for flag, field in SEARCH_FLAGS.items():
+        assert actions[flag].default == defaults[field], flag
+        assert actions[flag].help.startswith(docs[field].replace("%", "%%")), flag
+    assert actions["--search"].choices == ["bon", "beam", "tree"]
+    plain = _eval_parser().parse_args(["eval"])
+    assert not searching(plain)  # the dataclass's defaults: today's best-of-n pool
+    beam = _eval_parser().parse_args(["eval", "--search", "beam", "--budget-tokens", "64", "--beam-expand", "3"])
+    cfg = _search_config(beam, m=2)
+    assert searching(beam) and (cfg.search, cfg.budget_tokens, cfg.expand, cfg.num_answers) == ("beam", 64, 3, 2)
+    with pytest.raises(UserError, match="--search tree needs --budget-tokens B"):
+        _search_config(_eval_parser().parse_args(["eval", "--search", "tree"]), m=1)
 
 
 def test_the_flags_build_the_pool_config_they_name():

@@ -36,14 +36,14 @@ def test_a_failing_load_is_one_line_naming_the_task_and_the_split():
 
 
 def test_the_trainer_and_vpo_eval_share_the_refusal():
-    """One refusal, not three: the trainer, its search-evaluation callback and `vpo eval` call
+    """One refusal, not four: the trainer, its search-evaluation callback, `vpo eval` and `vpo eval --search` call
     load_split(required=True) and carry no empty-split message of their own."""
     from pathlib import Path
 
     import vpo
 
     root = Path(vpo.__file__).parent
-    for rel in ("train/trainer.py", "train/callbacks.py", "search/cli.py"):
+    for rel in ("train/trainer.py", "train/callbacks.py", "search/cli.py", "search/searchcli.py"):
         src = (root / rel).read_text()
         assert "required=True" in src, rel
         assert "has no examples" not in src, rel

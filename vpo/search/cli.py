@@ -84,6 +84,22 @@ EVAL_FLAGS = {
 field each sets (default, type and help from the field; ``--eval-seeds N`` sets ``seeds`` to 0..N-1)."""
 
 
+SEARCH_FLAGS = {
+    "--search": "search",
+    "--budget-tokens": "budget_tokens",
+    "--step": "step",
+    "--beam-width": "beam_width",
+    "--beam-expand": "expand",
+    "--tree-algo": "tree_algo",
+    "--tree-batch": "tree_batch",
+    "--step-scorer": "step_scorer",
+    "--step-aggregate": "step_aggregate",
+}
+"""``vpo eval``'s search flags and the :class:`~vpo.search.stepsearch.SearchConfig` field each sets
+(default, type and help from the field; ``max_new_tokens``, ``num_answers`` and ``seed`` come from
+the generation flags)."""
+
+
 def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
@@ -173,60 +189,11 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "search beyond best-of-n (docs/eval.md, 'Search beyond best-of-n, at matched tokens'; writes search.json, "
         "search.md, tokens_vs_best.png)"
     )
-    s.add_argument(
-        "--search",
-        choices=["bon", "beam", "tree"],
-        default="bon",
-        help="bon (default): independent rollouts, today's pool unless --budget-tokens is given; beam: step-wise "
-        "beam search by a step scorer; tree: treequest's AB-MCTS or best-first over the same steps (pip install -e "
-        '".[tree]")',
-    )
-    s.add_argument(
-        "--budget-tokens",
-        type=int,
-        default=None,
-        metavar="B",
-        help="generated tokens per prompt every search may spend (required for beam and tree; with bon it runs the "
-        "budgeted best-of-n that beam and tree are compared to)",
-    )
-    s.add_argument(
-        "--step",
-        default="answer",
-        metavar="STEP",
-        help="what a search step writes: answer (up to the next closing answer tag; default), tokens:N or delim:TEXT",
-    )
-    s.add_argument("--beam-width", type=int, default=4, help="beam: partial candidates kept (default 4)")
-    s.add_argument(
-        "--beam-expand",
-        type=int,
-        default=4,
-        help="beam: samples of the next step per candidate; best_first tree: children per expansion (default 4)",
-    )
-    s.add_argument(
-        "--tree-algo",
-        choices=["abmcts", "best_first"],
-        default="abmcts",
-        help="tree: treequest's AB-MCTS-A (default) or best-first search",
-    )
-    s.add_argument(
-        "--tree-batch",
-        type=int,
-        default=1,
-        help="tree: expansions chosen together and generated in one call (default 1: one at a time)",
-    )
-    s.add_argument(
-        "--step-scorer",
-        default=None,
-        metavar="SPEC",
-        help="task (the task's step_score; default when it has one), verifier (the task's verifier on complete "
-        "answers; the default otherwise) or module:function taking (example, partial_text) -> vector or number",
-    )
-    s.add_argument(
-        "--step-aggregate",
-        choices=["last", "min", "prod"],
-        default="last",
-        help="a candidate's score from its steps' scores (default last)",
-    )
+    from vpo.search.stepscore import AGGREGATES
+    from vpo.search.stepsearch import SEARCHES, TREE_ALGOS, SearchConfig
+
+    choices = {"search": SEARCHES, "tree_algo": TREE_ALGOS, "step_aggregate": AGGREGATES}
+    add_dataclass_flags(s, SearchConfig, SEARCH_FLAGS, choices=choices)
     s.add_argument(
         "--budget-points",
         type=int,

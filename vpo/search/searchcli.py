@@ -12,28 +12,19 @@ __all__ = ["searching", "run_search_eval", "compare_searches"]
 
 def searching(args) -> bool:
     """Whether ``vpo eval`` runs a budgeted search rather than today's best-of-n pool."""
-    return getattr(args, "search", "bon") != "bon" or getattr(args, "budget_tokens", None) is not None
+    from vpo.search.stepsearch import SearchConfig
+
+    return getattr(args, "search", SearchConfig.search) != SearchConfig.search or (
+        getattr(args, "budget_tokens", None) is not None
+    )
 
 
 def _search_config(args, m: int):
+    from vpo.search.cli import SEARCH_FLAGS, _dest
     from vpo.search.stepsearch import SearchConfig
 
-    if args.budget_tokens is None:
-        raise UserError(f"--search {args.search} needs --budget-tokens B: the generated tokens per prompt it may spend")
-    return SearchConfig(
-        search=args.search,
-        budget_tokens=args.budget_tokens,
-        step=args.step,
-        beam_width=args.beam_width,
-        expand=args.beam_expand,
-        step_scorer=args.step_scorer,
-        step_aggregate=args.step_aggregate,
-        tree_algo=args.tree_algo,
-        tree_batch=args.tree_batch,
-        max_new_tokens=args.max_new_tokens,
-        num_answers=m,
-        seed=args.seed,
-    )
+    flags = {field: getattr(args, _dest(flag)) for flag, field in SEARCH_FLAGS.items()}
+    return SearchConfig(**flags, max_new_tokens=args.max_new_tokens, num_answers=m, seed=args.seed)
 
 
 def _check_args(args) -> None:
@@ -73,11 +64,7 @@ def run_search_eval(args, pool_config, resolve_m, task_from_checkpoint) -> int:
     if cfg.search == "tree":
         require_treequest()  # before loading a model
     scorer = make_step_scorer(cfg.step_scorer, task, m)
-    examples = load_split(task, args.split, n=args.num_prompts, spec=args.task)
-    if not examples:
-        raise UserError(
-            f"task {args.task!r}: its {args.split!r} split has no examples; check --split and --task-options"
-        )
+    examples = load_split(task, args.split, n=args.num_prompts, spec=args.task, required=True, purpose="search")
     pcfg = pool_config(args, m)
     gen = make_generator(args.model, pcfg)
     system = pcfg.system_prompt if pcfg.system_prompt is not None else getattr(task, "system_prompt", None)

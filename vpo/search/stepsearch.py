@@ -76,19 +76,29 @@ def require_treequest():
 class SearchConfig:
     """How ``vpo eval --search`` searches (saved with the run)."""
 
-    search: str = "beam"
-    budget_tokens: int = 512
-    """Generated tokens per prompt the search may spend."""
+    search: str = "bon"
+    """bon: independent rollouts (vpo eval: today's pool unless --budget-tokens is given); beam: step-wise
+    beam search by a step scorer; tree: treequest's AB-MCTS or best-first over the same steps
+    (pip install -e ".[tree]")."""
+    budget_tokens: int | None = None
+    """Generated tokens per prompt the search may spend (required; with bon it runs the budgeted
+    best-of-n that beam and tree are compared to)."""
     step: str = "answer"
-    """``answer``, ``tokens:N`` or ``delim:TEXT``."""
+    """What a search step writes: answer (up to the next closing answer tag), tokens:N or delim:TEXT."""
     beam_width: int = 4
+    """Beam: partial candidates kept."""
     expand: int = 4
-    """Samples of the next step per beam candidate."""
+    """Beam: samples of the next step per candidate; best_first tree: children per expansion."""
     step_scorer: str | None = None
+    """task (the task's step_score; the default when it has one), verifier (the task's verifier on
+    complete answers; the default otherwise) or module:function taking (example, partial_text) ->
+    vector or number."""
     step_aggregate: str = "last"
+    """A candidate's score from its steps' scores: last, min or prod."""
     tree_algo: str = "abmcts"
+    """Tree: treequest's AB-MCTS-A (abmcts) or best-first search (best_first)."""
     tree_batch: int = 1
-    """Tree expansions chosen together and generated in one backend call (1: one at a time)."""
+    """Tree: expansions chosen together and generated in one backend call (1: one at a time)."""
     max_new_tokens: int = 256
     """Tokens of one whole rollout (all m answers), as for best-of-n."""
     num_answers: int = 1
@@ -97,6 +107,10 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
             raise UserError(f"--search {self.search!r}: choose one of {', '.join(SEARCHES)}")
+        if self.budget_tokens is None:
+            raise UserError(
+                f"--search {self.search} needs --budget-tokens B: the generated tokens per prompt it may spend"
+            )
         if self.step_aggregate not in AGGREGATES:
             raise UserError(f"--step-aggregate {self.step_aggregate!r}: choose one of {', '.join(AGGREGATES)}")
         if self.tree_algo not in TREE_ALGOS:
