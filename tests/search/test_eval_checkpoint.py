@@ -57,11 +57,11 @@ def test_named_task_keeps_the_checkpoints_task_options(checkpoint_run):
 def test_task_options_on_the_command_line_win_over_the_checkpoints(tmp_path):
     from argparse import Namespace
 
-    from vpo.search.cli import _task_from_checkpoint
+    from vpo.search.evalsetup import task_from_checkpoint
 
     (tmp_path / "vpo_args.json").write_text(json.dumps(TRAINED))
     args = Namespace(model=str(tmp_path), task="maze", task_options={"size": 7})
-    _task_from_checkpoint(args)
+    task_from_checkpoint(args)
     assert args.task_options == {"size": 7, "instruction": "short"}
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from vpo._util import add_dataclass_flags, field_docs
 from vpo.search.backends import PoolConfig
-from vpo.search.cli import EVAL_FLAGS, POOL_FLAGS, SEARCH_FLAGS, _metric_kwargs, _pool_config, add_parser
+from vpo.search.cli import EVAL_FLAGS, SEARCH_FLAGS, _metric_kwargs, add_parser
+from vpo.search.evalsetup import POOL_FLAGS, pool_config
 from vpo.search.metrics import EvalConfig
 
 
@@ -81,7 +82,7 @@ def test_the_flags_build_the_pool_config_they_name():
     args = _eval_parser().parse_args(
         ["eval", "--rollouts", "5", "--top-p", "0.9", "--threads", "3", "--batch-rows", "7", "--stop-at-last-answer"]
     )
-    cfg = _pool_config(args, m=3)
+    cfg = pool_config(args, m=3)
     assert (cfg.num_answers, cfg.n_rollouts, cfg.top_p, cfg.num_threads, cfg.max_batch_rows) == (3, 5, 0.9, 3, 7)
     assert cfg.stop_at_last_answer is True
     untouched = (

@@ -198,7 +198,7 @@ def test_eval_reads_m_from_training_args_bin(tmp_path):
     """A checkpoint without vpo_args.json (an older run): num_answers from training_args.bin."""
     import torch
 
-    from vpo.search.cli import checkpoint_settings
+    from vpo.search.evalsetup import checkpoint_settings
     from vpo.train.config import VPOConfig
 
     torch.save(

@@ -23,7 +23,8 @@ Where things live (a new metric of a pool goes in :mod:`metrics` if every answer
 * search beyond best-of-n: :mod:`stepsearch` (bon, beam, tree at matched tokens), :mod:`stepscore`
   (step scorers), :mod:`searchrun`, :mod:`searchreport`, :mod:`searchcli`;
 * output and commands: :mod:`report`, :mod:`plots`, :mod:`cli` (``vpo eval``/``vpo compare``),
-  :mod:`check` (``vpo check``).
+  :mod:`evalsetup` (what both ``vpo eval`` paths set up: checkpoint settings, m, the generation
+  flags), :mod:`check` (``vpo check``).
 
 Importing this package is light: numpy only; transformers/torch/vLLM load when a backend is built,
 matplotlib when a plot is drawn.

@@ -195,7 +195,9 @@ def _run_eval(argv: list[str]) -> int:
     search_cli.add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
     ns = parser.parse_args(argv)
     ns.debug = False
-    with search_cli.as_command("vpo check"):  # its notes say "vpo check:", the command the user ran
+    from vpo.search.evalsetup import as_command
+
+    with as_command("vpo check"):  # its notes say "vpo check:", the command the user ran
         return int(ns.func(ns) or 0)
 
 

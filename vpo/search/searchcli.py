@@ -20,7 +20,8 @@ def searching(args) -> bool:
 
 
 def _search_config(args, m: int):
-    from vpo.search.cli import SEARCH_FLAGS, _dest
+    from vpo.search.cli import SEARCH_FLAGS
+    from vpo.search.evalsetup import dest as _dest
     from vpo.search.stepsearch import SearchConfig
 
     flags = {field: getattr(args, _dest(flag)) for flag, field in SEARCH_FLAGS.items()}
@@ -40,9 +41,10 @@ def _check_args(args) -> None:
         raise UserError("--out is required: the run directory for the search records and the reports")
 
 
-def run_search_eval(args, pool_config, resolve_m, task_from_checkpoint) -> int:
+def run_search_eval(args) -> int:
     """``vpo eval --search ...``: search every prompt, write ``OUT/search/`` and the reports."""
     from vpo.search.backends import make_generator
+    from vpo.search.evalsetup import pool_config, resolve_m, task_from_checkpoint
     from vpo.search.searchreport import write_search_report
     from vpo.search.searchrun import run_search, search_metrics
     from vpo.search.stepscore import make_step_scorer
@@ -76,10 +78,10 @@ def run_search_eval(args, pool_config, resolve_m, task_from_checkpoint) -> int:
             resume=not args.no_resume, progress=not args.quiet,
         )  # fmt: skip
     except KeyboardInterrupt as err:
-        from vpo.search.cli import PROG
+        from vpo.search import evalsetup
 
         print(
-            f"\n{PROG}: interrupted; finished prompts are saved in {out / 'search'}. Rerun to resume.",
+            f"\n{evalsetup.PROG}: interrupted; finished prompts are saved in {out / 'search'}. Rerun to resume.",
             file=sys.stderr,
         )
         err.vpo_reported = True
