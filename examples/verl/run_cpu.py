@@ -20,6 +20,9 @@ same with that interpreter. What it does:
 4. Ray: main_ppo starts a local cluster in its own temp dir; the run's processes (its process tree,
    this script being their subreaper, its session, and any naming that dir) are watched for memory
    and, when it exits, stopped by pid, and the count of leftovers is recorded.
+5. after a run that saved a checkpoint, the latest one is merged into ``<out>/model`` (veRL's
+   ``model_merger``) with the run's task, options and m in its ``vpo_args.json``: ``vpo eval --model
+   <out>/model`` evaluates it as it evaluates a ``vpo train`` checkpoint (``--no-model``: no merge).
 
 ``<out>/run.jsonl`` gets one JSON line per run of this script into ``<out>`` (a resumed run adds a
 line; :func:`read_runs` reads them): the command, the task, the exit status, the wall time, the peak
@@ -792,9 +795,71 @@ def run(args, extra: list[str]) -> dict:
         "log": str(log_path),
         "metrics": env["VERL_FILE_LOGGER_PATH"],
     }
+    if rc == 0 and args.save_freq > 0 and not args.no_model:
+        settings = model_settings(task, task_options, m, args.method)
+        model, why = export_model(out, settings, env, out / f"merge.{tag}.log")
+        rec.update(model=str(model) if model else None, model_error=why or None)
     with open(out / RUNS_FILE, "a") as f:
         f.write(json.dumps(rec) + "\n")
     return rec
+
+
+MODEL_DIR = "model"
+"""``<out>/model``: the latest checkpoint's actor merged into an HF model (veRL's model_merger) with the
+run's task, its options and m in ``vpo_args.json``, so ``vpo eval --model <out>/model`` evaluates it
+as it evaluates a ``vpo train`` checkpoint (veRL's own ``huggingface/`` folder holds no weights)."""
+
+
+def latest_actor(checkpoints: Path) -> tuple[Path, int] | None:
+    """(the actor folder, its step) of the latest checkpoint veRL saved under ``checkpoints``
+    (``latest_checkpointed_iteration.txt``); None without one."""
+    try:
+        step = int((checkpoints / "latest_checkpointed_iteration.txt").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    actor = checkpoints / f"global_step_{step}" / "actor"
+    return (actor, step) if actor.is_dir() else None
+
+
+def merge_command(actor: Path, target: Path) -> list[str]:
+    """veRL's model merger: an FSDP actor checkpoint -> HF weights, config and tokenizer in ``target``."""
+    return [
+        sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+        "--local_dir", str(actor), "--target_dir", str(target),
+    ]  # fmt: skip
+
+
+def model_settings(task: str, task_options: dict, num_answers: int, method: str) -> dict:
+    """The ``vpo_args.json`` beside the merged model: what ``vpo eval`` takes from a checkpoint (the
+    task, its options, m) and where the weights came from (:func:`export_model` adds the step)."""
+    return {
+        "task": task,
+        "task_options": task_options,
+        "num_answers": num_answers,
+        "verl_method": method,
+        "trained_by": "veRL main_ppo (examples/verl/run_cpu.py)",
+    }
+
+
+def export_model(out: Path, settings: dict, env: dict, log: Path, run=subprocess.run) -> tuple[Path | None, str]:
+    """Merge the latest checkpoint into ``<out>/model`` (:data:`MODEL_DIR`) and write its
+    ``vpo_args.json``: (the folder, "") or (None, why not). The merger's output goes to ``log``; a
+    failed merge leaves any earlier model in place."""
+    found = latest_actor(out / "checkpoints")
+    if found is None:
+        return None, f"no checkpoint under {out / 'checkpoints'}"
+    actor, step = found
+    tmp, target = out / f"{MODEL_DIR}.partial", out / MODEL_DIR
+    shutil.rmtree(tmp, ignore_errors=True)
+    with open(log, "a") as f:
+        rc = run(merge_command(actor, tmp), env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc != 0 or not any(tmp.glob("*.safetensors")) or not (tmp / "config.json").exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None, f"veRL's model_merger failed on {actor} (exit {rc}; its output is in {log})"
+    (tmp / "vpo_args.json").write_text(json.dumps({**settings, "global_step": step}, indent=1))
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target, ""
 
 
 RUNS_FILE = "run.jsonl"
@@ -807,6 +872,18 @@ def read_runs(out: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def say_model(rec: dict) -> None:
+    """Where the evaluable model is, and the command that evaluates it (or why there is none)."""
+    if rec.get("model"):
+        print(
+            f"model: {rec['model']} (the latest checkpoint merged, with the run's task, options and m in its "
+            f"vpo_args.json); evaluate it: vpo eval --model {rec['model']} --out {Path(rec['model']).parent / 'eval'}",
+            file=sys.stderr,
+        )
+    elif rec.get("model_error"):
+        print(f"warning: no evaluable model: {rec['model_error']}", file=sys.stderr)
 
 
 def main(argv=None) -> int:
@@ -856,6 +933,11 @@ def main(argv=None) -> int:
         "--val-split", default=None,
         help="the task's split for veRL's validation file (default: validation, or test for a task without one)",
     )  # fmt: skip
+    p.add_argument(
+        "--no-model", action="store_true",
+        help="do not merge the latest checkpoint into <out>/model (an HF model with the run's task, options and m "
+        "in its vpo_args.json, for vpo eval --model)",
+    )  # fmt: skip
     p.add_argument("--dump", default=None, help="VPO_VERL_DUMP_DIR: evidence files for the tests")
     p.add_argument("--tag", default=None, help="name of this run's log and metrics files")
     p.add_argument("--timeout", type=float, default=1800)
@@ -896,6 +978,7 @@ def main(argv=None) -> int:
             "command with a larger --steps: it resumes from the latest checkpoint",
             file=sys.stderr,
         )
+        say_model(rec)
     if rec["returncode"] != 0:
         lines = open(rec["log"], errors="replace").readlines()
         # Ray interleaves the workers' output: the cause (a Python error, a native abort) is rarely last

@@ -969,6 +969,59 @@ def test_a_constant_reward_keeps_vpos_signal_while_some_rollouts_write_no_valid_
     assert "Under VPO a constant reward still has signal while some rollouts write no valid answer" in text
 
 
+def test_the_recipe_merges_its_latest_checkpoint_into_a_model_vpo_eval_takes(tmp_path, tiny_model_dir, capsys):
+    """#51 item 2 (the plain part; the veRL stage merges a real checkpoint): <out>/model is the latest
+    checkpoint's actor merged by veRL's model_merger (faked here by copying an HF model) with the
+    run's task, options and m in vpo_args.json; `vpo eval --model <out>/model` then evaluates what
+    the explicit command does. A failed merge keeps the earlier model and says why."""
+    import shutil
+
+    from vpo.cli import main as vpo_main
+
+    recipe = _recipe()
+    out = tmp_path / "run"
+    ckpt = out / "checkpoints"
+    assert recipe.latest_actor(ckpt) is None
+    (ckpt / "global_step_2" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    assert recipe.latest_actor(ckpt) == (ckpt / "global_step_2" / "actor", 2)
+    calls = []
+
+    def fake_merger(cmd, env, stdout, stderr, rc=0):
+        calls.append(cmd)
+        if rc == 0:
+            shutil.copytree(tiny_model_dir, cmd[cmd.index("--target_dir") + 1])
+        return subprocess.CompletedProcess(cmd, rc)
+
+    opts = {"size": 5, "instruction": "short"}
+    settings = recipe.model_settings("maze", opts, 3, "vpo")
+    model, why = recipe.export_model(out, settings, {}, out / "merge.log", run=fake_merger)
+    assert model == out / "model" and why == ""
+    assert calls[0][1:5] == ["-m", "verl.model_merger", "merge", "--backend"]
+    assert calls[0][calls[0].index("--local_dir") + 1] == str(ckpt / "global_step_2" / "actor")
+    saved = json.loads((model / "vpo_args.json").read_text())
+    assert saved["task"] == "maze" and saved["task_options"] == opts and saved["num_answers"] == 3
+    assert saved["global_step"] == 2 and not (out / "model.partial").exists()
+    failed = lambda *a, **k: fake_merger(*a, **k, rc=1)  # noqa: E731
+    again, why = recipe.export_model(out, settings, {}, out / "merge.log", run=failed)
+    assert again is None and "model_merger failed" in why and (model / "vpo_args.json").exists()
+    recipe.say_model({"model": str(model)})
+    assert f"evaluate it: vpo eval --model {model} --out {out / 'eval'}" in capsys.readouterr().err
+    recipe.say_model({"model": None, "model_error": why})
+    assert "warning: no evaluable model: veRL's model_merger failed" in capsys.readouterr().err
+
+    fast = ["--rollouts", "2", "--num-prompts", "2", "--max-new-tokens", "8", "--ks", "1,2", "--bootstrap", "0"]
+    fast += ["--no-plots", "--quiet", "--threads", "1"]
+    assert vpo_main(["eval", "--model", str(model), "--out", str(tmp_path / "a"), *fast]) == 0
+    explicit = ["--task", "maze", "--task-options", json.dumps(opts), "--num-answers", "3"]
+    assert vpo_main(["eval", "--model", tiny_model_dir, *explicit, "--out", str(tmp_path / "b"), *fast]) == 0
+    # the same prompts (the 5x5 maze, m = 3), completions, scores and figures as the explicit command
+    a, b = ((tmp_path / d / "pool" / "rollouts.jsonl").read_text() for d in ("a", "b"))
+    assert a == b and "3 different routes" in a
+    ra, rb = (json.loads((tmp_path / d / "report.json").read_text())["results"]["model"] for d in ("a", "b"))
+    assert ra["metrics"] == rb["metrics"] and ra["shape"] == rb["shape"] and ra["shape"]["m"] == 3
+
+
 def test_a_run_without_signal_is_said_at_the_end(tmp_path, monkeypatch, capsys):
     """The recipe reads vpo's per-step metrics back: steps where every group was flat are counted in
     run.jsonl and named on stderr (here from a metrics file as veRL's file logger writes it)."""

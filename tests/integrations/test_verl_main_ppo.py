@@ -14,7 +14,9 @@ every sync, every rollout's tokens and log-probs; and veRL's own metrics file) t
   with the weights of its step; veRL's rollout-vs-actor probability gap stays under ``PROB_TOL``;
 * the completions parse (answers per rollout), the per-objective rewards and the set-score
   diagnostics appear in veRL's logged (validation) metrics;
-* the checkpoint saved at step 2 resumes, and the resumed run reaches step 4;
+* the checkpoint saved at step 2 resumes, and the resumed run reaches step 4; its latest checkpoint
+  is merged into ``<out>/model`` with the run's task, options and m, and ``vpo eval --model`` on it
+  gives what the explicit command gives;
 * veRL's *training* metrics carry vpo's per-step figures (per-objective rewards, parse failures, the
   flat-group share and the mean set score, the last two equal to what the estimator was given), and
   ``run.jsonl`` counts the run's whole process tree (33-35 processes, PSS beside summed RSS).
@@ -383,3 +385,31 @@ def test_the_memory_figure_counts_every_process_of_the_run(runs):
         assert rec["process_tree"] == "subreaper"
         assert rec["max_processes"] >= MIN_PROCESSES, rec
         assert 0 < rec["peak_pss_gib"] <= rec["peak_rss_sum_gib"]
+
+
+def test_the_merged_model_evaluates_as_the_explicit_command(runs, tmp_path):
+    """#51 item 2 end to end: after the resumed run, <out>/model is the latest checkpoint (step 4)
+    merged by veRL's model_merger, with the run's task, options and m in its vpo_args.json, and
+    `vpo eval --model <out>/model` (nothing else named) gives what the explicit command gives."""
+    model = Path(runs["records"][1]["model"])
+    assert model == runs["out"] / "model" and (model / "config.json").exists(), runs["records"][1]
+    saved = json.loads((model / "vpo_args.json").read_text())
+    assert saved["global_step"] == STEPS_TOTAL and saved["task"] == "maze" and saved["num_answers"] == M
+    said = runs["records"][1].get("stderr")  # None where the fixture re-reads a finished run
+    assert said is None or f"evaluate it: vpo eval --model {model}" in said
+    fast = ["--rollouts", "2", "--num-prompts", "2", "--max-new-tokens", "48", "--ks", "1,2", "--bootstrap", "0"]
+    fast += ["--no-plots", "--quiet", "--threads", "1"]
+    explicit = ["--task", "maze", "--task-options", json.dumps(saved["task_options"]), "--num-answers", str(M)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    for name, extra in (("implicit", []), ("explicit", explicit)):
+        cmd = [sys.executable, "-c", "import sys; from vpo.cli import main; sys.exit(main())", "eval"]
+        res = subprocess.run(
+            [*cmd, "--model", str(model), *extra, "--out", str(tmp_path / name), *fast],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+    a, b = ((tmp_path / n / "pool" / "rollouts.jsonl").read_text() for n in ("implicit", "explicit"))
+    assert a == b
+    ra, rb = (json.loads((tmp_path / n / "report.json").read_text())["results"] for n in ("implicit", "explicit"))
+    (ra,), (rb,) = ra.values(), rb.values()
+    assert ra["metrics"] == rb["metrics"] and ra["shape"]["m"] == M
