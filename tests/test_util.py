@@ -66,3 +66,43 @@ def test_every_report_writes_an_undefined_number_alike():
     assert constraints._cell({"mean": [None, 0.5]}, 0) == "n/a"
     assert fmt_interval(None, None, None) == "n/a" and fmt_interval(0.5, 0.25, None, 2) == "0.50"
     assert fmt_interval(0.5, float("nan"), 0.75, 2) == "0.50 [n/a, 0.75]"
+
+
+def test_one_resumable_jsonl_run_for_pools_and_searches(tmp_path, monkeypatch):
+    """vpo._util.JsonlRun (#52 item 7): meta match on resume, a torn tail cut, stale files removed,
+    every record fsynced; PoolWriter and run_search both write through it."""
+    import inspect
+    import json
+    import os
+
+    from vpo._util import JsonlRun
+    from vpo.search import pools, searchrun
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    meta, rec = tmp_path / "meta.json", tmp_path / "rec.jsonl"
+    stale = tmp_path / "arrays.npz"
+
+    def mismatch(keys, saved):
+        return ValueError(f"differ: {keys} (saved {saved['task']})")
+
+    with JsonlRun(meta, rec, {"task": "a"}, resume=True, match_keys=["task"], mismatch=mismatch) as run:
+        run.write({"i": 0})
+        run.write({"i": 1})
+    assert len(synced) == 2
+    with open(rec, "a") as f:
+        f.write('{"i": 2, "tor')  # a crash mid-write
+    stale.write_text("x")
+    with pytest.warns(RuntimeWarning, match="torn last line"):
+        run = JsonlRun(meta, rec, {"task": "a"}, resume=True, match_keys=["task"], mismatch=mismatch, stale=[stale])
+    run.write({"i": 2})
+    run.close()
+    assert run.records == [{"i": 0}, {"i": 1}, {"i": 2}] and not stale.exists()
+    assert read_jsonl(rec) == run.records
+    with pytest.raises(ValueError, match=r"differ: \['task'\] \(saved a\)"):
+        JsonlRun(meta, rec, {"task": "b"}, resume=True, match_keys=["task"], mismatch=mismatch)
+    JsonlRun(meta, rec, {"task": "b"}, resume=False, match_keys=["task"], mismatch=mismatch).close()
+    assert rec.read_text() == "" and json.loads(meta.read_text()) == {"task": "b"}
+    # both callers: the pool writer and the search run open their files through it
+    assert "JsonlRun(" in inspect.getsource(pools.PoolWriter) and "JsonlRun(" in inspect.getsource(searchrun)

@@ -102,6 +102,74 @@ def read_jsonl(path: str | os.PathLike, *, torn_tail: bool = False, repair: bool
     return out
 
 
+class JsonlRun:
+    """A resumable run on disk: a ``meta.json`` beside an append-only JSON-lines file of records (a
+    pool's rollouts, a search's prompts), one implementation for both.
+
+    With ``resume=True`` and a saved meta, the saved meta is compared with ``meta`` on ``match_keys``:
+    a difference raises ``mismatch(differing_keys, saved_meta)`` (the caller words it); else the
+    saved records are read by ``read`` (default :func:`read_jsonl` with a torn last line dropped and
+    cut from the file, so appends continue cleanly) and kept. Otherwise the records file is started
+    over. ``stale`` files (made out of date by appending) are removed either way, and ``meta`` is
+    written (atomically; ``meta_json``: :func:`json.dumps` options). :meth:`write` appends one record
+    (``record_json``: its ``json.dumps`` options), flushed and fsynced, so a crash loses at most the
+    line being written."""
+
+    def __init__(
+        self,
+        meta_path: str | os.PathLike,
+        records_path: str | os.PathLike,
+        meta: dict,
+        *,
+        resume: bool,
+        match_keys: Any,
+        mismatch: Any,
+        read: Any = None,
+        load_meta: Any = None,
+        stale: Any = (),
+        meta_json: dict | None = None,
+        record_json: dict | None = None,
+    ) -> None:
+        self.meta_path, self.path = Path(meta_path), Path(records_path)
+        self._record_json = dict(record_json or {})
+        self.records: list = []
+        if resume and self.meta_path.exists():
+            saved = (load_meta or (lambda p: json.loads(p.read_text(encoding="utf-8"))))(self.meta_path)
+            diffs = [k for k in match_keys if saved.get(k) != meta.get(k)]
+            if diffs:
+                raise mismatch(diffs, saved)
+            if self.path.exists():
+                self.records = (
+                    read(self.path) if read is not None else read_jsonl(self.path, torn_tail=True, repair=True)
+                )
+        elif self.path.exists():
+            self.path.unlink()
+        for p in stale:
+            if Path(p).exists():
+                Path(p).unlink()
+        tmp = Path(str(self.meta_path) + ".tmp")
+        tmp.write_text(json.dumps(meta, **(meta_json or {})) + "\n", encoding="utf-8")
+        os.replace(tmp, self.meta_path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: Any) -> None:
+        """Append ``record`` as one line, flushed and fsynced."""
+        self._fh.write(json.dumps(record, **self._record_json) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.records.append(record)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def field_docs(cls) -> dict[str, str]:
     """The attribute docstrings of a dataclass (the string literal right after each field), by field
     name, whitespace collapsed: the one place a setting's meaning is written."""

@@ -323,6 +323,24 @@ def test_search_report_headings_follow_the_ci_level():
     assert "(mean over prompts, 95 % bootstrap interval over prompts)" in search_markdown(results95)
 
 
+def test_search_records_are_fsynced_and_a_torn_tail_is_repaired(tmp_path, monkeypatch):
+    import os
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    task = make_task()
+    exs = task.load()[:3]
+    run_search(BitModel(), task, exs, _cfg("bon", 20), GOOD, out_dir=tmp_path, progress=False)
+    assert len(synced) == 3  # one per prompt's record, as a pool's rollouts (it only flushed before)
+    path = tmp_path / "search" / "records.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:2]) + "\n" + lines[2][:10])  # a crash while writing the third
+    with pytest.warns(RuntimeWarning, match="torn last line"):
+        _, records = run_search(BitModel(), task, exs, _cfg("bon", 20), GOOD, out_dir=tmp_path, progress=False)
+    assert [r["prompt_id"] for r in records] == ["p0", "p1", "p2"] and len(path.read_text().splitlines()) == 3
+
+
 def test_step_aggregates_and_step_parsing():
     assert aggregate([0.5, 0.2, 0.8], "last") == 0.8
     assert aggregate([0.5, 0.2, 0.8], "min") == 0.2

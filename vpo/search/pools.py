@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from vpo.errors import UserError
-from vpo._util import positive_int, read_jsonl
+from vpo._util import JsonlRun, positive_int, read_jsonl
 
 __all__ = ["Pool", "PoolError", "PoolWriter", "load_pool", "evaluate_pool", "POOL_FORMAT"]
 
@@ -296,8 +296,8 @@ def load_pool(directory: str | os.PathLike, texts: bool = True) -> Pool:
 
 
 class PoolWriter:
-    """Append-only pool directory: ``open`` checks/creates ``meta.json``, ``write`` appends one
-    prompt's record and flushes it to disk, ``finish`` writes ``pool.npz``.
+    """Append-only pool directory (a :class:`vpo._util.JsonlRun`): opening checks/creates
+    ``meta.json``, ``write`` appends one prompt's record and fsyncs it, ``finish`` writes ``pool.npz``.
 
     ``resume=True`` keeps the finished prompts of an existing pool whose meta matches
     (``match_keys``), ``resume=False`` starts it over.
@@ -308,48 +308,41 @@ class PoolWriter:
     ) -> None:
         self.dir = Path(directory)
         self.meta = {**meta, "format": POOL_FORMAT}
-        self.records: list[dict] = []
         if self.dir.exists() and not self.dir.is_dir():
             raise PoolError(f"pool output {self.dir} exists and is not a directory")
         self.dir.mkdir(parents=True, exist_ok=True)
-        meta_path, jsonl = self.dir / META_FILE, self.dir / ROLLOUTS_FILE
-        if resume and meta_path.exists():
-            old = _read_json(meta_path)
-            diffs = [
-                f"{k}: saved {old.get(k)!r}, asked {self.meta.get(k)!r}"
-                for k in match_keys
-                if old.get(k) != self.meta.get(k)
-            ]
-            if diffs:
-                raise PoolError(
-                    f"the pool in {self.dir} was generated with different settings ({'; '.join(diffs)}). "
-                    "Use another output directory, or resume=False (--no-resume) to start it over"
-                )
-            if jsonl.exists():
-                self.records = _read_pool_records(jsonl, repair=True)
-            if (self.dir / ARRAYS_FILE).exists():  # stale once we append; finish() rewrites it
-                (self.dir / ARRAYS_FILE).unlink()
-        else:
-            for name in (ROLLOUTS_FILE, ARRAYS_FILE):
-                if (self.dir / name).exists():
-                    (self.dir / name).unlink()
-        _write_json(meta_path, self.meta)
-        self._fh = open(jsonl, "a", encoding="utf-8")
+
+        def mismatch(keys, old):
+            diffs = "; ".join(f"{k}: saved {old.get(k)!r}, asked {self.meta.get(k)!r}" for k in keys)
+            return PoolError(
+                f"the pool in {self.dir} was generated with different settings ({diffs}). "
+                "Use another output directory, or resume=False (--no-resume) to start it over"
+            )
+
+        self._run = JsonlRun(
+            self.dir / META_FILE,
+            self.dir / ROLLOUTS_FILE,
+            self.meta,
+            resume=resume,
+            match_keys=match_keys,
+            mismatch=mismatch,
+            read=lambda path: _read_pool_records(path, repair=True),
+            load_meta=_read_json,
+            stale=[self.dir / ARRAYS_FILE],  # out of date once we append; finish() rewrites it
+            meta_json={"indent": 2, "ensure_ascii": False},
+            record_json={"ensure_ascii": False, "allow_nan": True},
+        )
+        self.records = self._run.records
 
     @property
     def done_ids(self) -> set[str]:
         return {str(r["prompt_id"]) for r in self.records}
 
     def write(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False, allow_nan=True)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self.records.append(record)
+        self._run.write(record)
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        self._run.close()
 
     def finish(self, order: Sequence[str] | None = None) -> Pool:
         """Close the file, write ``pool.npz`` (every prompt in the directory) and return the pool of

@@ -48,27 +48,23 @@ def _meta(task, cfg: SearchConfig, gen, split: str, sampling: dict, scorer_name:
     }
 
 
-def _open_records(out_dir: Path, meta: dict, resume: bool) -> tuple[list[dict], Path]:
-    from vpo._util import read_jsonl
+def _open_records(out_dir: Path, meta: dict, resume: bool):
+    """The run's :class:`vpo._util.JsonlRun` in ``OUT/search/`` (its finished prompts kept on a resume)."""
+    from vpo._util import JsonlRun
 
     d = out_dir / SEARCH_DIR
     d.mkdir(parents=True, exist_ok=True)
-    meta_path, rec_path = d / "meta.json", d / "records.jsonl"
-    records: list[dict] = []
-    if resume and meta_path.exists():
-        old = json.loads(meta_path.read_text(encoding="utf-8"))
-        diffs = [k for k in _MATCH if old.get(k) != meta.get(k)]
-        if diffs:
-            raise UserError(
-                f"{d} holds a search run with other settings ({', '.join(diffs)} differ); use another --out or "
-                "--no-resume to start it over"
-            )
-        if rec_path.exists():
-            records = read_jsonl(rec_path, torn_tail=True, repair=True)
-    elif rec_path.exists():
-        rec_path.unlink()
-    meta_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    return records, rec_path
+
+    def mismatch(keys, old):
+        return UserError(
+            f"{d} holds a search run with other settings ({', '.join(keys)} differ); use another --out or "
+            "--no-resume to start it over"
+        )
+
+    return JsonlRun(
+        d / "meta.json", d / "records.jsonl", meta, resume=resume, match_keys=_MATCH, mismatch=mismatch,
+        meta_json={"indent": 1},
+    )  # fmt: skip
 
 
 def run_search(
@@ -92,11 +88,11 @@ def run_search(
     from vpo.search.generate import prompt_ids
 
     meta = _meta(task, cfg, gen, split, dict(sampling or {}), scorer.name)
-    records, rec_path = _open_records(Path(out_dir), meta, resume) if out_dir is not None else ([], None)
+    run = _open_records(Path(out_dir), meta, resume) if out_dir is not None else None
+    records = list(run.records) if run is not None else []
     done = {r["prompt_id"] for r in records}
     ids = prompt_ids(examples)
     bar = tqdm(total=len(ids), initial=len(done), unit="prompt", disable=not progress, desc=f"{cfg.search} search")
-    fh = open(rec_path, "a", encoding="utf-8") if rec_path is not None else None
     t0, spent = time.perf_counter(), 0
     errors = _ScoreErrors(scorer)
     try:
@@ -116,9 +112,8 @@ def run_search(
                 rec["score_errors"] = ledger.score_errors
             errors.add(ledger)
             records.append(rec)
-            if fh is not None:
-                fh.write(json.dumps(rec) + "\n")
-                fh.flush()
+            if run is not None:
+                run.write(rec)  # flushed and fsynced
             spent += ledger.spent
             bar.update(1)
             bar.set_postfix(tokens_per_s=f"{spent / max(time.perf_counter() - t0, 1e-9):.0f}")
@@ -126,8 +121,8 @@ def run_search(
                 on_prompt_done(len(records), len(ids))
     finally:
         bar.close()
-        if fh is not None:
-            fh.close()
+        if run is not None:
+            run.close()
     errors.warn(task)
     pos = {pid: k for k, pid in enumerate(ids)}
     records.sort(key=lambda r: pos.get(r["prompt_id"], len(pos)))
