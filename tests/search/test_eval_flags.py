@@ -10,8 +10,9 @@ import pytest
 
 from vpo._util import add_dataclass_flags, field_docs
 from vpo.search.backends import PoolConfig
-from vpo.search.cli import EVAL_FLAGS, SEARCH_FLAGS, _metric_kwargs, add_parser
+from vpo.search.cli import EVAL_FLAGS, _metric_kwargs, add_parser
 from vpo.search.evalsetup import POOL_FLAGS, pool_config
+from vpo.search.searchcli import SEARCH_FLAGS
 from vpo.search.metrics import EvalConfig
 
 

@@ -48,22 +48,6 @@ EVAL_FLAGS = {
 field each sets (default, type and help from the field; ``--eval-seeds N`` sets ``seeds`` to 0..N-1)."""
 
 
-SEARCH_FLAGS = {
-    "--search": "search",
-    "--budget-tokens": "budget_tokens",
-    "--step": "step",
-    "--beam-width": "beam_width",
-    "--beam-expand": "expand",
-    "--tree-algo": "tree_algo",
-    "--tree-batch": "tree_batch",
-    "--step-scorer": "step_scorer",
-    "--step-aggregate": "step_aggregate",
-}
-"""``vpo eval``'s search flags and the :class:`~vpo.search.stepsearch.SearchConfig` field each sets
-(default, type and help from the field; ``max_new_tokens``, ``num_answers`` and ``seed`` come from
-the generation flags)."""
-
-
 def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
@@ -153,6 +137,7 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "search beyond best-of-n (docs/eval.md, 'Search beyond best-of-n, at matched tokens'; writes search.json, "
         "search.md, tokens_vs_best.png)"
     )
+    from vpo.search.searchcli import SEARCH_FLAGS
     from vpo.search.stepscore import AGGREGATES
     from vpo.search.stepsearch import SEARCHES, TREE_ALGOS, SearchConfig
 

@@ -1,4 +1,4 @@
-"""The ``vpo eval --search`` and ``vpo compare`` (of search runs) command paths; flags in :mod:`vpo.search.cli`."""
+"""The ``vpo eval --search`` and ``vpo compare`` (of search runs) command paths, and :data:`SEARCH_FLAGS` (the parser is :mod:`vpo.search.cli`'s)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,22 @@ from pathlib import Path
 
 from vpo.errors import UserError
 
-__all__ = ["searching", "run_search_eval", "compare_searches"]
+__all__ = ["SEARCH_FLAGS", "searching", "run_search_eval", "compare_searches"]
+
+SEARCH_FLAGS = {
+    "--search": "search",
+    "--budget-tokens": "budget_tokens",
+    "--step": "step",
+    "--beam-width": "beam_width",
+    "--beam-expand": "expand",
+    "--tree-algo": "tree_algo",
+    "--tree-batch": "tree_batch",
+    "--step-scorer": "step_scorer",
+    "--step-aggregate": "step_aggregate",
+}
+"""``vpo eval``'s search flags and the :class:`~vpo.search.stepsearch.SearchConfig` field each sets
+(default, type and help from the field; ``max_new_tokens``, ``num_answers`` and ``seed`` come from
+the generation flags)."""
 
 
 def searching(args) -> bool:
@@ -20,7 +35,6 @@ def searching(args) -> bool:
 
 
 def _search_config(args, m: int):
-    from vpo.search.cli import SEARCH_FLAGS
     from vpo.search.evalsetup import dest as _dest
     from vpo.search.stepsearch import SearchConfig
 
