@@ -56,10 +56,10 @@ def _search_one(job) -> tuple[str, float]:
     a, cfg_dict, model, m, seed, names = job
     from vpo.demo.config import DemoConfig
     from vpo.search.backends import PoolConfig, make_generator
-    from vpo.search.searchreport import write_search_report
-    from vpo.search.searchrun import run_search, search_metrics
-    from vpo.search.stepscore import make_step_scorer
-    from vpo.search.stepsearch import SearchConfig
+    from vpo.search.step.report import write_search_report
+    from vpo.search.step.run import run_search, search_metrics
+    from vpo.search.step.score import make_step_scorer
+    from vpo.search.step.search import SearchConfig
     from vpo.tasks import get as get_task
 
     cfg = DemoConfig.from_dict(cfg_dict)
@@ -129,8 +129,8 @@ def _jobs(a, cfg, demo: Path, work: Path) -> list[tuple]:
 def _compare(a, cfg, work: Path, search: str) -> dict:
     """One search's runs of every method and seed in one report (``work/compare_SEARCH``): what
     ``vpo compare RUNS --names ... --replicates --recompute --selector SEL`` writes."""
-    from vpo.search.searchreport import write_search_report
-    from vpo.search.searchrun import load_records, search_metrics
+    from vpo.search.step.report import write_search_report
+    from vpo.search.step.run import load_records, search_metrics
 
     results, groups = {}, {}
     for method in a.methods:

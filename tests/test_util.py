@@ -76,7 +76,8 @@ def test_one_resumable_jsonl_run_for_pools_and_searches(tmp_path, monkeypatch):
     import os
 
     from vpo._util import JsonlRun
-    from vpo.search import pools, searchrun
+    from vpo.search import pools
+    from vpo.search.step import run as searchrun
 
     synced = []
     real = os.fsync

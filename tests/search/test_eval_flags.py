@@ -12,7 +12,7 @@ from vpo._util import add_dataclass_flags, field_docs
 from vpo.search.backends import PoolConfig
 from vpo.search.cli import EVAL_FLAGS, _metric_kwargs, add_parser
 from vpo.search.evalsetup import POOL_FLAGS, pool_config
-from vpo.search.searchcli import SEARCH_FLAGS
+from vpo.search.step.cli import SEARCH_FLAGS
 from vpo.search.metrics import EvalConfig
 
 
@@ -60,8 +60,8 @@ def test_every_metric_flag_has_its_eval_config_fields_default_and_help():
 
 def test_every_search_flag_has_its_search_config_fields_default_and_help():
     from vpo.errors import UserError
-    from vpo.search.searchcli import _search_config, searching
-    from vpo.search.stepsearch import SearchConfig
+    from vpo.search.step.cli import _search_config, searching
+    from vpo.search.step.search import SearchConfig
 
     actions = _actions(_eval_parser())
     defaults = {f.name: f.default for f in dataclasses.fields(SearchConfig)}

@@ -18,9 +18,9 @@ import pytest
 
 from vpo.errors import UserError
 from vpo.search.backends import Generation, PoolConfig
-from vpo.search.searchrun import run_search, search_metrics
-from vpo.search.stepscore import StepScorer, aggregate, make_step_scorer
-from vpo.search.stepsearch import SearchConfig, parse_step, search_prompt
+from vpo.search.step.run import run_search, search_metrics
+from vpo.search.step.score import StepScorer, aggregate, make_step_scorer
+from vpo.search.step.search import SearchConfig, parse_step, search_prompt
 from vpo.tasks.base import FunctionTask, partial_answers
 
 BITS = 4
@@ -249,7 +249,7 @@ def test_each_step_s_token_limit_is_passed_per_call_and_the_backend_config_is_le
 
 
 def test_revising_a_finished_node_drops_the_answer_the_scorer_misses_least():
-    from vpo.search.stepsearch import Candidate, Ledger, Stepper, _drop_weakest
+    from vpo.search.step.search import Candidate, Ledger, Stepper, _drop_weakest
 
     task = make_task()
     cfg = _cfg("tree", 50, num_answers=3)
@@ -297,7 +297,7 @@ def test_best_at_budget_counts_only_answers_finished_within_the_budget():
 
 
 def test_search_report_headings_follow_the_ci_level():
-    from vpo.search.searchreport import replicate_table, search_markdown
+    from vpo.search.step.report import replicate_table, search_markdown
 
     meta = {"target_weights": [0.5, 0.5], "objectives": ["a", "b"], "task": "t"}
     meta["search"] = {"search": "bon", "budget_tokens": 10}
@@ -313,7 +313,7 @@ def test_search_report_headings_follow_the_ci_level():
 
     results = {f"r{i}": run(i) for i in range(4)}
     groups = {"A": ["r0", "r1"], "B": ["r2", "r3"]}
-    from vpo.search.searchreport import paired_search
+    from vpo.search.step.report import paired_search
 
     text = search_markdown(results, paired=paired_search(results), replicated=replicate_table(results, groups, 0.5))
     assert "95 %" not in text and "95%" not in text

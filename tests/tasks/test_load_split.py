@@ -43,7 +43,7 @@ def test_the_trainer_and_vpo_eval_share_the_refusal():
     import vpo
 
     root = Path(vpo.__file__).parent
-    for rel in ("train/trainer.py", "train/callbacks.py", "search/cli.py", "search/searchcli.py"):
+    for rel in ("train/trainer.py", "train/callbacks.py", "search/cli.py", "search/step/cli.py"):
         src = (root / rel).read_text()
         assert "required=True" in src, rel
         assert "has no examples" not in src, rel

@@ -20,8 +20,9 @@ Where things live (a new metric of a pool goes in :mod:`metrics` if every answer
   :mod:`constraints`, :mod:`selection` (imperfect verifiers), :mod:`embed` (text diversity),
   :mod:`failures` (where answers were lost);
 * comparing runs: :mod:`paired` (paired differences), :mod:`intervals` (replicate intervals);
-* search beyond best-of-n: :mod:`stepsearch` (bon, beam, tree at matched tokens), :mod:`stepscore`
-  (step scorers), :mod:`searchrun`, :mod:`searchreport`, :mod:`searchcli`;
+* search beyond best-of-n: the wing :mod:`step` (:mod:`vpo.search.step`): ``step.search`` (bon,
+  beam, tree at matched tokens), ``step.score`` (step scorers), ``step.run``, ``step.report``,
+  ``step.cli``;
 * output and commands: :mod:`report`, :mod:`plots`, :mod:`cli` (``vpo eval``/``vpo compare``),
   :mod:`evalsetup` (what both ``vpo eval`` paths set up: checkpoint settings, m, the generation
   flags), :mod:`check` (``vpo check``).

@@ -137,9 +137,9 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
         "search beyond best-of-n (docs/eval.md, 'Search beyond best-of-n, at matched tokens'; writes search.json, "
         "search.md, tokens_vs_best.png)"
     )
-    from vpo.search.searchcli import SEARCH_FLAGS
-    from vpo.search.stepscore import AGGREGATES
-    from vpo.search.stepsearch import SEARCHES, TREE_ALGOS, SearchConfig
+    from vpo.search.step.cli import SEARCH_FLAGS
+    from vpo.search.step.score import AGGREGATES
+    from vpo.search.step.search import SEARCHES, TREE_ALGOS, SearchConfig
 
     choices = {"search": SEARCHES, "tree_algo": TREE_ALGOS, "step_aggregate": AGGREGATES}
     add_dataclass_flags(s, SearchConfig, SEARCH_FLAGS, choices=choices)
@@ -359,7 +359,7 @@ def run_eval(args) -> int:
         raise UserError("give --pool (recompute metrics) or --model/--endpoint (generate), not both")
     if not sources:
         raise UserError("nothing to evaluate: give --model PATH, --endpoint URL or --pool DIR")
-    from vpo.search.searchcli import run_search_eval, searching
+    from vpo.search.step.cli import run_search_eval, searching
 
     if searching(args):
         return run_search_eval(args)
@@ -556,7 +556,7 @@ def _compare_names(args) -> list[str] | None:
 
 def _all_search_runs(runs) -> bool:
     """True when every run is a search run (``vpo eval --search``), False when none is; mixed: a UserError."""
-    from vpo.search.searchreport import is_search_run
+    from vpo.search.step.report import is_search_run
 
     kinds = {is_search_run(r) for r in runs}
     if len(kinds) > 1:
@@ -574,7 +574,7 @@ def run_compare(args) -> int:
     names = _compare_names(args)
     replicates = getattr(args, "replicates", False)
     if _all_search_runs(args.runs):
-        from vpo.search.searchcli import compare_searches
+        from vpo.search.step.cli import compare_searches
 
         return compare_searches(args, names)
     groups: dict[str, list[str]] = {}

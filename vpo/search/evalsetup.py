@@ -1,5 +1,5 @@
 """What both ``vpo eval`` paths (a best-of-n pool, :mod:`vpo.search.cli`; a budgeted search,
-:mod:`vpo.search.searchcli`) set up alike before they generate: the command name their notes start
+:mod:`vpo.search.step.cli`) set up alike before they generate: the command name their notes start
 with (:data:`PROG`), a checkpoint's training settings (:func:`checkpoint_settings`): its task and
 task options (:func:`task_from_checkpoint`) and its answers per rollout m (:func:`resolve_m`), and the
 generation flags' :class:`~vpo.search.backends.PoolConfig` (:data:`POOL_FLAGS`, :func:`pool_config`)."""

@@ -196,7 +196,7 @@ def partial_answers(text: str) -> tuple[list[str], str | None]:
     ``closed`` are the bodies of the answers whose closing tag is written, in order, and ``open`` the
     body of an answer still being written at the end of ``text`` (None when there is none). The helper
     of a task's optional ``step_score(example, partial_text) -> [d]`` (``vpo eval --search beam|tree``,
-    :mod:`vpo.search.stepscore`), which scores a completion while it is being written.
+    :mod:`vpo.search.step.score`), which scores a completion while it is being written.
 
     >>> partial_answers("<answer_1>RD</answer_1><answer_2>DD")
     (['RD'], 'DD')

@@ -1,6 +1,6 @@
 """Run a budgeted search over a task's prompts and measure it at matched generated tokens.
 
-:func:`run_search` searches every prompt (:mod:`vpo.search.stepsearch`) and appends one record per
+:func:`run_search` searches every prompt (:mod:`vpo.search.step.search`) and appends one record per
 prompt to ``OUT/search/records.jsonl`` (``OUT/search/meta.json`` holds the settings; a rerun with
 the same settings resumes after the finished prompts). :func:`search_metrics` turns the records into:
 
@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from vpo.errors import UserError
-from vpo.search.stepsearch import SearchConfig, search_prompt
+from vpo.search.step.search import SearchConfig, search_prompt
 
 __all__ = ["run_search", "search_metrics", "load_records", "SEARCH_DIR"]
 

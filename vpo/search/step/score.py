@@ -48,7 +48,7 @@ def aggregate(scores: Sequence[float], how: str) -> float:
 class StepScorer:
     """A named ``fn(example, partial_text) -> vector | number`` and the ``w*`` that scalarises it.
     ``errors`` counts the answers the task's scorer raised on while the ``verifier`` scorer looked at
-    them (passed over; :func:`~vpo.search.searchrun.run_search` warns), ``first_error`` the first."""
+    them (passed over; :func:`~vpo.search.step.run.run_search` warns), ``first_error`` the first."""
 
     name: str
     fn: Callable

@@ -20,14 +20,14 @@ SEARCH_FLAGS = {
     "--step-scorer": "step_scorer",
     "--step-aggregate": "step_aggregate",
 }
-"""``vpo eval``'s search flags and the :class:`~vpo.search.stepsearch.SearchConfig` field each sets
+"""``vpo eval``'s search flags and the :class:`~vpo.search.step.search.SearchConfig` field each sets
 (default, type and help from the field; ``max_new_tokens``, ``num_answers`` and ``seed`` come from
 the generation flags)."""
 
 
 def searching(args) -> bool:
     """Whether ``vpo eval`` runs a budgeted search rather than today's best-of-n pool."""
-    from vpo.search.stepsearch import SearchConfig
+    from vpo.search.step.search import SearchConfig
 
     return getattr(args, "search", SearchConfig.search) != SearchConfig.search or (
         getattr(args, "budget_tokens", None) is not None
@@ -36,7 +36,7 @@ def searching(args) -> bool:
 
 def _search_config(args, m: int):
     from vpo.search.evalsetup import dest as _dest
-    from vpo.search.stepsearch import SearchConfig
+    from vpo.search.step.search import SearchConfig
 
     flags = {field: getattr(args, _dest(flag)) for flag, field in SEARCH_FLAGS.items()}
     return SearchConfig(**flags, max_new_tokens=args.max_new_tokens, num_answers=m, seed=args.seed)
@@ -59,10 +59,10 @@ def run_search_eval(args) -> int:
     """``vpo eval --search ...``: search every prompt, write ``OUT/search/`` and the reports."""
     from vpo.search.backends import make_generator
     from vpo.search.evalsetup import pool_config, resolve_m, task_from_checkpoint
-    from vpo.search.searchreport import write_search_report
-    from vpo.search.searchrun import run_search, search_metrics
-    from vpo.search.stepscore import make_step_scorer
-    from vpo.search.stepsearch import require_treequest
+    from vpo.search.step.report import write_search_report
+    from vpo.search.step.run import run_search, search_metrics
+    from vpo.search.step.score import make_step_scorer
+    from vpo.search.step.search import require_treequest
     from vpo.tasks import get as get_task
     from vpo.tasks.registry import load_split
 
@@ -122,8 +122,8 @@ def _print(name: str, res: dict, paths: dict) -> None:
 
 def compare_searches(args, names) -> int:
     """``vpo compare`` when every run is a search run: one table, paired differences, replicate intervals."""
-    from vpo.search.searchreport import REPORT, load_search_report, write_search_report
-    from vpo.search.searchrun import load_records, search_metrics
+    from vpo.search.step.report import REPORT, load_search_report, write_search_report
+    from vpo.search.step.run import load_records, search_metrics
 
     merged: dict[str, dict] = {}
     groups: dict[str, list[str]] = {}

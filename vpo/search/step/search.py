@@ -9,7 +9,7 @@ within ``b`` tokens, the same definition for every search, so curves compare at 
 * ``beam``: the completion is written in steps (``answer``: up to the next closing answer tag;
   ``tokens:N``: N tokens; ``delim:TEXT``: up to TEXT). Each of the ``beam_width`` partial candidates
   is expanded by ``expand`` samples of its next step; the children are scored by the step scorer
-  (:mod:`vpo.search.stepscore`), aggregated over their steps, and the best ``beam_width`` unfinished
+  (:mod:`vpo.search.step.score`), aggregated over their steps, and the best ``beam_width`` unfinished
   ones are kept. A finished child (its m-th answer closed, EOS, or the rollout's
   ``max_new_tokens``) leaves the beam; when no candidate is left the beam restarts from the prompt.
 * ``tree``: treequest's AB-MCTS-A (``tree_algo='abmcts'``) or best-first search (``'best_first'``)
@@ -42,7 +42,7 @@ import numpy as np
 
 from vpo._util import positive_int
 from vpo.errors import UserError
-from vpo.search.stepscore import AGGREGATES, StepScorer, aggregate
+from vpo.search.step.score import AGGREGATES, StepScorer, aggregate
 
 __all__ = [
     "SEARCHES",
