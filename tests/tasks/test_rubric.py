@@ -173,6 +173,17 @@ def test_group_functions_get_one_example_s_answers_at_once():
         (["6", "5"], ["6"] * 2, [{}] * 2, ["grp"] * 2, [1] * 2, ["sides"] * 2),
     ]
 
+    def picky(completion):
+        if completion == "boom":
+            raise RuntimeError("cannot score this")
+        return 1.0
+
+    # one answer of the second example fails: the first example keeps its group (distinct: 0, 0, 1)
+    task = rubric_task([distinct, picky], examples=EXAMPLES)
+    rows = task.score_answers(EXAMPLES, [["8", "8", "9"], ["6", "boom"]])
+    assert [r.tolist() for r in rows[0]] == [[0.0, 1.0], [0.0, 1.0], [1.0, 1.0]]
+    assert rows[1][0].tolist() == [1.0, 1.0] and isinstance(rows[1][1], RuntimeError)
+
 
 def test_score_completions_counts_a_failing_answer():
     def picky(completion):

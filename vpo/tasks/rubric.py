@@ -340,23 +340,34 @@ class RubricTask(Task):
         return float(w @ lo - h * np.abs(w[w < 0]).sum()), float(h * np.abs(w).sum())
 
     def score_answers(self, examples: Sequence[Example], answers: Sequence[Sequence[str]]) -> list[list[Any]]:
+        """Scored in one batch; when that raises, example by example (a group function keeps its
+        group), and within an example that raises, answer by answer (counted as scorer errors)."""
         owner = [i for i, ans in enumerate(answers) for _ in ans]
         flat = [a for ans in answers for a in ans]
-        out: list[list[Any]] = [[] for _ in answers]
         if not flat:
-            return out
+            return [[] for _ in answers]
         try:
             rewards = self.transform(self.raw_scores([examples[o] for o in owner], flat))
-        except Exception:  # noqa: BLE001 - find the answers that fail, one call each (counted as scorer errors)
-            for o, a in zip(owner, flat):
-                try:
-                    out[o].append(self.transform(self.raw_scores([examples[o]], [a]))[0])
-                except Exception as e:  # noqa: BLE001 - counted by score_completions
-                    out[o].append(e)
-            return out
+        except Exception:  # noqa: BLE001 - find the examples, then the answers, that fail
+            return [self._score_group(ex, list(ans)) for ex, ans in zip(examples, answers)]
+        out: list[list[Any]] = [[] for _ in answers]
         for o, r in zip(owner, rewards):
             out[o].append(r)
         return out
+
+    def _score_group(self, example: Example, answers: list[str]) -> list[Any]:
+        if not answers:
+            return []
+        try:
+            return list(self.transform(self.raw_scores([example] * len(answers), answers)))
+        except Exception:  # noqa: BLE001 - one call per answer (counted as scorer errors)
+            out: list[Any] = []
+            for a in answers:
+                try:
+                    out.append(self.transform(self.raw_scores([example], [a]))[0])
+                except Exception as e:  # noqa: BLE001 - counted by score_completions
+                    out.append(e)
+            return out
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         return self.transform(self.raw_scores([example], [answer]))[0]
