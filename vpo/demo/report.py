@@ -219,8 +219,10 @@ def _timing_lines(agg: dict) -> list[str]:
     timing = agg.get("timing") or {}
     if agg.get("wall_seconds"):
         n, last = timing.get("invocations", 1), agg.get("last_invocation_seconds")
-        # a resumed run: the sum over its sittings (an interrupted one included), and the last alone
-        sittings = f", summed over {n} sittings (the last {last / 60:.1f} min)" if n > 1 and last else ""
+        # a resumed run (a sitting stopped before its report): the sum over its sittings, the last alone;
+        # sittings that each finished (a rerun that only rewrote the report) read as before
+        resumed = n > 1 and last and timing.get("unfinished_sittings")
+        sittings = f", summed over {n} sittings (the last {last / 60:.1f} min)" if resumed else ""
         L += [
             f"Wall time: {agg['wall_seconds'] / 60:.1f} min on this machine ({os.cpu_count()} cores, "
             f"{cfg['jobs']} jobs at a time){sittings}.",

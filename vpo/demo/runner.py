@@ -196,6 +196,9 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
         "jobs_s": jobs_s,
         "report_s": entry["report_s"],
         "invocations": len(same),
+        # sittings that stopped before their report (Ctrl-C, a failed job or report step): the report
+        # names the sittings only then; a demo.json without the key (every shipped one) reads as none
+        "unfinished_sittings": sum(1 for r in same if not r.get("complete")),
     }
     # the environment of the first invocation that ran jobs (the one that trained the models)
     ran = [r for r in same if r.get("jobs_s") and r.get("environment")]
