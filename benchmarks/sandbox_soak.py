@@ -39,7 +39,7 @@ from pathlib import Path
 
 from vpo.sandbox import Sandbox, SandboxConfig, TestInput
 from vpo.sandbox.host import _cpu_count
-from vpo.sandbox.probe import _cgroup_dirs
+from vpo.sandbox.probe import cgroup_dirs
 
 MARKER = f"vposoak{os.getpid()}x"
 SUM_EVEN = "import sys\nxs = sorted(map(int, sys.stdin.read().split()[1:]))\nprint(sum(xs[::2]))\n"
@@ -156,7 +156,7 @@ def leftover_processes(uids: set[int]) -> list[str]:
 
 
 def sandbox_cgroups() -> list[str]:
-    return [d for base in _cgroup_dirs().values() for d in glob.glob(os.path.join(base, f"vpo-sbx-{os.getpid()}-*"))]
+    return [d for base in cgroup_dirs().values() for d in glob.glob(os.path.join(base, f"vpo-sbx-{os.getpid()}-*"))]
 
 
 def scratch_dirs(root: str) -> list[str]:

@@ -293,7 +293,7 @@ def test_a_1100_deep_tree_is_gone_before_the_next_test(tmp_path, isolation):
 
 
 def test_the_iterative_wipe_takes_deep_closed_trees_and_follows_no_link(tmp_path):
-    """:func:`_empty_tree` on what a program can leave: 1,100 nested directories of 200-character
+    """:func:`empty_tree` on what a program can leave: 1,100 nested directories of 200-character
     names (a path far past PATH_MAX), directories chmod-ed to 0, a symbolic link to a directory
     outside (which must survive, contents and all)."""
     outside = tmp_path / "outside"
@@ -315,7 +315,7 @@ def test_the_iterative_wipe_takes_deep_closed_trees_and_follows_no_link(tmp_path
     finally:
         os.close(fd)
     os.chmod(work / ("d" * 200), 0)
-    W._empty_tree(str(work))
+    W.empty_tree(str(work))
     assert os.listdir(work) == []
     assert (outside / "keep").read_text() == "keep"
 
@@ -327,7 +327,7 @@ def test_the_wipe_fails_closed(tmp_path, monkeypatch):
     scratch = tmp_path
     (scratch / "work").mkdir()
     (scratch / "work" / "left").write_text("x")
-    monkeypatch.setattr(W, "_empty_tree", lambda path: None)
+    monkeypatch.setattr(W, "empty_tree", lambda path: None)
     with pytest.raises(W._CleanupError, match="could not be emptied"):
         W._wipe({"scratch": str(scratch), "uid": None, "namespaces": False})
     assert (scratch / "work" / "left").exists()
@@ -368,9 +368,9 @@ def test_other_sandboxes_cgroups_are_out_of_sight(tmp_path):
     """A sandbox's CPU and memory counters, seen from another sandbox, would show what it runs; inside
     the sandbox ``/sys/fs/cgroup`` is an empty read-only directory (the worker opened the two files it
     reads there first). A program that names another sandbox's counter path finds nothing."""
-    from vpo.sandbox.probe import _cgroup_dirs
+    from vpo.sandbox.probe import cgroup_dirs
 
-    base = _cgroup_dirs().get("cpuacct") or _cgroup_dirs().get("unified")
+    base = cgroup_dirs().get("cpuacct") or cgroup_dirs().get("unified")
     other = os.path.join(base, f"vpo-sbx-{os.getpid()}-neighbour")
     os.mkdir(other)
     try:
@@ -414,7 +414,7 @@ def test_capabilities_report_the_third_pass():
     abi = W._landlock_abi(ctypes.CDLL(None, use_errno=True))
     assert CAPS["landlock"] == (abi or False)
     assert CAPS["private_dev"] == NAMESPACES
-    from vpo.sandbox.probe import _cgroup_dirs
+    from vpo.sandbox.probe import cgroup_dirs
 
-    counter = ROOT and bool({"cpuacct", "unified"} & set(_cgroup_dirs()))
+    counter = ROOT and bool({"cpuacct", "unified"} & set(cgroup_dirs()))
     assert CAPS["cpu_time_source"] == ("cgroup" if counter else "proc"), CAPS

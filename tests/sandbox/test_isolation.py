@@ -390,9 +390,9 @@ def test_cpu_cgroups_are_pooled_limited_and_removed_at_exit(tmp_path):
     import subprocess
     import sys
 
-    from vpo.sandbox.probe import _cgroup_dirs
+    from vpo.sandbox.probe import cgroup_dirs
 
-    base = _cgroup_dirs().get("cpu")
+    base = cgroup_dirs().get("cpu")
     if not (CAPS["cgroup_cpu"] and base and not os.path.exists(os.path.join(base, "cgroup.controllers"))):
         pytest.skip("no v1 cpu hierarchy here")  # pure v2: the cpu limit is in the sandbox's own cgroup
     prog = "print([l for l in open('/proc/self/cgroup').read().splitlines() if ':cpu:' in l][0])"
@@ -415,8 +415,8 @@ def test_cpu_cgroups_are_pooled_limited_and_removed_at_exit(tmp_path):
             assert left == [], left  # removed by the exiting process itself
         else:
             assert left, "a killed process cannot clean up: its pool stays for the sweep"
-    from vpo.sandbox.cleanup import _SWEPT, _sweep_stale
+    from vpo.sandbox.cleanup import _SWEPT, sweep_stale
 
     _SWEPT.clear()
-    _sweep_stale(str(tmp_path), True)  # as the next Sandbox does: the dead owner's pool goes
+    sweep_stale(str(tmp_path), True)  # as the next Sandbox does: the dead owner's pool goes
     assert [d for d in os.listdir(base) if d.startswith(f"vpo-pool-{pid}-")] == []

@@ -40,7 +40,7 @@ def test_soak_detectors_see_planted_leaks(tmp_path):
     (tmp_path / f"vpo-sbx-{os.getpid()}-planted").mkdir()
     fd = os.open(os.devnull, os.O_RDONLY)
     cgroup = None
-    bases = list(soak._cgroup_dirs().values())
+    bases = list(soak.cgroup_dirs().values())
     if bases:  # root with writable cgroups: a planted per-sandbox cgroup is counted too
         cgroup = os.path.join(bases[0], f"vpo-sbx-{os.getpid()}-planted")
         os.mkdir(cgroup)

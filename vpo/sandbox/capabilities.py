@@ -13,7 +13,7 @@ from typing import Any
 
 from vpo.sandbox.config import SandboxConfig
 from vpo.sandbox.host import Sandbox, TestInput
-from vpo.sandbox.probe import _PROBE_CACHE, _cgroup_dirs
+from vpo.sandbox.probe import PROBE_CACHE, cgroup_dirs
 
 
 def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
@@ -35,10 +35,10 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
     host pty or GPU node), ``worker_capabilities`` (the capability set the worker kept, hex, or False
     when it had none).
     """
-    if "caps" in _PROBE_CACHE and not refresh:
-        return dict(_PROBE_CACHE["caps"])
+    if "caps" in PROBE_CACHE and not refresh:
+        return dict(PROBE_CACHE["caps"])
     if refresh:
-        _PROBE_CACHE.clear()
+        PROBE_CACHE.clear()
     sb = Sandbox(SandboxConfig(timeout_s=5, isolation="auto"))
     probe = (
         "import os, socket\n"
@@ -59,7 +59,7 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
     out = res.outcomes[0].stdout.split() if res.outcomes else []
     ns = sb.isolation == "namespaces"
     nprocs = next((int(x.split("=")[1]) for x in out if x.startswith("pid1=")), None)
-    cg = _cgroup_dirs() if (sb.root and sb.config.use_cgroups) else {}
+    cg = cgroup_dirs() if (sb.root and sb.config.use_cgroups) else {}
     caps = {
         "isolation": sb.isolation,
         "reason": sb.isolation_reason,
@@ -86,7 +86,7 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
         "worker_capabilities": res.setup.get("worker_capabilities"),
         "probe_status": res.outcomes[0].status if res.outcomes else "none",
     }
-    _PROBE_CACHE["caps"] = caps
+    PROBE_CACHE["caps"] = caps
     return dict(caps)
 
 

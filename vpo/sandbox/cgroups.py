@@ -4,7 +4,7 @@ never hit) and removed.
 
 They back up the rlimits: ``RLIMIT_NPROC`` and ``RLIMIT_AS`` act per process or per uid, a cgroup caps
 the whole sandbox, and it finds leftovers wherever they moved. Which cgroup parents are writable is
-probed once (:func:`vpo.sandbox.probe._cgroup_dirs`); where none is, sandboxes run without cgroups.
+probed once (:func:`vpo.sandbox.probe.cgroup_dirs`); where none is, sandboxes run without cgroups.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from vpo.sandbox.probe import _cgroup_dirs
+from vpo.sandbox.probe import cgroup_dirs
 
 if TYPE_CHECKING:
     from vpo.sandbox.config import SandboxConfig
@@ -91,7 +91,7 @@ class _Cgroups:
         if not cfg.use_cgroups:
             return
         by_dir: dict[str, list[str]] = {}
-        for ctl, base in _cgroup_dirs().items():
+        for ctl, base in cgroup_dirs().items():
             by_dir.setdefault(os.path.join(base, tag), []).append(ctl)
         for d, ctls in list(by_dir.items()):
             if not set(ctls) <= _POOLABLE or os.path.exists(os.path.join(os.path.dirname(d), "cgroup.controllers")):
@@ -172,7 +172,7 @@ class _Cgroups:
         Returns the pids that had to be killed (should be none: the namespace already took them)."""
         killed: list[int] = []
         deadline = time.monotonic() + deadline_s
-        if self.unified is not None and _read_pids(os.path.join(self.unified, "cgroup.procs")):
+        if self.unified is not None and read_pids(os.path.join(self.unified, "cgroup.procs")):
             try:
                 _write(os.path.join(self.unified, "cgroup.kill"), "1")
             except OSError:
@@ -180,11 +180,11 @@ class _Cgroups:
         pause = 0.001
         for d in self.dirs:
             while time.monotonic() < deadline:
-                pids = _read_pids(os.path.join(d, "cgroup.procs"))
+                pids = read_pids(os.path.join(d, "cgroup.procs"))
                 if not pids and (d != self.unified or _unpopulated(d)):
                     break
                 for pid in pids:
-                    _kill_if_in_cgroup(pid, d)
+                    kill_if_in_cgroup(pid, d)
                     killed.append(pid)
                 time.sleep(pause)
                 pause = min(pause * 2, 0.05)
@@ -210,7 +210,7 @@ class _Cgroups:
         pooled, self.pooled = self.pooled, []
         for d, key in pooled:
             self.dirs.remove(d)
-            empty = not _read_pids(os.path.join(d, "cgroup.procs"))
+            empty = not read_pids(os.path.join(d, "cgroup.procs"))
             with _POOL_LOCK:
                 if d not in _POOLED:
                     continue
@@ -234,7 +234,7 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _read_pids(path: str) -> list[int]:
+def read_pids(path: str) -> list[int]:
     try:
         with open(path) as f:
             return [int(x) for x in f.read().split()]
@@ -242,7 +242,7 @@ def _read_pids(path: str) -> list[int]:
         return []
 
 
-def _kill_if_in_cgroup(pid: int, cgdir: str) -> None:
+def kill_if_in_cgroup(pid: int, cgdir: str) -> None:
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:

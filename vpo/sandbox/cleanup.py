@@ -14,9 +14,9 @@ import re
 import signal
 import sys
 
-from vpo.sandbox.cgroups import _kill_if_in_cgroup, _read_pids
-from vpo.sandbox.probe import _cgroup_dirs
-from vpo.sandbox.worker import _SAFE_PATH, _empty_tree, _procs_of_uid
+from vpo.sandbox.cgroups import kill_if_in_cgroup, read_pids
+from vpo.sandbox.probe import cgroup_dirs
+from vpo.sandbox.worker import SAFE_PATH, empty_tree, procs_of_uid
 
 _SWEPT: set = set()
 """(scratch root, cgroups) pairs already swept by this process."""
@@ -41,7 +41,7 @@ def _owner_dead(name: str) -> bool:
     return False
 
 
-def _sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
+def sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
     """Remove scratch directories and cgroups left by scoring processes that died (SIGKILL leaves
     no chance to clean up). Names carry the owner's pid; only dead owners' entries are touched."""
     import tempfile
@@ -54,7 +54,7 @@ def _sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
     try:
         for name in os.listdir(root):
             if _owner_dead(name):
-                _rmtree(os.path.join(root, name))
+                remove_tree(os.path.join(root, name))
     except OSError:
         pass
     if cgroups:
@@ -63,7 +63,7 @@ def _sweep_stale(scratch_root: str | None, cgroups: bool) -> None:
 
 def _sweep_stale_cgroups() -> None:
     """Kill what is left in dead owners' cgroups and remove them."""
-    for base in _cgroup_dirs().values():
+    for base in cgroup_dirs().values():
         try:
             names = os.listdir(base)
         except OSError:
@@ -71,22 +71,22 @@ def _sweep_stale_cgroups() -> None:
         for name in names:
             if _owner_dead(name):
                 d = os.path.join(base, name)
-                for pid in _read_pids(os.path.join(d, "cgroup.procs")):
-                    _kill_if_in_cgroup(pid, d)
+                for pid in read_pids(os.path.join(d, "cgroup.procs")):
+                    kill_if_in_cgroup(pid, d)
                 try:
                     os.rmdir(d)
                 except OSError:
                     pass
 
 
-def _kill_session(proc) -> None:
+def kill_session(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
 
 
-def _kill_uid(uid: int, deadline_s: float = 10.0) -> None:
+def kill_uid(uid: int, deadline_s: float = 10.0) -> None:
     """Kill every process of ``uid`` (root, no namespaces): a helper becomes that uid and kill(-1)s,
     again until none is left or ``deadline_s`` has passed (a deadline, not a count of rounds)."""
     import subprocess
@@ -94,25 +94,25 @@ def _kill_uid(uid: int, deadline_s: float = 10.0) -> None:
 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        if not _procs_of_uid(uid):
+        if not procs_of_uid(uid):
             return
         subprocess.run(
             [sys.executable, "-I", "-S", "-c", "import os; os.kill(-1, 9)"],
             user=uid,
             group=uid,
             extra_groups=[],
-            env={"PATH": _SAFE_PATH},
+            env={"PATH": SAFE_PATH},
             cwd="/",
             check=False,
         )
 
 
-def _rmtree(path: str) -> None:
+def remove_tree(path: str) -> None:
     """Remove a scratch directory and everything a program left in it, however deep (iterative, see
-    :func:`vpo.sandbox.worker._empty_tree`) and whatever permissions it set. Best effort: what cannot
+    :func:`vpo.sandbox.worker.empty_tree`) and whatever permissions it set. Best effort: what cannot
     be removed stays for the sweep of a later Sandbox (the name carries the owner's pid)."""
     try:
-        _empty_tree(path)
+        empty_tree(path)
         os.rmdir(path)
     except OSError:
         pass

@@ -25,9 +25,9 @@ from vpo.errors import VPOError
 from vpo.sandbox import worker as _worker
 from vpo.sandbox.cgroups import _Cgroups
 from vpo.sandbox.config import SandboxConfig
-from vpo.sandbox.cleanup import _kill_session, _kill_uid, _rmtree, _sweep_stale
-from vpo.sandbox.probe import _probe_namespaces, _unshare_flags
-from vpo.sandbox.worker import _SAFE_PATH, SANDBOX_UID_BASE, STATUSES, WORKER_FLAG
+from vpo.sandbox.cleanup import kill_session, kill_uid, remove_tree, sweep_stale
+from vpo.sandbox.probe import probe_namespaces, unshare_flags
+from vpo.sandbox.worker import SAFE_PATH, SANDBOX_UID_BASE, STATUSES, WORKER_FLAG
 
 WORKER_PATH = os.path.abspath(_worker.__file__)
 """The worker script, run by path in a fresh interpreter."""
@@ -96,7 +96,7 @@ def _cpu_count() -> int:
 
 def _scrubbed_env(home: str) -> dict[str, str]:
     return {
-        "PATH": _SAFE_PATH,
+        "PATH": SAFE_PATH,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "HOME": home,
@@ -130,7 +130,7 @@ class Sandbox:
             )
         self.config = config
         self.root = os.geteuid() == 0
-        ns_ok, reason = _probe_namespaces()
+        ns_ok, reason = probe_namespaces()
         if config.isolation == "namespaces" and not ns_ok:
             raise SandboxError(
                 f"SandboxConfig(isolation='namespaces') but Linux namespaces are unavailable here: {reason}. "
@@ -159,7 +159,7 @@ class Sandbox:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        _sweep_stale(config.scratch_root, self.root and config.use_cgroups)
+        sweep_stale(config.scratch_root, self.root and config.use_cgroups)
         self._unshare = None
         if self.isolation == "namespaces":
             import shutil
@@ -196,7 +196,7 @@ class Sandbox:
             err_file = open(os.path.join(scratch, ".worker-stderr"), "w+b")
             worker = [sys.executable, "-I", *([] if cfg.site_packages else ["-S"]), WORKER_PATH, WORKER_FLAG, str(wfd)]
             cmd = (
-                [self._unshare, *_unshare_flags(self.root), "--", *worker] if self.isolation == "namespaces" else worker
+                [self._unshare, *unshare_flags(self.root), "--", *worker] if self.isolation == "namespaces" else worker
             )
             # the cgroups must exist before the launch; their name can't include the pid yet
             tag = os.path.basename(scratch)  # vpo-sbx-<our pid>-<random>
@@ -254,11 +254,11 @@ class Sandbox:
                 rfd, t0 + hard, max_bytes=len(tests) * (3 * cfg.max_output_bytes + 65536) + 65536
             )
             if problem:
-                _kill_session(proc)
+                kill_session(proc)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                _kill_session(proc)
+                kill_session(proc)
                 proc.wait()
             err_file.seek(0)
             worker_err = err_file.read(4000).decode("utf-8", "replace")
@@ -271,13 +271,13 @@ class Sandbox:
             os.close(rfd)
             os.close(inputs_fd)
             if proc is not None and proc.poll() is None:
-                _kill_session(proc)
+                kill_session(proc)
                 proc.wait()
             if cg is not None:
                 cg.kill_and_remove(cfg.cleanup_s)
             if uid is not None and self.isolation == "rlimits":
-                _kill_uid(uid, cfg.cleanup_s)
-            _rmtree(scratch)
+                kill_uid(uid, cfg.cleanup_s)
+            remove_tree(scratch)
 
     def _collect(self, lines, tests, t0, uid, problem, worker_err, rc) -> ProgramResult:
         outcomes: list[TestOutcome | None] = [None] * len(tests)

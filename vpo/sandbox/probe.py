@@ -1,4 +1,4 @@
-"""What this machine allows the sandbox, probed once per process and cached in ``_PROBE_CACHE``.
+"""What this machine allows the sandbox, probed once per process and cached in ``PROBE_CACHE``.
 
 Two questions, both asked on the host before any sandbox starts: can ``unshare`` create the
 namespaces the launcher needs here (it is tried with the very flags the launcher uses, which live
@@ -12,22 +12,22 @@ from __future__ import annotations
 import os
 import sys
 
-from vpo.sandbox.worker import _SAFE_PATH
+from vpo.sandbox.worker import SAFE_PATH
 
 
-def _unshare_flags(root: bool) -> list[str]:
+def unshare_flags(root: bool) -> list[str]:
     """The ``unshare`` flags of every launch (non-root adds a user namespace); the probe tries these."""
     flags = ["--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
     return flags if root else ["--map-root-user", *flags]
 
 
-_PROBE_CACHE: dict = {}
+PROBE_CACHE: dict = {}
 
 
-def _probe_namespaces() -> tuple[bool, str]:
+def probe_namespaces() -> tuple[bool, str]:
     """Can we create the namespaces here? (cached) Returns (ok, reason)."""
-    if "ns" in _PROBE_CACHE:
-        return _PROBE_CACHE["ns"]
+    if "ns" in PROBE_CACHE:
+        return PROBE_CACHE["ns"]
     import shutil
     import subprocess
 
@@ -36,26 +36,26 @@ def _probe_namespaces() -> tuple[bool, str]:
     elif shutil.which("unshare") is None:
         res = (False, "the `unshare` binary (util-linux) is not installed")
     else:
-        cmd = [shutil.which("unshare"), *_unshare_flags(os.geteuid() == 0), "true"]
+        cmd = [shutil.which("unshare"), *unshare_flags(os.geteuid() == 0), "true"]
         try:
-            p = subprocess.run(cmd, capture_output=True, timeout=20, env={"PATH": _SAFE_PATH})
+            p = subprocess.run(cmd, capture_output=True, timeout=20, env={"PATH": SAFE_PATH})
             ok = p.returncode == 0
             res = (ok, "ok" if ok else f"`unshare` failed: {p.stderr.decode(errors='replace').strip()[:300]}")
         except (OSError, subprocess.TimeoutExpired) as e:
             res = (False, f"`unshare` could not run: {e}")
-    _PROBE_CACHE["ns"] = res
+    PROBE_CACHE["ns"] = res
     return res
 
 
-def _cgroup_dirs() -> dict[str, str]:
+def cgroup_dirs() -> dict[str, str]:
     """Writable cgroup parents (cached), ``{}`` where none is: ``pids``, ``memory`` and ``cpu`` (v1
     hierarchies or the v2 one, wherever the controller is), ``cpuacct`` (v1: the CPU counter a test is
     judged on), and ``unified``, the v2 hierarchy when one of those controllers is in it, or when no
     v1 cpuacct hierarchy is writable (then for its ``cpu.stat``, the CPU counter); its cgroups also
     have ``cgroup.kill`` and ``cgroup.events``. On a pure v2 machine several keys name the same
     directory."""
-    if "cg" in _PROBE_CACHE:
-        return _PROBE_CACHE["cg"]
+    if "cg" in PROBE_CACHE:
+        return PROBE_CACHE["cg"]
     found: dict[str, str] = {}
     try:
         with open("/proc/self/cgroup") as f:
@@ -80,7 +80,7 @@ def _cgroup_dirs() -> dict[str, str]:
         # no CPU counter yet: the v2 hierarchy's own cpu.stat (every v2 cgroup has one, with or
         # without controllers) is what a test's CPU time is judged on, whatever it costs
         _v2_dirs(v2, found, counter_only=True)
-    _PROBE_CACHE["cg"] = found
+    PROBE_CACHE["cg"] = found
     return found
 
 

@@ -60,7 +60,7 @@ _EXIT_NO_FUNCTION = 104
 _EXIT_BAD_RETURN = 105
 _EXIT_SETUP = 106
 
-_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 # -- the worker; entry point: _worker_main -------------------------------------------------------
@@ -1403,7 +1403,7 @@ def _wipe(job: dict) -> None:
     """After every test (its processes all gone): remove the working directory and make a new one,
     so the next test starts in an empty directory with fresh metadata (mode, owner, timestamps,
     extended attributes). An empty directory goes by one ``rmdir``; one with entries is emptied first
-    by a forked helper (:func:`_empty_tree`: the names were chosen by the program and may spell its
+    by a forked helper (:func:`empty_tree`: the names were chosen by the program and may spell its
     input, so they never enter the worker's memory). Fails closed: raises :class:`_CleanupError` when
     the directory cannot be removed or made again, and no further test runs."""
     path, uid = os.path.join(job["scratch"], "work"), job.get("uid")
@@ -1420,7 +1420,7 @@ def _wipe(job: dict) -> None:
         if pid == 0:
             code = 1
             try:
-                _empty_tree(path)
+                empty_tree(path)
                 code = 0
             finally:
                 os._exit(code)
@@ -1439,7 +1439,7 @@ def _wipe(job: dict) -> None:
         raise _CleanupError(e.errno, f"the working directory could not be made again: {os.strerror(e.errno)}") from None
 
 
-def _empty_tree(path: str) -> None:
+def empty_tree(path: str) -> None:
     """Remove everything beneath directory ``path`` (not ``path`` itself), iteratively: no recursion
     (``shutil.rmtree`` raises RecursionError past ~1000 nested directories), no path longer than one
     name (every call is relative to an open directory), no symbolic link followed. It walks down one
@@ -1491,7 +1491,7 @@ def _kill_sandbox_uid(job: dict) -> None:
     """Outside a PID namespace, as root: kill every process of the sandbox uid (setsid-proof), once;
     :func:`_reap_all` repeats it until nothing is left."""
     uid = job.get("uid")
-    if job["namespaces"] or uid is None or not _procs_of_uid(uid):
+    if job["namespaces"] or uid is None or not procs_of_uid(uid):
         return
     pid = os.fork()
     if pid == 0:
@@ -1601,7 +1601,7 @@ def _prepare_imports(job: dict, setup: dict) -> None:
                 pass
 
 
-def _procs_of_uid(uid: int) -> list[int]:
+def procs_of_uid(uid: int) -> list[int]:
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
