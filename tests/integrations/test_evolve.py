@@ -466,9 +466,9 @@ class _BrokenPipeStdin:
 def test_lost_evaluator_process_is_reported_with_its_cause(square, tmp_path):
     """Writing a program to a worker whose pipe broke scores 0 with the OS error in the message
     (the reason used to be built and then dropped, leaving a bare 'the evaluator process died')."""
-    from vpo.integrations.evolve.worker import _EvalWorker, _write_eval_files
+    from vpo.integrations.evolve.worker import _EvalWorker, write_eval_files
 
-    spec = _write_eval_files(problem_from_dir(square), tmp_path)
+    spec = write_eval_files(problem_from_dir(square), tmp_path)
     worker = _EvalWorker(spec, timeout=10.0, log_path=tmp_path / "stderr.log")
     try:
         worker.start()

@@ -335,7 +335,7 @@ def evaluate(
         "target_weights": w_star.tolist(),
         "metrics": metrics,
     }
-    out = _jsonable(out)
+    out = jsonable(out)
     if cfg.per_prompt:
         out["per_prompt"] = _per_prompt(ids, curves, scalars)
     return out
@@ -499,7 +499,7 @@ def _per_prompt(ids: list[str], curves: dict, scalars: dict) -> dict:
     """The report's ``per_prompt``: the prompt ids and every metric's per-prompt values."""
     pp: dict = {"prompt_ids": ids}
     for name, arr in {**curves, **scalars}.items():
-        pp[name] = _jsonable(arr)  # arrays convert in C, not element by element
+        pp[name] = jsonable(arr)  # arrays convert in C, not element by element
     return pp
 
 
@@ -510,16 +510,16 @@ def _compact(s: np.ndarray, present: np.ndarray) -> np.ndarray:
     return np.take_along_axis(s, order[..., None], axis=1).reshape(P, R * m)
 
 
-def _jsonable(x):
+def jsonable(x):
     """NaN/inf -> None so the result is strict JSON; numpy arrays become (nested) lists."""
     if isinstance(x, np.ndarray):
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             return np.where(np.isfinite(x), x, None).tolist()
         return x.tolist()
     if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
+        return {k: jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, (float, np.floating)):
         return float(x) if math.isfinite(x) else None
     if isinstance(x, np.integer):

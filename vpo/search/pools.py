@@ -435,12 +435,12 @@ def evaluate_pool(
         if pool.answers is None:
             raise PoolError("embedding diversity needs the answer texts; this pool was saved without them")
         per_prompt = embedding_diversity(_answers_by_prompt(pool))
-        from vpo.search.metrics import _jsonable, _summary, bootstrap_ci
+        from vpo.search.metrics import jsonable, _summary, bootstrap_ci
 
         lo, hi = bootstrap_ci(per_prompt[None], cfg.bootstrap, cfg.ci_level, cfg.bootstrap_seed)
-        out["metrics"]["embedding_diversity"] = _jsonable(_summary(per_prompt, lo[0], hi[0]))
+        out["metrics"]["embedding_diversity"] = jsonable(_summary(per_prompt, lo[0], hi[0]))
         if "per_prompt" in out:
-            out["per_prompt"]["embedding_diversity"] = _jsonable(per_prompt.tolist())
+            out["per_prompt"]["embedding_diversity"] = jsonable(per_prompt.tolist())
     return out
 
 

@@ -468,7 +468,7 @@ def evaluate_pool_stats(
     every prompt has enough rollouts for. ``stat_options`` are :func:`pool_statistics`' keywords
     ``convention``, ``pass_threshold``, ``ks``, ``num_draws``, ``draw_seed``, ``invalid_score``, with
     its defaults."""
-    from vpo.search.metrics import _jsonable, _summary, bootstrap_ci, group_by_prompt
+    from vpo.search.metrics import jsonable, _summary, bootstrap_ci, group_by_prompt
 
     opts = _report_stat_options(stat_options)
     g = group_by_prompt(rewards, valid, prompt_index)
@@ -496,10 +496,10 @@ def evaluate_pool_stats(
             "draw_seed": int(opts["draw_seed"]),
             "max_witness_objectives": MAX_WITNESS_OBJECTIVES,
         },
-        "metrics": _jsonable(metrics),
+        "metrics": jsonable(metrics),
     }
     if per_prompt:
-        out["per_prompt"] = {n: _jsonable(stats[n]) for n in (*POOL_STAT_NAMES, *curves)}
+        out["per_prompt"] = {n: jsonable(stats[n]) for n in (*POOL_STAT_NAMES, *curves)}
     return out
 
 

@@ -387,7 +387,7 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    from vpo.search.metrics import _jsonable
+    from vpo.search.metrics import jsonable
     from vpo.search.paired import budget_warnings, paired_differences
 
     doc = {"title": title, "methods": list(results), "results": dict(results)}
@@ -400,9 +400,9 @@ def write_report(
         rep = paired_replicates(results, replicate_groups)
         doc["replicates"] = {k: list(v) for k, v in replicate_groups.items()}
         if rep is not None:
-            doc["paired_replicates"] = _jsonable(rep)
+            doc["paired_replicates"] = jsonable(rep)
     if pd is not None:
-        doc["paired"] = _jsonable(pd)
+        doc["paired"] = jsonable(pd)
     if warnings:
         doc["warnings"] = warnings
     p = out / "report.json"

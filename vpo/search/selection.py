@@ -81,7 +81,7 @@ def selected_best_at_k(
 ) -> dict:
     """The kept answer's true w*ᵀr and the hit rate per k, under the matched-budget draws of best@k."""
     from vpo.search.at_k import _check_ks, _rollout_order, group_by_prompt, scalarize
-    from vpo.search.metrics import _jsonable, bootstrap_ci
+    from vpo.search.metrics import jsonable, bootstrap_ci
 
     r = np.asarray(rewards, dtype=np.float64)
     v = np.asarray(valid, dtype=bool)
@@ -120,8 +120,8 @@ def selected_best_at_k(
         lo, hi = bootstrap_ci(vals.T, bootstrap, ci_level, bootstrap_seed)
         out[key] = {
             "k": out["k"],
-            "mean": _jsonable(vals.mean(0).tolist()),
-            "ci_low": _jsonable(np.asarray(lo).tolist()),
-            "ci_high": _jsonable(np.asarray(hi).tolist()),
+            "mean": jsonable(vals.mean(0).tolist()),
+            "ci_low": jsonable(np.asarray(lo).tolist()),
+            "ci_high": jsonable(np.asarray(hi).tolist()),
         }
     return out

@@ -32,7 +32,7 @@ def set_objective_scores(
 
     from vpo.core.set_objectives import SET_OBJECTIVES
     from vpo.core.weights import fixed_weights
-    from vpo.search.metrics import _jsonable, bootstrap_ci
+    from vpo.search.metrics import jsonable, bootstrap_ci
 
     known = sorted(SET_OBJECTIVES)
     names = known if names is None else list(names)
@@ -71,7 +71,7 @@ def set_objective_scores(
         }
         for i, name in enumerate(names)
     }
-    return _jsonable(
+    return jsonable(
         {
             "config": {
                 "num_weightings": num_weightings,

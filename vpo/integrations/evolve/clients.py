@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vpo.integrations.evolve.config import EvolveError, EvolveModel, _import_attr
+from vpo.integrations.evolve.config import EvolveError, EvolveModel, import_attr
 
 
 class ScriptedLLM:
@@ -253,9 +253,9 @@ class TaskPromptClient(LocalHFClient):
 
     def _examples(self) -> dict[str, dict]:
         if self._questions is None:
-            from vpo.integrations.evolve.problems import _build_task
+            from vpo.integrations.evolve.problems import build_task
 
-            self._task = _build_task(self.task_name, self.task_options)
+            self._task = build_task(self.task_name, self.task_options)
             self._questions = {}
             for ex in self._task.load(self.split, n=self.n):
                 self._questions.setdefault(self._task.question(ex).strip(), ex)
@@ -291,7 +291,7 @@ class _ClientFactory:
     def __call__(self, model_cfg=None):
         c = self.client
         if isinstance(c, str):
-            c = _import_attr(c, "client")
+            c = import_attr(c, "client")
         if hasattr(c, "generate_with_context") and not isinstance(c, type):
             obj = c
         elif callable(c):

@@ -2,7 +2,7 @@
 
 Plain dataclasses that check their fields on construction (a ``ValueError`` naming the field), so
 a bad spec fails before any process starts. ``"module:attr"`` strings (client factories, task
-factories) are resolved by :func:`_import_attr`. No heavy imports here.
+factories) are resolved by :func:`import_attr`. No heavy imports here.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class EvolveSettings:
             raise ValueError(f"eval_timeout must be > 0 seconds, got {self.eval_timeout!r}")
 
 
-def _import_attr(spec: str, what: str):
+def import_attr(spec: str, what: str):
     """The attribute a ``"package.module:attribute"`` string names; ``ValueError`` saying why not."""
     import importlib
 

@@ -4,7 +4,7 @@ A problem is an OpenEvolve example folder (:func:`problem_from_dir`: ``initial_p
 ``evaluator.py`` + optional ``problem.yaml``) or one example of a vpo task
 (:func:`problems_from_task`, e.g. ``code``: the task's objectives are the reward vector, its
 ``w*`` the weights). :func:`split_programs` cuts a completion into at most m programs with vpo's
-``code`` answer format; :func:`_code_key` is the whitespace-insensitive identity used to drop
+``code`` answer format; :func:`code_key` is the whitespace-insensitive identity used to drop
 duplicates and unchanged rewrites.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from vpo.integrations.evolve.config import EvolveProblem
 
 
-def _code_key(code: str) -> str:
+def code_key(code: str) -> str:
     return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip())
 
 
@@ -76,7 +76,7 @@ def problems_from_task(
     ``vpo eval`` use; ``seed`` (default None: the task's default) is passed to ``load`` only when
     given. It is not the search seed: for generated tasks (maze, prog) a load seed replaces the
     split's own seed and gives other problems."""
-    t = _build_task(task, task_options)
+    t = build_task(task, task_options)
     out = []
     from vpo.tasks.registry import load_split
 
@@ -99,7 +99,7 @@ def problems_from_task(
     return out
 
 
-def _build_task(task: str, options: Mapping | None):
+def build_task(task: str, options: Mapping | None):
     """The task ``vpo.tasks.get`` builds (the one resolver: a registered name, ``module:factory``
     with the module found from the working directory too, or ``path/to/file.py:factory``)."""
     from vpo import tasks

@@ -40,7 +40,7 @@ from vpo.integrations.evolve.config import (
     EvolveProblem,
     EvolveSettings,
 )
-from vpo.integrations.evolve.problems import _code_key, split_programs
+from vpo.integrations.evolve.problems import code_key, split_programs
 from vpo.integrations.evolve.selection import (
     ParetoArchive,
     VPOSelector,
@@ -48,7 +48,7 @@ from vpo.integrations.evolve.selection import (
     island_weights,
     population_strategy,
 )
-from vpo.integrations.evolve.worker import _WORKERS, _write_eval_files, _WorkerPool
+from vpo.integrations.evolve.worker import WORKERS, write_eval_files, WorkerPool
 
 logger = logging.getLogger("vpo.evolve")
 
@@ -107,7 +107,7 @@ class _EvolveRun:
         }
         self.failures = 0  # failed LLM calls in a row
         self.last_checkpoint: Path | None = None
-        self.worker: _WorkerPool | None = None
+        self.worker: WorkerPool | None = None
         self.objectives: list[str] = []
         self.archive = ParetoArchive()
         self.selector: VPOSelector | None = None
@@ -125,10 +125,10 @@ class _EvolveRun:
         from vpo.core.answers import answer_instruction
 
         s = self.settings
-        self.spec_path = _write_eval_files(self.problem, self.out)
+        self.spec_path = write_eval_files(self.problem, self.out)
         self.n_workers = s.eval_workers or max(1, min(self.model.num_answers, _usable_cores()))
-        self.worker = _WorkerPool(self.spec_path, s.eval_timeout, self.out / "evaluator_stderr.log", self.n_workers)
-        _WORKERS[str(self.spec_path)] = self.worker
+        self.worker = WorkerPool(self.spec_path, s.eval_timeout, self.out / "evaluator_stderr.log", self.n_workers)
+        WORKERS[str(self.spec_path)] = self.worker
         ready = self.worker.start()
         self.objectives = list(self.problem.objectives or ready.get("objectives") or [])
         self.worker.objectives = self.objectives or None
@@ -448,7 +448,7 @@ class _EvolveRun:
         the parent, programs over ``max_code_length``."""
         counts = {"duplicates": 0, "identical_to_parent": 0, "too_long": 0}
         seen: set[str] = set()
-        parent_key = _code_key(parent.code)
+        parent_key = code_key(parent.code)
         todo = []
         for slot, code in enumerate(programs):
             skip = self._skip_reason(code, seen, parent_key)
@@ -472,7 +472,7 @@ class _EvolveRun:
         return list(asyncio.run(all_of()))
 
     def _skip_reason(self, code: str, seen: set[str], parent_key: str) -> str | None:
-        key = _code_key(code)
+        key = code_key(code)
         if key in seen:
             return "duplicates"
         seen.add(key)
@@ -646,7 +646,7 @@ class _EvolveRun:
         """Stop the evaluation worker (also after a failure)."""
         if self.worker is not None:
             self.worker.close()
-            _WORKERS.pop(str(self.spec_path), None)
+            WORKERS.pop(str(self.spec_path), None)
 
 
 # ---------------------------------------------------------------------------------------------

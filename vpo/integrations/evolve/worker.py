@@ -2,14 +2,14 @@
 
 OpenEvolve's ``Evaluator`` runs ``evaluate()`` in a thread and on timeout only stops *waiting*: a
 hung evaluator keeps a core busy and blocks every later evaluation. So each run writes an
-evaluation file (:func:`_write_eval_files`) whose ``evaluate`` calls :func:`shim_evaluate`, which
+evaluation file (:func:`write_eval_files`) whose ``evaluate`` calls :func:`shim_evaluate`, which
 forwards the program to a worker process (``python -m vpo.integrations.evolve --eval-worker SPEC``,
 own session, :func:`_worker_main`) that loads the problem's evaluator once. On timeout the worker's
 process group is killed and restarted and the candidate scores 0 with the reason in its artifacts.
 :func:`shim_evaluate` turns the worker's metrics into the reward vector (a problem's objectives, in
 order; missing or non-finite metrics count 0) and ``combined_score = w*^T r``.
 
-A run's m candidates can be evaluated at once by a :class:`_WorkerPool` of such workers (each one
+A run's m candidates can be evaluated at once by a :class:`WorkerPool` of such workers (each one
 evaluation at a time). Simplifications: the protocol is one JSON line each way per program; the
 worker's stdout is moved to its stderr log so that prints cannot corrupt it.
 """
@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from vpo.integrations.evolve.config import EvolveError, EvolveProblem
-from vpo.integrations.evolve.problems import _build_task
+from vpo.integrations.evolve.problems import build_task
 
-_WORKERS: dict[str, "_WorkerPool"] = {}
+WORKERS: dict[str, "WorkerPool"] = {}
 """Live workers by spec path: how the generated evaluation file finds its run's worker."""
 _READY_TIMEOUT = 300.0
 _WORKER_MODULE = "vpo.integrations.evolve"
@@ -50,9 +50,9 @@ def _numeric(v) -> float | None:
     return float(v)
 
 
-def _write_eval_files(problem: EvolveProblem, out: Path) -> Path:
+def write_eval_files(problem: EvolveProblem, out: Path) -> Path:
     """Write the worker's spec and OpenEvolve's evaluation file ``vpo_evaluator.py`` into ``out``;
-    returns the spec's path (the key of the run's worker in ``_WORKERS``)."""
+    returns the spec's path (the key of the run's worker in ``WORKERS``)."""
     spec = (
         {"kind": "evaluator", "evaluator": str(Path(problem.evaluator).resolve())}
         if problem.evaluator
@@ -196,10 +196,10 @@ class _EvalWorker:
                 pass
 
 
-class _WorkerPool:
+class WorkerPool:
     """``n`` :class:`_EvalWorker` s behind one ``evaluate``: each call takes a free worker, so up to
     ``n`` evaluations (threads of OpenEvolve's evaluator) run at once; the pool is what
-    :func:`shim_evaluate` finds in ``_WORKERS``."""
+    :func:`shim_evaluate` finds in ``WORKERS``."""
 
     def __init__(self, spec_path: Path, timeout: float, log_path: Path, n: int) -> None:
         self.workers = [_EvalWorker(spec_path, timeout, log_path) for _ in range(max(1, int(n)))]
@@ -250,7 +250,7 @@ def shim_evaluate(spec_path: str, program_path: str):
     ``EvaluationResult(metrics={objectives..., combined_score}, artifacts)``. Never raises."""
     from openevolve.evaluation_result import EvaluationResult
 
-    worker = _WORKERS.get(str(spec_path))
+    worker = WORKERS.get(str(spec_path))
     if worker is None:
         return EvaluationResult(
             metrics={"combined_score": 0.0, "vpo_eval_error": 1.0},
@@ -295,7 +295,7 @@ def _load_evaluate(spec: Mapping) -> tuple[Callable, list[str] | None]:
     from vpo.tasks import import_user_modules
 
     import_user_modules(json.loads(os.environ.get(IMPORTS_ENV) or "[]"))
-    task = _build_task(spec["task"], spec.get("task_options"))
+    task = build_task(spec["task"], spec.get("task_options"))
     example = spec["example"]
     objectives = list(task.objectives)
 

@@ -210,7 +210,7 @@ def plot_tokens_vs_best(results: Mapping[str, dict], path, title: str | None = N
 def write_search_report(
     results: Mapping[str, dict], out_dir, *, title=None, plots: bool = True, replicate_groups=None
 ) -> dict[str, Path]:
-    from vpo.search.metrics import _jsonable
+    from vpo.search.metrics import jsonable
 
     _check(results)
     out = Path(out_dir)
@@ -224,7 +224,7 @@ def write_search_report(
         doc["replicates"] = {k: list(v) for k, v in replicate_groups.items()}
         doc["paired_replicates"] = rep
     paths = {"json": out / REPORT, "markdown": out / "search.md"}
-    paths["json"].write_text(json.dumps(_jsonable(doc), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    paths["json"].write_text(json.dumps(jsonable(doc), indent=1, allow_nan=False) + "\n", encoding="utf-8")
     paths["markdown"].write_text(search_markdown(results, title, paired, rep), encoding="utf-8")
     if plots:
         paths["tokens_vs_best"] = plot_tokens_vs_best(results, out / "tokens_vs_best.png", title)

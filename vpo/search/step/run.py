@@ -200,15 +200,15 @@ def budget_points(budget: int, num_points: int = 8) -> list[int]:
 
 def _entry(values: np.ndarray, bootstrap: int, ci_level: float, seed: int) -> dict:
     """``values [K, P]`` -> mean, ci_low, ci_high lists over K."""
-    from vpo.search.metrics import _jsonable, bootstrap_ci
+    from vpo.search.metrics import jsonable, bootstrap_ci
 
     lo, hi = bootstrap_ci(values, bootstrap, ci_level, seed)
     with np.errstate(invalid="ignore"):  # a statistic undefined on every prompt (NaN) stays undefined
         mean = np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
     return {
-        "mean": _jsonable(mean.tolist()),
-        "ci_low": _jsonable(np.asarray(lo).tolist()),
-        "ci_high": _jsonable(np.asarray(hi).tolist()),
+        "mean": jsonable(mean.tolist()),
+        "ci_low": jsonable(np.asarray(lo).tolist()),
+        "ci_high": jsonable(np.asarray(hi).tolist()),
     }
 
 
