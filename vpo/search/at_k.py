@@ -164,7 +164,7 @@ def log_comb(n, k) -> np.ndarray:
     return _core_log_comb(n, k).numpy()
 
 
-def _check_ks(ks: Sequence[int], limit: np.ndarray, what: str, ids: Sequence[str] | None = None) -> np.ndarray:
+def check_ks(ks: Sequence[int], limit: np.ndarray, what: str, ids: Sequence[str] | None = None) -> np.ndarray:
     ks_arr = np.asarray(list(ks), dtype=np.int64)
     if ks_arr.size == 0 or (ks_arr < 1).any():
         raise MetricsError(f"ks must be integers >= 1, got {list(ks)}")
@@ -199,7 +199,7 @@ def best_at_k_unbiased(scores, ks: Sequence[int], count=None) -> np.ndarray:
         raise MetricsError(f"scores must have shape [P, n]; got {s.shape}")
     P, n = s.shape
     cnt = np.full(P, n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
-    ks_arr = _check_ks(ks, cnt, "candidates")
+    ks_arr = check_ks(ks, cnt, "candidates")
     pos = np.arange(n)
     vals = np.where(pos[None, :] < cnt[:, None], s, -np.inf)
     vals = np.sort(vals, axis=1)  # padding (-inf) first
@@ -232,7 +232,7 @@ def pass_at_k(num_samples, num_correct, ks: Sequence[int], *, k_above_n: str = "
         raise MetricsError("num_correct must be between 0 and num_samples")
     if k_above_n not in ("raise", "nan"):
         raise ValueError(f"k_above_n must be 'raise' or 'nan', got {k_above_n!r}")
-    ks_arr = _check_ks(ks, n if k_above_n == "raise" else np.full(1, np.iinfo(np.int64).max), "samples")
+    ks_arr = check_ks(ks, n if k_above_n == "raise" else np.full(1, np.iinfo(np.int64).max), "samples")
     k = ks_arr[None, :]
     with np.errstate(invalid="ignore", over="ignore"):
         fail = np.exp(log_comb((n - c)[:, None], k) - log_comb(n[:, None], k))
@@ -245,7 +245,7 @@ def pass_at_k(num_samples, num_correct, ks: Sequence[int], *, k_above_n: str = "
 # ---------------------------------------------------------------------------------------------
 
 
-def _rollout_order(present: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def rollout_order(present: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     keys = rng.random(present.shape)
     keys[~present] = np.inf  # absent rollouts are never drawn
     return np.argsort(keys, axis=1)
@@ -261,10 +261,10 @@ def matched_best_at_k(scores, present, ks: Sequence[int], rng: np.random.Generat
     s = np.asarray(scores, dtype=np.float64)
     P, R, m = s.shape[:3]
     present = np.asarray(present, dtype=bool)
-    ks_arr = _check_ks(ks, present.sum(1) * m, "answer slots")
+    ks_arr = check_ks(ks, present.sum(1) * m, "answer slots")
     if order is None:
         rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
-        order = _rollout_order(present, rng)
+        order = rollout_order(present, rng)
     perm = s[np.arange(P)[:, None], order]  # rollouts in draw order (fancy indexing beats take_along_axis here)
     flat = perm.reshape(P, R * m, *s.shape[3:])
     # max over each segment between consecutive ks, then a running max over the few segments
@@ -289,7 +289,7 @@ def matched_best_at_k_exact(scores, present, ks: Sequence[int]) -> np.ndarray:
     P, R, m = s.shape
     present = np.asarray(present, dtype=bool)
     n = present.sum(1).astype(np.int64)  # rollouts per prompt
-    ks_arr = _check_ks(ks, n * m, "answer slots")
+    ks_arr = check_ks(ks, n * m, "answer slots")
     full = np.where(present, s.max(2), -np.inf)  # [P, R]
     prefix = np.maximum.accumulate(s, axis=2)  # [P, R, m] max over the first t slots
     # others[p, j, :] = full of every rollout but j, ascending; -inf (self, absent) first

@@ -232,11 +232,11 @@ def run(args) -> int:
         from vpo.search.pools import evaluate_pool, load_pool
 
         pool_dir = Path(args.pool)
-        from vpo.search.cli import _add_all_zero_warning
+        from vpo.search.cli import add_all_zero_warning
 
         pool = load_pool(pool_dir)
         results = {pool_dir.name: evaluate_pool(pool, bootstrap=0)}
-        _add_all_zero_warning(results[pool_dir.name], pool)
+        add_all_zero_warning(results[pool_dir.name], pool)
         where = pool_dir
     out_dir = Path(args.check_out) if args.check_out else where
     checks = {name: check_summary(summary_from_eval(r), args.ceiling) for name, r in results.items()}

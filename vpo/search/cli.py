@@ -266,7 +266,7 @@ def _evaluate(pool, args):
         _add_pool_stats(result, pool, args)
         _add_set_objectives(result, pool, args, kw)
         _add_selection(result, pool, args)
-        _add_all_zero_warning(result, pool)
+        add_all_zero_warning(result, pool)
         if getattr(args, "constraints", None):
             from vpo.search.constraints import constrained_metrics
 
@@ -417,11 +417,11 @@ def _single_report_name(run_dir: Path) -> str | None:
 
 def _save_pool_name(pool_dir: Path, name: str) -> None:
     """Record the method's name in the pool's meta.json, so ``vpo eval --pool`` and ``vpo compare`` keep it."""
-    from vpo.search.pools import _read_json, _write_json
+    from vpo.search.pools import read_json, write_json
 
     path = pool_dir / META_FILE
     if path.exists():
-        _write_json(path, {**_read_json(path), "name": name})
+        write_json(path, {**read_json(path), "name": name})
 
 
 ALL_ZERO_WARNING = (
@@ -430,7 +430,7 @@ ALL_ZERO_WARNING = (
 )
 
 
-def _add_all_zero_warning(res: dict, pool) -> None:
+def add_all_zero_warning(res: dict, pool) -> None:
     """``res["warnings"]`` (report.json and report.md) says so when every answer of the pool scored 0 on every
     objective: best@k 0.000 is then a mismatch to look for, not a measurement."""
     import numpy as np

@@ -28,8 +28,8 @@ from vpo.core.weights import FIXED_NUM_WEIGHTINGS, FIXED_WEIGHT_SEED
 from vpo.search.at_k import (
     Grouped,
     MetricsError,
-    _check_ks,
-    _rollout_order,
+    check_ks,
+    rollout_order,
     best_at_k_unbiased,
     group_by_prompt,
     log_comb,
@@ -272,7 +272,7 @@ def default_ks(max_budget: int) -> tuple[int, ...]:
     return tuple(ks)
 
 
-def _summary(per_prompt: np.ndarray, low: float, high: float) -> dict:
+def ci_summary(per_prompt: np.ndarray, low: float, high: float) -> dict:
     vals = per_prompt[np.isfinite(per_prompt)]
     return {
         "mean": float(vals.mean()) if vals.size else float("nan"),
@@ -312,7 +312,7 @@ def evaluate(
     w_star = _target_weights(target_weights, d)
     slots = g.num_slots
     ks = cfg.ks if cfg.ks is not None else default_ks(int(slots.min()))
-    ks_arr = _check_ks(ks, slots, "answer slots (rollouts x m)", ids)
+    ks_arr = check_ks(ks, slots, "answer slots (rollouts x m)", ids)
 
     s = scalarize(g.rewards, g.valid, w_star, cfg.invalid_score)  # [P, R, m]
     s = np.where(g.present[..., None], s, -np.inf)
@@ -390,7 +390,7 @@ def _matched_per_seed(
     per_seed = np.empty((len(seeds), P, ks_arr.size))
     per_seed_ew = np.empty((len(seeds), P, ks_arr.size))
     for i, seed in enumerate(seeds):
-        order = _rollout_order(g.present, np.random.default_rng(seed))
+        order = rollout_order(g.present, np.random.default_rng(seed))
         per_seed[i] = matched_best_at_k(s, g.present, ks_arr, order=order)
         per_seed_ew[i] = matched_best_at_k(sw, g.present, ks_arr, order=order).mean(-1)
     return per_seed, per_seed_ew
@@ -461,7 +461,7 @@ def _objective_means(g: Grouped) -> np.ndarray:
 def _with_intervals(curves: dict, scalars: dict, ks_arr: np.ndarray, cfg: EvalConfig) -> dict:
     """The report's ``metrics``: each metric's mean over prompts with its bootstrap interval (one
     shared set of resamples for all of them); curves as ``{"k", "mean", "ci_low", "ci_high"}``
-    lists, scalars as :func:`_summary` dicts."""
+    lists, scalars as :func:`ci_summary` dicts."""
     rows = [c[:, j] for c in curves.values() for j in range(ks_arr.size)] + list(scalars.values())
     low, high = bootstrap_ci(np.stack(rows), cfg.bootstrap, cfg.ci_level, cfg.bootstrap_seed)
     metrics: dict = {}
@@ -476,7 +476,7 @@ def _with_intervals(curves: dict, scalars: dict, ks_arr: np.ndarray, cfg: EvalCo
             "ci_high": hi.tolist(),
         }
     for name, v in scalars.items():
-        metrics[name] = _summary(v, low[r_i], high[r_i])
+        metrics[name] = ci_summary(v, low[r_i], high[r_i])
         r_i += 1
     return metrics
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 __all__ = [
+    "COLORS",
     "draw_bars",
     "draw_curve",
     "new_figure",
@@ -26,10 +27,11 @@ __all__ = [
     "plot_summary",
 ]
 
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
-def _figure(w: float, h: float, ncols: int = 1):
+def new_figure(w: float, h: float, ncols: int = 1):
+    """``(fig, axes)``: an Agg-backed figure, no pyplot state."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -49,7 +51,7 @@ def _curve(
     all_ks = sorted({k for r in results.values() for k in r["metrics"][metric]["k"]})
     for i, (name, r) in enumerate(results.items()):
         e = r["metrics"][metric]
-        c = _COLORS[i % len(_COLORS)]
+        c = COLORS[i % len(COLORS)]
         ks = e["k"]
         mean = [_nan(x) for x in e["mean"]]
         label = name if "(m=" in name else f"{name} (m={r['shape']['m']})"
@@ -95,7 +97,7 @@ def _bars(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str)
         err = None
         if lo == lo and hi == hi and mean == mean:
             err = [[max(mean - lo, 0.0)], [max(hi - mean, 0.0)]]
-        color = results[name].get("style", {}).get("color", _COLORS[i % len(_COLORS)])
+        color = results[name].get("style", {}).get("color", COLORS[i % len(COLORS)])
         ax.bar(i, 0.0 if mean != mean else mean, color=color, yerr=err, capsize=4, width=0.65)
         top = 0.0 if mean != mean else (max(mean, hi) if hi == hi else mean)
         ax.annotate(
@@ -122,8 +124,6 @@ def _bars(ax, results: Mapping[str, dict], metric: str, ylabel: str, title: str)
         ax.set_ylim(0.0, top * 1.15 if top > 0 else 1.0)
 
 
-new_figure = _figure
-"""``new_figure(w, h, ncols)`` -> ``(fig, axes)``: an Agg-backed figure, no pyplot state."""
 draw_curve = _curve
 """``draw_curve(ax, results, metric, ylabel, title, reference=None)``: one line per method with its
 interval band (``ci_low``/``ci_high``), an optional horizontal reference line ``(y, label)``, and a
@@ -143,7 +143,7 @@ def _suptitle(fig, title: str | None, results: Mapping[str, dict]) -> None:
 
 def plot_best_at_k(results: Mapping[str, dict], path, title: str | None = None) -> Path:
     """best@k on w* vs k per method with CI bands -> ``path`` (PNG)."""
-    fig, (ax,) = _figure(6.0, 4.2)
+    fig, (ax,) = new_figure(6.0, 4.2)
     _curve(ax, results, "best_at_k", "best@k on w*", "best@k (higher is better)")
     _suptitle(fig, title, results)
     fig.savefig(path)
@@ -154,7 +154,7 @@ def plot_pareto(results: Mapping[str, dict], path, title: str | None = None) -> 
     """Per method: the Pareto front size of its pools (distinct non-dominated reward vectors) beside
     E_w[best@k] over k: how many trade-offs the pool offers, and what search reaches when the
     preference is not known in advance -> ``path`` (PNG)."""
-    fig, axes = _figure(10.0 + 0.4 * len(results), 4.2, 2)
+    fig, axes = new_figure(10.0 + 0.4 * len(results), 4.2, 2)
     _bars(axes[0], results, "pareto_front_size", "distinct non-dominated vectors per prompt", "Pareto front size")
     _curve(axes[1], results, "ew_best_at_k", "E_w[best@k]", "E_w[best@k] (fixed Dir weightings)")
     _suptitle(fig, title, results)
@@ -166,7 +166,7 @@ def plot_diversity(results: Mapping[str, dict], path, title: str | None = None) 
     """Reward-space diversity per method (and text diversity when computed) -> ``path`` (PNG)."""
     has_embed = any("embedding_diversity" in r["metrics"] for r in results.values())
     d = next(iter(results.values()))["shape"]["d"]
-    fig, axes = _figure(5.0 + 0.4 * len(results) + (4.0 if has_embed else 0.0), 4.0, 2 if has_embed else 1)
+    fig, axes = new_figure(5.0 + 0.4 * len(results) + (4.0 if has_embed else 0.0), 4.0, 2 if has_embed else 1)
     _bars(axes[0], results, "diversity", f"mean pairwise L1 of reward vectors (0..{d})", "reward-space diversity")
     if has_embed:
         _bars(axes[1], results, "embedding_diversity", "mean pairwise 1 - cosine", "answer-text diversity (MiniLM)")
@@ -181,7 +181,7 @@ def plot_summary(results: Mapping[str, dict], path, title: str | None = None) ->
     of panels of zeros -> ``path`` (PNG)."""
     d = next(iter(results.values()))["shape"]["d"]
     passes = any(any((x or 0) > 0 for x in r["metrics"]["pass_at_k"]["mean"]) for r in results.values())
-    fig, axes = _figure(17.0, 4.4, 4)
+    fig, axes = new_figure(17.0, 4.4, 4)
     _curve(axes[0], results, "best_at_k", "best@k on w*", "best@k on w* (matched budget)")
     if passes:
         _curve(axes[1], results, "pass_at_k", "pass@k", "pass@k (all components pass)")

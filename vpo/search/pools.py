@@ -165,7 +165,7 @@ class Pool:
             "target_weights": self.target_weights.tolist(),
             "m": self.m,
         }
-        _write_json(out / META_FILE, meta)
+        write_json(out / META_FILE, meta)
         if self.completions is not None:
             tmp = out / (ROLLOUTS_FILE + ".tmp")
             with open(tmp, "w", encoding="utf-8") as f:
@@ -215,7 +215,7 @@ class Pool:
         meta_path = src / META_FILE
         if not meta_path.exists():
             raise PoolError(f"{src} is not a pool directory: it has no {META_FILE} (run `vpo eval` to make one)")
-        meta = _read_json(meta_path)
+        meta = read_json(meta_path)
         if meta.get("format") != POOL_FORMAT:
             raise PoolError(f"{meta_path} has format {meta.get('format')!r}; this vpo reads {POOL_FORMAT!r}")
         objectives = tuple(meta["objectives"])
@@ -327,7 +327,7 @@ class PoolWriter:
             match_keys=match_keys,
             mismatch=mismatch,
             read=lambda path: _read_pool_records(path, repair=True),
-            load_meta=_read_json,
+            load_meta=read_json,
             stale=[self.dir / ARRAYS_FILE],  # out of date once we append; finish() rewrites it
             meta_json={"indent": 2, "ensure_ascii": False},
             record_json={"ensure_ascii": False, "allow_nan": True},
@@ -435,10 +435,10 @@ def evaluate_pool(
         if pool.answers is None:
             raise PoolError("embedding diversity needs the answer texts; this pool was saved without them")
         per_prompt = embedding_diversity(_answers_by_prompt(pool))
-        from vpo.search.metrics import jsonable, _summary, bootstrap_ci
+        from vpo.search.metrics import jsonable, ci_summary, bootstrap_ci
 
         lo, hi = bootstrap_ci(per_prompt[None], cfg.bootstrap, cfg.ci_level, cfg.bootstrap_seed)
-        out["metrics"]["embedding_diversity"] = jsonable(_summary(per_prompt, lo[0], hi[0]))
+        out["metrics"]["embedding_diversity"] = jsonable(ci_summary(per_prompt, lo[0], hi[0]))
         if "per_prompt" in out:
             out["per_prompt"]["embedding_diversity"] = jsonable(per_prompt.tolist())
     return out
@@ -463,13 +463,13 @@ def _num(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
     tmp = Path(str(path) + ".tmp")
     tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

@@ -468,7 +468,7 @@ def evaluate_pool_stats(
     every prompt has enough rollouts for. ``stat_options`` are :func:`pool_statistics`' keywords
     ``convention``, ``pass_threshold``, ``ks``, ``num_draws``, ``draw_seed``, ``invalid_score``, with
     its defaults."""
-    from vpo.search.metrics import jsonable, _summary, bootstrap_ci, group_by_prompt
+    from vpo.search.metrics import jsonable, ci_summary, bootstrap_ci, group_by_prompt
 
     opts = _report_stat_options(stat_options)
     g = group_by_prompt(rewards, valid, prompt_index)
@@ -478,7 +478,7 @@ def evaluate_pool_stats(
     curves = ("pass_at_k_answer", "pass_at_k_rollout")
     rows = [stats[n] for n in POOL_STAT_NAMES] + [stats[c][:, i] for c in curves for i in range(len(ks_used))]
     low, high = bootstrap_ci(np.stack(rows), bootstrap, ci_level, bootstrap_seed)
-    metrics: dict = {n: _summary(stats[n], low[i], high[i]) for i, n in enumerate(POOL_STAT_NAMES)}
+    metrics: dict = {n: ci_summary(stats[n], low[i], high[i]) for i, n in enumerate(POOL_STAT_NAMES)}
     at = len(POOL_STAT_NAMES)
     for c in curves:
         K = len(ks_used)

@@ -80,7 +80,7 @@ def selected_best_at_k(
     bootstrap_seed: int = 0,
 ) -> dict:
     """The kept answer's true w*ᵀr and the hit rate per k, under the matched-budget draws of best@k."""
-    from vpo.search.at_k import _check_ks, _rollout_order, group_by_prompt, scalarize
+    from vpo.search.at_k import check_ks, rollout_order, group_by_prompt, scalarize
     from vpo.search.metrics import jsonable, bootstrap_ci
 
     r = np.asarray(rewards, dtype=np.float64)
@@ -90,7 +90,7 @@ def selected_best_at_k(
     name, fn = parse_selector(selector, objectives)
     g = group_by_prompt(r, v, prompt_index)
     P, R, m, _ = g.shape
-    ks_arr = _check_ks(ks, g.num_slots, "answer slots (rollouts x m)")
+    ks_arr = check_ks(ks, g.num_slots, "answer slots (rollouts x m)")
     true = np.where(g.present[..., None], scalarize(g.rewards, g.valid, w, invalid_score), -np.inf)  # [P, R, m]
     best_sel = np.zeros((len(seeds), P, ks_arr.size))
     hits = np.zeros_like(best_sel)
@@ -104,7 +104,7 @@ def selected_best_at_k(
         # an invalid answer is preferred by no one while a valid one is there; an absent rollout never
         sel = np.where(g.valid, sel, -1e300)
         sel = np.where(g.present[..., None], sel, -np.inf)
-        order = _rollout_order(g.present, rng)
+        order = rollout_order(g.present, rng)
         rows = np.arange(P)[:, None]
         t_flat = true[rows, order].reshape(P, R * m)
         s_flat = sel[rows, order].reshape(P, R * m)

@@ -187,13 +187,13 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
 
 
 def plot_tokens_vs_best(results: Mapping[str, dict], path, title: str | None = None) -> Path:
-    from vpo.search.plots import _COLORS, _figure
+    from vpo.search.plots import COLORS, new_figure
 
-    fig, axes = _figure(6.0, 4.0)
+    fig, axes = new_figure(6.0, 4.0)
     ax = axes[0]
     for i, (name, r) in enumerate(results.items()):
         e = r["best_at_budget"]
-        c = _COLORS[i % len(_COLORS)]
+        c = COLORS[i % len(COLORS)]
         ax.plot(e["tokens"], e["mean"], marker="o", color=c, label=name)
         if all(x is not None for x in e["ci_low"] + e["ci_high"]):
             ax.fill_between(e["tokens"], e["ci_low"], e["ci_high"], color=c, alpha=0.15)
