@@ -89,29 +89,18 @@ def config_from_args(args):
     return replace(cfg, **over)
 
 
-# one-core seconds measured on the idle 2-core machine (docs/demo.md, "Where the time goes": the
-# 3-replicate default's job log, docs/demo/default3_validation/invocations.json, and the ten-replicate
-# prog run's): a warm start of 600 steps (one thread, two side by side), each method's 60-step RL job,
-# one evaluation of 100 problems x 30 answers; methods not listed cost like VPO (multi-answer) or GRPO
-_COST_S = {
-    "maze": {"warm": 132.0, "eval": 5.0, "grpo": 21, "grpo_3x": 53, "gdpo": 18, "max_at_k": 20, "multi_rlvr": 46, "vpo": 47},
-    # shop: SmolLM2 (135 M) on the validation probe of docs/pretrained.md: a 24-step warm start took 195 s on
-    # two threads alone; 20 LoRA steps 366 s (GRPO 3x), 373 s (VPO), 189 s (Max@k) with two jobs side by side;
-    # an evaluation of 50 requests x 30 answers ~110 s
-    "shop": {"warm": 9750.0, "eval": 220.0, "grpo": 567, "grpo_3x": 1100, "max_at_k": 567, "multi_rlvr": 1120, "vpo": 1120},
-    "prog": {"warm": 125.0, "eval": 3.7, "grpo": 16, "grpo_3x": 41, "gdpo": 16, "max_at_k": 18, "multi_rlvr": 39, "vpo": 40},
-}  # fmt: skip
 _FIXED_S = 30.0  # worker start (imports, training problems), the report
 
 
 def estimate_minutes(cfg) -> float:
-    """A rough wall-time estimate on two cores from measured per-job costs (:data:`_COST_S`), scaled
+    """A rough wall-time estimate on two cores from measured per-job costs (``Domain.job_costs_s``), scaled
     by warm_steps, rl_steps and the evaluated answers: the one-core work spread over the job slots,
     or the first replicate's chain (warm start, its longest job, an evaluation) when that is longer.
     The 3-replicate maze default comes out at 9.9 min (measured: 9.8)."""
     from vpo.demo.config import method_spec
+    from vpo.demo.domains import DEFAULT_DOMAIN, domain_named
 
-    cost = _COST_S.get(cfg.domain, _COST_S["maze"])
+    cost = cfg.domain_spec.job_costs_s or domain_named(DEFAULT_DOMAIN).job_costs_s
     slots = max(1, min(cfg.jobs, 2))
     warm = cost["warm"] * cfg.warm_steps / 600
     ev = cost["eval"] * (cfg.eval_problems * cfg.eval_budget) / 3000

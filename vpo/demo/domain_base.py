@@ -152,6 +152,11 @@ class Domain:
     readme_begin: str = ""
     readme_end: str = ""
     """The README markers around this domain's table (:meth:`readme_table`)."""
+    job_costs_s: dict[str, float] = {}
+    """One-core seconds of this domain's jobs, measured on the idle 2-core machine, for ``vpo demo``'s
+    time estimate (:func:`vpo.demo.cli.estimate_minutes`): ``warm`` (a warm start of 600 steps, one
+    thread, two side by side), ``eval`` (one evaluation of 100 problems x 30 answers) and each method's
+    60-step RL job; methods not listed cost like VPO (multi-answer) or GRPO. Empty: the default domain's."""
 
     # -- the task and its settings ------------------------------------------------------------
     def task_options(self, cfg: DemoConfig) -> dict:

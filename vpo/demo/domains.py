@@ -47,6 +47,9 @@ class MazeDomain(Domain):
     name = "maze"
     task = "maze"
     summary = "maze (default): designed-conflict mazes"
+    # docs/demo.md, "Where the time goes": the 3-replicate default's job log,
+    # docs/demo/default3_validation/invocations.json
+    job_costs_s = {"warm": 132.0, "eval": 5.0, "grpo": 21, "grpo_3x": 53, "gdpo": 18, "max_at_k": 20, "multi_rlvr": 46, "vpo": 47}  # fmt: skip
     settings = {
         "maze_size": Setting(5, "Maze side in tiles (odd)."),
         "budget_slack": Setting(
@@ -277,6 +280,8 @@ class ProgDomain(Domain):
     name = "prog"
     task = "prog"
     summary = "prog: tiny-language programs, one reward component per test case"
+    # the ten-replicate prog run's job log
+    job_costs_s = {"warm": 125.0, "eval": 3.7, "grpo": 16, "grpo_3x": 41, "gdpo": 16, "max_at_k": 18, "multi_rlvr": 39, "vpo": 40}  # fmt: skip
     settings = {
         "prog_tests": Setting(8, "prog only: test cases per problem (= reward components d)."),
         "prog_pieces": Setting(2, "prog only: lines per target function (2 or 3)."),

@@ -41,6 +41,10 @@ class ShopDomain(Domain):
     name = "shop"
     task = "shop"
     summary = "shop: a pretrained chat model (SmolLM2-135M-Instruct, LoRA RL) recommends from six-product lists"
+    # SmolLM2 (135 M) on the validation probe of docs/pretrained.md: a 24-step warm start took 195 s on
+    # two threads alone; 20 LoRA steps 366 s (GRPO 3x), 373 s (VPO), 189 s (Max@k) with two jobs side by side;
+    # an evaluation of 50 requests x 30 answers ~110 s
+    job_costs_s = {"warm": 9750.0, "eval": 220.0, "grpo": 567, "grpo_3x": 1100, "max_at_k": 567, "multi_rlvr": 1120, "vpo": 1120}  # fmt: skip
     settings = {
         "shop_model": Setting(
             "smollm2",
