@@ -165,8 +165,8 @@ class Candidate:
     tokens: int = 0
     scores: list[float] = field(default_factory=list)
     done: bool = False
-    num_answers: int = 0
-    """Complete answers in ``text`` already handed to the ledger."""
+    answers_registered: int = 0
+    """Complete answers in ``text`` already handed to the ledger (not m, ``SearchConfig.num_answers``)."""
 
 
 class Ledger:
@@ -192,8 +192,8 @@ class Ledger:
     def register(self, cand: Candidate) -> None:
         """Hand the answers ``cand.text`` completed since the last call to the ledger, at ``self.spent``."""
         answers = self.task.parse(cand.text, self.m)
-        new = answers[cand.num_answers :]
-        cand.num_answers = len(answers)
+        new = answers[cand.answers_registered :]
+        cand.answers_registered = len(answers)
         if not new:
             return
         rows = self.task.score_answers([self.example], [new])[0]
@@ -270,7 +270,7 @@ class Stepper:
         hit_stop = any(g.text.endswith(s) for s in self.stop)
         eos = not hit_stop and int(round(g.num_tokens)) < cap
         done = eos or tokens >= self.cfg.max_new_tokens or any(t in text for t in self.final_tags)
-        child = Candidate(text, tokens, list(parent.scores), done, parent.num_answers)
+        child = Candidate(text, tokens, list(parent.scores), done, parent.answers_registered)
         child.scores.append(self.scorer(self.example, text))
         return child
 
