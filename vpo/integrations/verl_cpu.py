@@ -52,6 +52,8 @@ ROLLOUT_NAME = "vpo_hf"
 
 DUMP_ENV = "VPO_VERL_DUMP_DIR"
 """Directory for the evidence files (weight hashes, rollout records); unset: nothing is written."""
+REPLICA_SEED_STRIDE = 1000
+"""A rollout replica's sampling seed is ``seed`` x this + its rank (distinct per seed and rank while ranks stay below it)."""
 
 
 def active() -> bool:
@@ -383,7 +385,7 @@ class HFRolloutServer:
             if not ids:
                 raise ValueError(f"vpo_hf rollout: stop string {s!r} tokenizes to nothing")
             self.stop_ids.append([int(i) for i in ids])
-        self.generator = torch.Generator().manual_seed(int(seed) * 1000 + replica_rank)
+        self.generator = torch.Generator().manual_seed(int(seed) * REPLICA_SEED_STRIDE + replica_rank)
         self.global_steps = None
         self.weights_hash = state_hash(self.model.state_dict().items())
         self.requests = 0

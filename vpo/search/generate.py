@@ -31,6 +31,9 @@ from vpo.search.pools import Pool, PoolError, PoolWriter
 __all__ = ["generate_pool"]
 """The generation backends (``PoolConfig``, ``make_generator``, ...) live in :mod:`vpo.search.backends`."""
 
+PROMPT_SEED_STRIDE = 7919
+"""A prompt's seed is ``seed`` + this prime x its index (a pool's batch: its first prompt's; the step search: each prompt's)."""
+
 _MATCH_KEYS = (
     "task",
     "objectives",
@@ -191,7 +194,7 @@ def _batch_records(gen, task, examples: list[dict], ids: list[str], batch: list[
     record per prompt, in batch order."""
     n = cfg.n_rollouts
     prompts = [gen.format(task.build_prompt(examples[i], cfg.num_answers), system) for i in batch]
-    outs = gen.generate(prompts, n, seed=cfg.seed + 7919 * batch[0], **({"stop": stop} if stop else {}))
+    outs = gen.generate(prompts, n, seed=cfg.seed + PROMPT_SEED_STRIDE * batch[0], **({"stop": stop} if stop else {}))
     flat_ex = [examples[i] for i in batch for _ in range(n)]
     flat = [g for row in outs for g in row]
     scored = task.score_completions(flat_ex, [g.text for g in flat], cfg.num_answers, dedup_answers=cfg.dedup_answers)

@@ -191,6 +191,25 @@ class Task:
         return f"{type(self).__name__}(name={self.name!r}, objectives={list(self.objectives)})"
 
 
+VALIDATION_SEED_OFFSET = 2100
+"""A generated task's validation split is seeded with its ``seed`` + this unless given its own."""
+TEST_SEED_OFFSET = 4200
+"""A generated task's test split is seeded with its ``seed`` + this unless given its own."""
+
+
+def split_seeds(task: str, seed, validation_seed=None, test_seed=None) -> dict[str, int]:
+    """The seed of each split of a generated task (``train``, ``validation``, ``test``): ``seed`` and
+    the given split seeds, the missing ones ``seed`` + their offset; ``ValueError`` for a non-integer."""
+    for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            raise ValueError(f"{task} option {nm} must be an integer, got {v!r}")
+    return {
+        "train": int(seed),
+        "validation": int(seed) + VALIDATION_SEED_OFFSET if validation_seed is None else int(validation_seed),
+        "test": int(seed) + TEST_SEED_OFFSET if test_seed is None else int(test_seed),
+    }
+
+
 def partial_answers(text: str) -> tuple[list[str], str | None]:
     """The answers of a partial completion (tags format, any numbering): ``(closed, open)`` where
     ``closed`` are the bodies of the answers whose closing tag is written, in order, and ``open`` the

@@ -18,7 +18,7 @@ import numpy as np
 
 from vpo._util import positive_int
 from vpo.core.answers import INSTRUCTION_STYLES, style_choices
-from vpo.tasks.base import Example, Task, partial_answers
+from vpo.tasks.base import Example, Task, partial_answers, split_seeds
 from vpo.tasks.maze_gen import (
     IntRange,
     MazeConfig,
@@ -126,14 +126,7 @@ class MazeTask(Task):
             size, extra_openings, items_per_zone, zone_radius, lava, budget_slack, max_attempts, zones
         )
         self.config.resolved()  # validate now, with a clear message
-        for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-                raise ValueError(f"maze option {nm} must be an integer, got {v!r}")
-        self.seeds = {
-            "train": int(seed),
-            "validation": int(seed) + 2100 if validation_seed is None else int(validation_seed),
-            "test": int(seed) + 4200 if test_seed is None else int(test_seed),
-        }
+        self.seeds = split_seeds("maze", seed, validation_seed, test_seed)
         self.compact = bool(compact)
         style = instruction if instruction is not None else ("short" if self.compact else "full")
         if style not in INSTRUCTION_STYLES:

@@ -23,7 +23,7 @@ import numpy as np
 
 from vpo._util import positive_int
 from vpo.core.answers import INSTRUCTION_STYLES, style_choices
-from vpo.tasks.base import Example, Task, partial_answers
+from vpo.tasks.base import Example, Task, partial_answers, split_seeds
 from vpo.tasks.prog_lang import ProgramError, parse_program, render, run_program
 
 SPLITS = ("train", "validation", "test")
@@ -401,15 +401,8 @@ class ProgTask(Task):
         self.config.check()
         if shown is not None:
             positive_int(shown, "shown", "prog", minimum=2 * pieces, hint=" (two examples of every piece)")
-        for nm, v in (("seed", seed), ("test_seed", test_seed), ("validation_seed", validation_seed)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-                raise ValueError(f"prog option {nm} must be an integer, got {v!r}")
         self.shown = shown
-        self.seeds = {
-            "train": int(seed),
-            "validation": int(seed) + 2100 if validation_seed is None else int(validation_seed),
-            "test": int(seed) + 4200 if test_seed is None else int(test_seed),
-        }
+        self.seeds = split_seeds("prog", seed, validation_seed, test_seed)
         self.objectives = tuple(f"test_{i + 1}" for i in range(tests))
         self.compact = bool(compact)
         style = instruction if instruction is not None else ("short" if self.compact else "full")

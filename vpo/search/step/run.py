@@ -85,7 +85,7 @@ def run_search(
     """Search every example; ``(meta, records)`` with one record per prompt, in example order."""
     from tqdm.auto import tqdm
 
-    from vpo.search.generate import prompt_ids
+    from vpo.search.generate import PROMPT_SEED_STRIDE, prompt_ids
 
     meta = _meta(task, cfg, gen, split, dict(sampling or {}), scorer.name)
     run = _open_records(Path(out_dir), meta, resume) if out_dir is not None else None
@@ -100,7 +100,7 @@ def run_search(
             if pid in done:
                 continue
             prompt = gen.format(task.build_prompt(ex, cfg.num_answers), system)
-            ledger = search_prompt(gen, task, ex, prompt, cfg, scorer, seed=cfg.seed + 7919 * i)
+            ledger = search_prompt(gen, task, ex, prompt, cfg, scorer, seed=cfg.seed + PROMPT_SEED_STRIDE * i)
             rec = {
                 "prompt_id": pid,
                 "example_index": i,

@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 SEARCHES = ("bon", "beam", "tree")
+CALL_SEED_STRIDE = 104_729
+"""A generation call's seed is the prompt's seed + this prime x the calls made for the prompt before it."""
 TREE_ALGOS = ("abmcts", "best_first")
 TREEQUEST_INSTALL = (
     'tree search needs treequest: pip install -e ".[tree]" in the clone (or pip install treequest==0.3.3)'
@@ -251,7 +253,7 @@ class Stepper:
         """``n`` sampled next steps of each parent (all unfinished), scored; in call order."""
         cap = self._cap(parents)
         prompts = [self.prompt + p.text for p in parents]
-        seed = self.seed + 104_729 * self.ledger.calls
+        seed = self.seed + CALL_SEED_STRIDE * self.ledger.calls
         self.ledger.calls += 1
         stop = {"stop": self.stop} if self.stop else {}
         outs = self.gen.generate(prompts, n, seed=seed, max_new_tokens=cap, **stop)
@@ -293,7 +295,7 @@ def _bon(stepper: Stepper, budget: int) -> None:
         per = ledger.spent / rollouts if rollouts else cfg.max_new_tokens  # tokens a rollout takes, so far
         n = max(1, min(64, math.ceil((budget - ledger.spent) / max(per, 1.0))))
         rollouts += n
-        seed = stepper.seed + 104_729 * ledger.calls
+        seed = stepper.seed + CALL_SEED_STRIDE * ledger.calls
         ledger.calls += 1
         kw = {"stop": stop} if stop else {}
         outs = stepper.gen.generate([stepper.prompt], n, seed=seed, max_new_tokens=cfg.max_new_tokens, **kw)
