@@ -17,8 +17,10 @@ reward functions (one per objective) as a task, so the trainer has one scoring p
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -189,6 +191,22 @@ class Task:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, objectives={list(self.objectives)})"
+
+
+def package_locations(module: str) -> list[str]:
+    """The directories of the installed package ``module`` (located, not imported); [] when it is missing."""
+    spec = importlib.util.find_spec(module)
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
+def package_data(module: str, relative: str, present: Callable[[Path], bool] = Path.exists) -> Path | None:
+    """``relative`` inside the installed package ``module`` (located, not imported): the first of its
+    locations where ``present`` holds; None when the package is missing or none has it."""
+    for loc in package_locations(module):
+        p = Path(loc) / relative
+        if present(p):
+            return p
+    return None
 
 
 VALIDATION_SEED_OFFSET = 2100

