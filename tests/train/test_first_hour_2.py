@@ -738,21 +738,26 @@ def test_demo_estimates_its_time_and_says_how_to_resume(monkeypatch, tmp_path, c
     assert err.count("interrupted") == 1
 
 
-def test_an_unset_bf16_is_float32_on_a_cpu_and_trl_s_default_on_a_bf16_gpu(tmp_path, monkeypatch):
-    """TRL resolves an unset bf16 to True: on a CPU with use_cpu that silently autocasts to bf16, and
-    without use_cpu it refuses to start. vpo trains in float32 there and keeps bf16 where an
-    accelerator supports it; an explicit value always wins."""
+def test_an_unset_bf16_follows_the_cpu_s_bf16_units_and_trl_s_default_on_a_bf16_gpu(tmp_path, monkeypatch):
+    """TRL resolves an unset bf16 to True: on a CPU with use_cpu that autocasts to bf16 (slower than
+    float32 where the CPU emulates bf16), and without use_cpu it refuses to start. vpo takes bf16 on
+    a CPU with bf16 units (AVX512-BF16 or AMX) under use_cpu, float32 on other CPUs and without
+    use_cpu, and keeps bf16 where an accelerator supports it; an explicit value always wins."""
+    import vpo.search.fast_decode as fd
     import vpo.train.config as config_mod
     from vpo.train import VPOConfig
     from vpo.train.cli import parse_train_args
 
     out = str(tmp_path)
-    assert VPOConfig(output_dir=out, report_to="none").bf16 is False  # TRL: "Your setup doesn't support bf16/gpu"
-    assert VPOConfig(output_dir=out, use_cpu=True, report_to="none").bf16 is False  # TRL: bf16 autocast
-    assert VPOConfig(output_dir=out, use_cpu=True, bf16=True, report_to="none").bf16 is True
-    assert VPOConfig(output_dir=out, fp16=True, use_cpu=True, report_to="none").bf16 is False
-    training_args = parse_train_args(["--output_dir", out, "--report_to", "none", "--use_cpu", "true"])[0]
-    assert training_args.bf16 is False  # the command line leaves it unset the same way
+    for units in (False, True):
+        monkeypatch.setattr(fd, "bf16_cpu", lambda units=units: units)
+        assert VPOConfig(output_dir=out, report_to="none").bf16 is False  # TRL: "Your setup doesn't support bf16/gpu"
+        assert VPOConfig(output_dir=out, use_cpu=True, report_to="none").bf16 is units  # TRL: bf16 autocast
+        assert VPOConfig(output_dir=out, use_cpu=True, bf16=True, report_to="none").bf16 is True
+        assert VPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none").bf16 is False
+        assert VPOConfig(output_dir=out, fp16=True, use_cpu=True, report_to="none").bf16 is False
+        training_args = parse_train_args(["--output_dir", out, "--report_to", "none", "--use_cpu", "true"])[0]
+        assert training_args.bf16 is units  # the command line leaves it unset the same way
+        assert config_mod.default_bf16(use_cpu=True) is units
     monkeypatch.setattr(config_mod, "is_torch_bf16_gpu_available", lambda: True)
     assert config_mod.default_bf16(use_cpu=False) is True
-    assert config_mod.default_bf16(use_cpu=True) is False

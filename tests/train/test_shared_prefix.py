@@ -201,6 +201,7 @@ def test_trainer_takes_the_shared_path_only_when_asked(tmp_path, tiny_model_dir,
             disable_tqdm=True,
             estimator="vpo",
             shared_prompt_forward=shared,
+            fast_generation=False,  # transformers' generate, whose shared prefill is under test here
             gradient_checkpointing=False,
         )
         trainer = VPOTrainer(model=tiny_model_dir, args=args, task=char_task)

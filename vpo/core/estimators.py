@@ -20,6 +20,8 @@ Simplification: one advantage per rollout (no per-token credit), as the paper an
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 
 import torch
@@ -473,6 +475,28 @@ def compute_advantages(
     Returns:
         :class:`AdvantageResult` with ``advantages [N]`` float64 and diagnostics.
     """
+    with _autocast_off():  # a caller's bf16 autocast would run the weightings' products in bf16
+        return _compute_advantages(
+            estimator, rewards, valid, group_size, group_ids, target_weights, rollout_weights, config, sampler,
+            seed, response_lengths, row_index,
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _autocast_off():
+    """Autocast off for the estimator's arithmetic on every device where a caller has it on (the
+    trainer's bf16 step: the estimator keeps its ``compute_dtype``)."""
+    with contextlib.ExitStack() as stack:
+        for dev in ("cpu", "cuda"):
+            if torch.is_autocast_enabled(dev):
+                stack.enter_context(torch.autocast(dev, enabled=False))
+        yield
+
+
+def _compute_advantages(
+    estimator, rewards, valid, group_size, group_ids, target_weights, rollout_weights, config, sampler, seed,
+    response_lengths, row_index,
+) -> AdvantageResult:  # fmt: skip
     spec = get_estimator(estimator)
     cfg = config or EstimatorConfig()
     if estimator == "gdpo" and cfg.gdpo_whitening == "tokens" and response_lengths is None:

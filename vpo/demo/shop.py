@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from vpo._util import positive_int
-from vpo.demo.domain_base import Domain, Metric, Report, Setting, curve_metrics, interval_name, mean_of, rho_cell
+from vpo.demo.domain_base import (
+    Domain,
+    Metric,
+    Report,
+    Setting,
+    curve_metrics,
+    interval_name,
+    mean_of,
+    num_problems,
+    rho_cell,
+)
 from vpo.demo.fmt import at_k, ci, fmt
 from vpo.errors import UserError
 
@@ -163,11 +173,15 @@ class ShopDomain(Domain):
             "lora_target_modules": list(LORA_MODULES),
             # a pretrained model's default (dynamic) cache: the static one is measured for the tiny model only
             "cache_implementation": None,
+            # the CPU step's fast path (docs/performance.md): vpo's sampler for the rollouts, bf16 products
+            # on a CPU with bf16 units (float32 elsewhere); a key set to None is dropped, so these are unset
+            "fast_generation": None,
+            "bf16": None,
             **({"use_cpu": False, "bf16": True} if cfg.shop_device == "cuda" else {}),
         }
 
     def eval_args(self, cfg: DemoConfig) -> list[str]:
-        return ["--device", cfg.shop_device]
+        return ["--device", cfg.shop_device]  # vpo's CPU sampler where it applies (vpo eval's default)
 
     # -- the warm start and the statistics -----------------------------------------------------
     def warm_answer_sampler(self, cfg: DemoConfig, rng: np.random.Generator) -> Callable[[dict], str]:
@@ -221,7 +235,7 @@ class ShopDomain(Domain):
                 f"{cfg['warm_batch']} random answers (all weights, lr {cfg['warm_lr']}); RL with LoRA r = "
                 f"{cfg['lora_r']}: {cfg['rl_steps']} steps x {cfg['prompts_per_step']} requests x "
                 f"{cfg['num_generations']} rollouts (GRPO 3x: 3x the rollouts) at lr {cfg['rl_lr']}, beta "
-                f"{cfg['beta']}; seeds {cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} requests at "
+                f"{cfg['beta']}; seeds {cfg['seeds']}; evaluation on {num_problems(agg)} {cfg['split']} requests at "
                 f"T = {cfg['eval_temperature']}, {cfg['eval_budget']} answers per request, best@k at a matched answer "
                 f"budget (multi-answer policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws. "
                 f"Answers: the product's {cfg['shop_answer']}."

@@ -13,7 +13,8 @@ Where things live (a new metric of a pool goes in :mod:`metrics` if every answer
 :mod:`poolstats` if failing answers must not win it, and is reported by :mod:`report`):
 
 * generating pools: :mod:`backends` (transformers, vLLM, OpenAI-compatible), :mod:`generate`,
-  :mod:`shared_prefix` (each prompt prefilled once), :mod:`pools` (on disk, resumable);
+  :mod:`shared_prefix` (each prompt prefilled once), :mod:`fast_decode` (the lean CPU sampler of
+  Llama-family models, also the CPU training step's rollouts), :mod:`pools` (on disk, resumable);
 * metrics of a pool: :mod:`at_k` (best@k, pass@k estimators), :mod:`metrics` (:func:`evaluate`,
   E_w[best@k], diversity, Pareto coverage), :mod:`poolstats` (completed diversity, union coverage,
   the reference's pool statistics), :mod:`set_scores` (set objectives as diagnostics),

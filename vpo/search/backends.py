@@ -99,6 +99,8 @@ class PoolConfig:
     """transformers on CPU: torch threads while generating (None = 1 for models under 50 M parameters, whose small matmuls lose to thread syncing, else torch's default)."""
     dtype: str = "auto"
     """transformers: weights dtype ('auto' = float32 on CPU, the checkpoint's dtype on GPU)."""
+    plain_generate: bool = False
+    """transformers on a CPU: sample with transformers' generate even where vpo's lean sampler applies (Llama, Mistral, Qwen2 and Qwen3 models, no stop strings; the same distribution in the weights' dtype, about 1.5x faster; docs/performance.md)."""
     endpoint: str | None = None
     """openai: base URL of the server, e.g. http://localhost:8000/v1 (/v1 is added to a bare host)."""
     api: str = "chat"
@@ -421,10 +423,17 @@ class TransformersGenerator:
         try:
             with torch.random.fork_rng(devices=rng_devices), torch.inference_mode():
                 torch.manual_seed(int(seed))
-                from vpo.search.shared_prefix import shared_prefix_generate
+                fast = self._fast_decoder(stop)
+                if fast is not None:  # vpo's lean CPU sampler (vpo/search/fast_decode.py)
+                    from vpo.search.fast_decode import Sampling
 
-                # each prompt's prefill once for its n rows: the same tokens (vpo/search/shared_prefix.py)
-                out = shared_prefix_generate(self.model.generate, self.model, **enc, **kwargs)
+                    s = Sampling(max_new, 0, sample, c.temperature or 1.0, c.top_k or None, c.top_p)
+                    out = fast.generate(enc["input_ids"], enc["attention_mask"], s, self._eos, tok.pad_token_id)
+                else:
+                    from vpo.search.shared_prefix import shared_prefix_generate
+
+                    # each prompt's prefill once for its n rows: the same tokens (vpo/search/shared_prefix.py)
+                    out = shared_prefix_generate(self.model.generate, self.model, **enc, **kwargs)
         finally:
             torch.set_num_threads(threads)
             if was_training:
@@ -436,6 +445,22 @@ class TransformersGenerator:
             counts = np.minimum(counts, _stop_lengths(tok, gen.numpy(), stop))
             texts = [_cut_at_stop(t, stop) for t in texts]
         return [[Generation(texts[i * n + j], float(counts[i * n + j])) for j in range(n)] for i in range(len(prompts))]
+
+    def _fast_decoder(self, stop: Sequence[str]):
+        """The lean CPU sampler for this call, or None where ``generate`` runs (a GPU, stop strings,
+        ``plain_generate``, a model it does not run exactly). The weight snapshot is taken once for
+        a model this generator loaded, and at every call for a caller's model (a trainer's policy)."""
+        from vpo.search.fast_decode import FastDecoder, unsupported_reason
+
+        if self.device.type != "cpu" or stop or self.cfg.plain_generate or unsupported_reason(self.model):
+            return None
+        dtype = next(self.model.parameters()).dtype
+        fast = getattr(self, "_fast", None)
+        if fast is None or fast.dtype != dtype:
+            fast = self._fast = FastDecoder(self.model, dtype)
+        elif not self.owns_model:
+            fast.refresh()
+        return fast
 
 
 def _call_limit(cfg: PoolConfig, max_new_tokens: int | None) -> int:

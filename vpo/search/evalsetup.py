@@ -54,6 +54,7 @@ POOL_FLAGS = {
     "--device": "device",
     "--threads": "num_threads",
     "--batch-rows": "max_batch_rows",
+    "--plain-generate": "plain_generate",
     "--api": "api",
     "--served-model": "served_model",
     "--api-key": "api_key",

@@ -127,12 +127,15 @@ def shared_prefix_generate(generate, model, input_ids=None, attention_mask=None,
     )
 
 
-def shared_prefix_supported(model, multimodal_inputs: dict, compute_aux_loss: bool) -> bool:
-    """Whether :func:`shared_prefix_logps` computes what TRL's path would for this call."""
+def shared_prefix_supported(
+    model, multimodal_inputs: dict, compute_aux_loss: bool, checkpointing_off: bool = False
+) -> bool:
+    """Whether :func:`shared_prefix_logps` computes what TRL's path would for this call
+    (``checkpointing_off``: the caller switches activation checkpointing off around the call)."""
     if compute_aux_loss or any(v is not None for v in multimodal_inputs.values()):
         return False
     inner = getattr(model, "module", model)
-    if getattr(inner, "is_gradient_checkpointing", False) and inner.training:
+    if getattr(inner, "is_gradient_checkpointing", False) and inner.training and not checkpointing_off:
         return False  # checkpointed layers refuse a key/value cache while training
     return full_attention_model(inner)
 

@@ -3,8 +3,9 @@
 Every field added here has help text naming what it does and where it comes from. Everything else
 (learning rate, ``beta`` for the k3 KL, ``epsilon`` clip, ``loss_type``, ``num_generations`` G,
 ``use_vllm``, ``report_to`` ...) is TRL's own and behaves as in TRL. One default differs: ``bf16``
-left unset is True only where a bf16-capable accelerator is in use (TRL's own default) and False on a
-CPU (TRL's would autocast to bf16 on a CPU with ``use_cpu``, and refuse to start without it).
+left unset is True where a bf16-capable accelerator is in use (TRL's own default) and on a CPU with
+bf16 units under ``use_cpu``, and False on other CPUs (TRL's would autocast to bf16 on any CPU with
+``use_cpu``, slower where bf16 is emulated, and refuse to start without it).
 
 Paper settings (docs/method.md §3) live in the shipped YAML configs (``vpo/configs/*.yaml``), not in these
 defaults, so that a config file states what it reproduces.
@@ -172,12 +173,24 @@ class VPOConfig(GRPOConfig):
         },
     )
     # -- speed -----------------------------------------------------------------------------------
-    shared_prompt_forward: bool = field(
-        default=False,
+    shared_prompt_forward: bool | None = field(
+        default=None,
         metadata={
             "help": "Run each distinct prompt of a batch through the model once when computing log-probabilities "
             "(policy and reference), repeating its key/value cache to the G rollouts that share it; equal to TRL's "
-            "per-row forward up to float rounding, cheaper when prompts are long next to completions (docs/training.md)."
+            "per-row forward up to float rounding, cheaper when prompts are long next to completions; activation "
+            "checkpointing is off for that pass. Unset: on when training on a CPU with a model it runs exactly "
+            "(docs/performance.md)."
+        },
+    )
+    fast_generation: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Rollouts by vpo's lean CPU sampler (vpo/search/fast_decode.py: a weight snapshot in the step's "
+            "precision refreshed once per step, a preallocated cache, one uniform draw per token) instead of "
+            "transformers' generate. Unset: on when training on a CPU, without vLLM or tools, for Llama, Mistral, "
+            "Qwen2 and Qwen3 models and sampling by temperature/top-k/top-p; true refuses to start where it cannot "
+            "run; false keeps generate (docs/performance.md)."
         },
     )
     # -- logging ---------------------------------------------------------------------------------
@@ -259,8 +272,8 @@ class VPOConfig(GRPOConfig):
             )
         validate_search_eval_args(self)
         if self.bf16 is None and not self.fp16:
-            # TRL resolves an unset bf16 to True everywhere: on a CPU that is bf16 autocast with use_cpu
-            # (a few % slower in the demo, docs/demo.md, and less precise) and an error without it
+            # TRL resolves an unset bf16 to True everywhere: on a CPU that is bf16 autocast with use_cpu,
+            # an error without it, and slower than float32 on a CPU without bf16 units
             self.bf16 = default_bf16(self.use_cpu)
         silence_checkpointing_renames()  # again here: a caller's warning filters may have been reset since import
         super().__post_init__()
@@ -290,9 +303,14 @@ class VPOConfig(GRPOConfig):
 
 def default_bf16(use_cpu: bool) -> bool:
     """What an unset ``bf16`` of :class:`VPOConfig` means: True when training runs on an accelerator
-    with bf16 support (a CUDA GPU from Ampere on, an XPU/NPU/MPS device that has it, a TPU), False on
-    a CPU."""
-    return bool(not use_cpu and (is_torch_bf16_gpu_available() or is_torch_xla_available()))
+    with bf16 support (a CUDA GPU from Ampere on, an XPU/NPU/MPS device that has it, a TPU), and on a
+    CPU (``use_cpu``) with bf16 units (AVX512-BF16 or AMX: bf16 products about 3x faster than float32
+    there, docs/performance.md); False on other CPUs, where torch emulates bf16 and it is slower."""
+    if use_cpu:
+        from vpo.search.fast_decode import bf16_cpu
+
+        return bf16_cpu()
+    return bool(is_torch_bf16_gpu_available() or is_torch_xla_available())
 
 
 def validate_search_eval_args(args) -> None:

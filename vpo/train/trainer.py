@@ -351,6 +351,11 @@ class VPOTrainer(GRPOTrainer):
         self._flat = NoSignalWatch(ZERO_SIGNAL_WARN_EVERY)
         self._local_violations = 0.0
         self._local_score_errors = 0.0
+        from vpo.train import fastpath
+
+        # the CPU step's fast path (vpo/train/fastpath.py): decided once, said once in the log
+        self.vpo_fast = fastpath.resolve(self)
+        self._fast_rollouts = None
 
     def _vpo_datasets(self, task: Task, args: VPOConfig, processing_class, train_dataset, eval_dataset):
         """The train and eval datasets: built from the task where not given (chat prompts when the
@@ -437,6 +442,10 @@ class VPOTrainer(GRPOTrainer):
             f"vpo: max_completion_length {a.max_completion_length}, learning_rate {a.learning_rate:g}, beta {a.beta:g}, "
             f"max_steps {a.max_steps}, vLLM {'on' if a.use_vllm else 'off'}, output_dir {a.output_dir}",
         ]
+        if self.accelerator.device.type == "cpu":
+            from vpo.train.fastpath import describe
+
+            lines.append(describe(self.vpo_fast, bool(a.bf16)))
         if a.constraints:
             lines.insert(
                 2,
@@ -776,8 +785,14 @@ class VPOTrainer(GRPOTrainer):
         """TRL's, or with ``shared_prompt_forward`` the prompt prefill once per distinct prompt
         (``vpo.search.shared_prefix.shared_prefix_generate``: the same tokens, tested)."""
         args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        if self.vpo_fast["fast_generation"] and images is None and not multimodal_fields:
+            from vpo.train.fastpath import Rollouts
+
+            if self._fast_rollouts is None:
+                self._fast_rollouts = Rollouts(self)
+            return self._fast_rollouts(prompt_ids), None
         if (
-            not getattr(self.args, "shared_prompt_forward", False)
+            not self.vpo_fast["shared_prompt_forward"]
             or self.use_vllm
             or images is not None
             or multimodal_fields
@@ -806,11 +821,13 @@ class VPOTrainer(GRPOTrainer):
     ):
         """TRL's, or with ``shared_prompt_forward`` each distinct prompt once (vpo/search/shared_prefix.py)."""
         from vpo.search.shared_prefix import shared_prefix_logps, shared_prefix_supported
+        from vpo.train.fastpath import float32_head, no_checkpointing
 
-        if getattr(self.args, "shared_prompt_forward", False) and shared_prefix_supported(
-            model, multimodal, compute_aux_loss
+        if self.vpo_fast["shared_prompt_forward"] and shared_prefix_supported(
+            model, multimodal, compute_aux_loss, checkpointing_off=True
         ):
-            with self.accelerator.autocast():
+            # checkpointed layers refuse the prompt's cache: this pass keeps its activations instead
+            with self.accelerator.autocast(), no_checkpointing(model), float32_head(model):
                 logps, ent = shared_prefix_logps(
                     model,
                     input_ids,
