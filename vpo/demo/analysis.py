@@ -357,6 +357,6 @@ def collect(cfg: DemoConfig, out: Path) -> tuple[dict[str, list[dict]], dict[str
         "ceilings": preference_ceilings(fronts, prefs),
         "preferences": {k: v.tolist() for k, v in prefs.items()},
         "front_size": float(np.mean([len(f) for f in fronts])),
-        "num_mazes": len(examples),
+        "num_mazes": len(examples),  # of any domain (domain_base.num_problems reads it)
     }
     return runs, labels, ms, extra

@@ -31,6 +31,7 @@ from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' inte
     curve_metrics,
     interval_name,
     mean_of,
+    num_problems,
     rho_cell,
 )
 from vpo.demo.shop import ShopDomain
@@ -197,7 +198,7 @@ class MazeDomain(Domain):
                 f"{cfg['hidden_size']}, one token per character); warm start {cfg['warm_steps']} steps on random "
                 f"routes (waypoints {cfg['warm_waypoints']}, wander {cfg['warm_wander']}); RL {cfg['rl_steps']} steps x "
                 f"{cfg['prompts_per_step']} mazes x {cfg['num_generations']} rollouts at lr {cfg['rl_lr']}; seeds "
-                f"{cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} mazes at T = "
+                f"{cfg['seeds']}; evaluation on {num_problems(agg)} {cfg['split']} mazes at T = "
                 f"{cfg['eval_temperature']}, {cfg['eval_budget']} answers per maze, best@k at a matched answer budget "
                 f"(multi-answer policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws."
             ),
@@ -381,7 +382,7 @@ class ProgDomain(Domain):
                 f"{cfg['prog_min_piece']} tests per piece (docs/prog_task.md); tiny Qwen2 ({cfg['num_layers']} layers, "
                 f"hidden {cfg['hidden_size']}, one token per character); warm start {cfg['warm_steps']} steps on random "
                 f"programs; RL {cfg['rl_steps']} steps x {cfg['prompts_per_step']} problems x {cfg['num_generations']} "
-                f"rollouts at lr {cfg['rl_lr']}; seeds {cfg['seeds']}; evaluation on {agg['num_mazes']} {cfg['split']} "
+                f"rollouts at lr {cfg['rl_lr']}; seeds {cfg['seeds']}; evaluation on {num_problems(agg)} {cfg['split']} "
                 f"problems at T = {cfg['eval_temperature']}, {cfg['eval_budget']} answers per problem, best@k and "
                 "pass@k at a matched answer budget (multi-answer policies: ceil(k/m) rollouts, first k answers), "
                 f"{cfg['eval_seeds']} draws."
