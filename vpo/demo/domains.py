@@ -33,6 +33,7 @@ from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' inte
     mean_of,
     num_problems,
     rho_cell,
+    table,
 )
 from vpo.demo.shop import ShopDomain
 from vpo.demo.fmt import at_k, ci, fmt
@@ -179,16 +180,15 @@ class MazeDomain(Domain):
             "Each column scores the same pools under another deployment weighting of (completion, gold, diamond, "
             "avoid_lava); E_w is the mean over fixed Dir(1) weightings.",
             "",
-            "| method | w* | " + " | ".join(prefs) + f" | E_w[best@{kmax}] |",
-            "|---|" + "---|" * (len(prefs) + 2),
-            "| ceiling | " + " | ".join(fmt(agg["ceilings"][p]) for p in ["w*"] + prefs) + " | |",
         ]
-        for r in rows.values():
-            closing.append(
-                f"| {r['label']} | "
-                + " | ".join(ci(at_k(r[f"pref_{p}"], kmax)) for p in ["w*"] + prefs)
-                + f" | {ci(at_k(r['ew_best_at_k'], kmax))} |"
-            )
+        ws = ["w*", *prefs]
+        cells = (
+            (r["label"], [*(ci(at_k(r[f"pref_{p}"], kmax)) for p in ws), ci(at_k(r["ew_best_at_k"], kmax))])
+            for r in rows.values()
+        )
+        head, sep, *lines = table("method", [*ws, f"E_w[best@{kmax}]"], cells)
+        # the ceiling row above the methods, its E_w cell empty as "| |" (as the shipped reports write it)
+        closing += [head, sep, "| ceiling | " + " | ".join(fmt(agg["ceilings"][p]) for p in ws) + " | |", *lines]
         closing += ["", "weightings: " + "; ".join(f"{p} = {agg['preferences'][p]}" for p in prefs), ""]
         return Report(
             title=f"vpo demo: VPO vs GRPO and the baselines on designed-conflict mazes (CPU, {cfg['split']} split)",

@@ -26,6 +26,7 @@ from vpo.demo.domain_base import (
     mean_of,
     num_problems,
     rho_cell,
+    table,
 )
 from vpo.demo.fmt import at_k, ci, fmt
 from vpo.errors import UserError
@@ -220,13 +221,12 @@ class ShopDomain(Domain):
             "",
             f"## Search under named preferences (best@{kmax})",
             "",
-            "| method | " + " | ".join(f"{p} {agg['preferences'][p]}" for p in prefs) + " |",
-            "|---|" + "---|" * len(prefs),
+            *table(
+                "method",
+                [f"{p} {agg['preferences'][p]}" for p in prefs],
+                ((r["label"], [fmt(at_k(r[f"pref_{p}"], kmax)["mean"]) for p in prefs]) for r in rows.values()),
+            ),
         ]
-        for r in rows.values():
-            closing.append(
-                f"| {r['label']} | " + " | ".join(fmt(at_k(r[f"pref_{p}"], kmax)["mean"]) for p in prefs) + " |"
-            )
         closing += ["", "Ceilings: " + ", ".join(f"{p} {agg['ceilings'][p]:.3f}" for p in prefs) + ".", ""]
         return Report(
             title=f"vpo demo --domain shop: VPO vs GRPO and Max@k on a pretrained chat model (CPU, {cfg['split']} split)",
