@@ -65,12 +65,14 @@ def interval_note(agg: dict, unit: str) -> str:
 class Metric:
     """A summary a report's interval, per-seed and paired tables show: ``row[key]``, taken at ``k``
     for a curve (best@k, pass@k), under ``label``. ``seed_se``: the paired cell also gives the SE over
-    seeds of the per-seed differences (:func:`diff_cell`)."""
+    seeds of the per-seed differences (:func:`diff_cell`). ``digits``: the decimals of its mean in the
+    README's table (:meth:`Domain.readme_table`)."""
 
     label: str
     key: str
     k: int | None = None
     seed_se: bool = False
+    digits: int = 3
 
     def of(self, row: dict) -> dict:
         return row[self.key] if self.k is None else at_k(row[self.key], self.k)
@@ -270,12 +272,14 @@ class Domain:
     readme_unit: tuple[str, str] = ("problem", "problems")
     """How the README's paired table names one problem and many (maze/mazes, request/requests)."""
 
-    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
-        """The README table's columns: ``(heading, cell(method's summary))``."""
+    def readme_columns(self, agg: dict) -> list[Metric | tuple[str, Callable[[dict], str]]]:
+        """The README table's columns: a :class:`Metric` (its mean, ``digits`` decimals, under its
+        label), or ``(heading, cell(method's summary))`` for another cell."""
         raise NotImplementedError
 
-    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
-        """The README's paired table's columns: ``(heading, cell(VPO minus the method))``."""
+    def readme_paired_columns(self, agg: dict) -> list[Metric]:
+        """The README's paired table's columns: VPO minus the method in each metric, with its interval,
+        under "Δ" and the metric's label."""
         raise NotImplementedError
 
     readme_skip_pairs: tuple[str, ...] = ()
@@ -285,7 +289,10 @@ class Domain:
         """The README's table of this domain, between :attr:`readme_begin` and :attr:`readme_end`: one
         row per method (VPO's in bold), then VPO minus each method with its interval. Every number is
         the shipped report's (tests compare the two)."""
-        cols = self.readme_columns(agg)
+        cols = [
+            (c.label, lambda r, c=c: fmt(c.of(r)["mean"], c.digits)) if isinstance(c, Metric) else c
+            for c in self.readme_columns(agg)
+        ]
         rows = (
             (f"**{r['label']}**" if key == "vpo" else r["label"], [cell(r) for _, cell in cols])
             for key, r in agg["methods"].items()
@@ -293,7 +300,7 @@ class Domain:
         lines = [self.readme_begin, "", *table("method", [c for c, _ in cols], rows)]
         if agg["paired_vs_vpo"]:
             one, many = self.readme_unit
-            paired = self.readme_paired_columns(agg)
+            paired = [(f"Δ{m.label}", lambda d, m=m: ci(m.of(d), signed=True)) for m in self.readme_paired_columns(agg)]
             pairs = (
                 (agg["methods"][other]["label"], [cell(d) for _, cell in paired])
                 for other, d in agg["paired_vs_vpo"].items()

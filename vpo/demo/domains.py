@@ -250,26 +250,26 @@ class MazeDomain(Domain):
     readme_unit = ("maze", "mazes")
     readme_skip_pairs = ("warmstart_m3",)
 
-    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+    def readme_columns(self, agg: dict) -> list[Metric]:
         ks = agg["config"]["ks"]
         kmax = max(ks)
         return [
-            *[(f"best@{k}", lambda r, k=k: fmt(at_k(r["best_at_k"], k)["mean"])) for k in (1, 10, 30) if k in ks],
-            ("completion", lambda r: fmt(r["completion_rate"]["mean"])),
-            ("diversity (completed)", lambda r: fmt(r["completed_diversity"]["mean"])),
-            (f"Pareto cov.@{kmax}", lambda r: fmt(at_k(r["pareto_coverage"], kmax)["mean"])),
-            ("diversity (all, paper)", lambda r: fmt(r["diversity"]["mean"])),
-            ("reward@1", lambda r: fmt(r["reward_at_1"]["mean"])),
-            ("tokens/rollout", lambda r: fmt(r["tokens_per_rollout"]["mean"], 1)),
+            *curve_metrics("best_at_k", "best", [k for k in (1, 10, 30) if k in ks]),
+            Metric("completion", "completion_rate"),
+            Metric("diversity (completed)", "completed_diversity"),
+            Metric(f"Pareto cov.@{kmax}", "pareto_coverage", kmax),
+            Metric("diversity (all, paper)", "diversity"),
+            Metric("reward@1", "reward_at_1"),
+            Metric("tokens/rollout", "tokens_per_rollout", digits=1),
         ]
 
-    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+    def readme_paired_columns(self, agg: dict) -> list[Metric]:
         ks = agg["config"]["ks"]
         kmax = max(ks)
         return [
-            *[(f"Δbest@{k}", lambda d, k=k: ci(at_k(d["best_at_k"], k), signed=True)) for k in (10, 30) if k in ks],
-            (f"ΔPareto cov.@{kmax}", lambda d: ci(at_k(d["pareto_coverage"], kmax), signed=True)),
-            ("Δdiversity (completed)", lambda d: ci(d["completed_diversity"], signed=True)),
+            *curve_metrics("best_at_k", "best", [k for k in (10, 30) if k in ks]),
+            Metric(f"Pareto cov.@{kmax}", "pareto_coverage", kmax),
+            Metric("diversity (completed)", "completed_diversity"),
         ]
 
 
@@ -428,25 +428,25 @@ class ProgDomain(Domain):
 
     readme_skip_pairs = ("warmstart_m3",)
 
-    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+    def readme_columns(self, agg: dict) -> list[Metric | tuple[str, Callable[[dict], str]]]:
         top = self._readme_ks(agg)
         return [
-            *[(f"best@{k}", lambda r, k=k: fmt(at_k(r["best_at_k"], k)["mean"])) for k in top],
-            ("pass@1", lambda r: fmt(r["pass_at_1"]["mean"])),
-            *[(f"pass@{k}", lambda r, k=k: fmt(at_k(r["pass_at_k"], k)["mean"])) for k in top],
-            ("≥1 test", lambda r: fmt(r["completion_rate"]["mean"])),
-            ("diversity (≥1 test)", lambda r: fmt(r["completed_diversity"]["mean"])),
-            ("distinct programs", lambda r: fmt(r["distinct_routes"]["mean"], 2)),
+            *curve_metrics("best_at_k", "best", top),
+            Metric("pass@1", "pass_at_1"),
+            *curve_metrics("pass_at_k", "pass", top),
+            Metric("≥1 test", "completion_rate"),
+            Metric("diversity (≥1 test)", "completed_diversity"),
+            Metric("distinct programs", "distinct_routes", digits=2),
             ("ρ̄", rho_cell),
         ]
 
-    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+    def readme_paired_columns(self, agg: dict) -> list[Metric]:
         top = self._readme_ks(agg)
         return [
-            *[(f"Δ{c.split('_')[0]}@{k}", lambda d, c=c, k=k: ci(at_k(d[c], k), signed=True))
-              for c in ("best_at_k", "pass_at_k") for k in top],
-            ("Δdiversity (≥1 test)", lambda d: ci(d["completed_diversity"], signed=True)),
-        ]  # fmt: skip
+            *curve_metrics("best_at_k", "best", top),
+            *curve_metrics("pass_at_k", "pass", top),
+            Metric("diversity (≥1 test)", "completed_diversity"),
+        ]
 
     @staticmethod
     def _readme_ks(agg: dict) -> list[int]:

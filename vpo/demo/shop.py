@@ -28,7 +28,7 @@ from vpo.demo.domain_base import (
     rho_cell,
     table,
 )
-from vpo.demo.fmt import at_k, ci, fmt
+from vpo.demo.fmt import at_k, fmt
 from vpo.errors import UserError
 
 if TYPE_CHECKING:
@@ -273,23 +273,23 @@ class ShopDomain(Domain):
 
     readme_unit = ("request", "requests")
 
-    def readme_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+    def readme_columns(self, agg: dict) -> list[Metric]:
         ks = agg["config"]["ks"]
         kmax = max(ks)
         return [
-            *[(f"best@{k}", lambda r, k=k: fmt(at_k(r["best_at_k"], k)["mean"])) for k in self._readme_ks(agg)],
-            (f"E_w[best@{kmax}]", lambda r: fmt(at_k(r["ew_best_at_k"], kmax)["mean"])),
-            (f"Pareto cov.@{kmax}", lambda r: fmt(at_k(r["pareto_coverage"], kmax)["mean"])),
-            ("diversity (useful)", lambda r: fmt(r["completed_diversity"]["mean"])),
-            ("tokens/rollout", lambda r: fmt(r["tokens_per_rollout"]["mean"], 1)),
+            *curve_metrics("best_at_k", "best", self._readme_ks(agg)),
+            Metric(f"E_w[best@{kmax}]", "ew_best_at_k", kmax),
+            Metric(f"Pareto cov.@{kmax}", "pareto_coverage", kmax),
+            Metric("diversity (useful)", "completed_diversity"),
+            Metric("tokens/rollout", "tokens_per_rollout", digits=1),
         ]
 
-    def readme_paired_columns(self, agg: dict) -> list[tuple[str, Callable[[dict], str]]]:
+    def readme_paired_columns(self, agg: dict) -> list[Metric]:
         kmax = max(agg["config"]["ks"])
         return [
-            *[(f"Δbest@{k}", lambda d, k=k: ci(at_k(d["best_at_k"], k), signed=True)) for k in self._readme_ks(agg)],
-            (f"ΔE_w[best@{kmax}]", lambda d: ci(at_k(d["ew_best_at_k"], kmax), signed=True)),
-            ("Δdiversity (useful)", lambda d: ci(d["completed_diversity"], signed=True)),
+            *curve_metrics("best_at_k", "best", self._readme_ks(agg)),
+            Metric(f"E_w[best@{kmax}]", "ew_best_at_k", kmax),
+            Metric("diversity (useful)", "completed_diversity"),
         ]
 
     @staticmethod
