@@ -16,18 +16,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from vpo._util import positive_int
-from vpo.demo.domain_base import (
-    Domain,
-    Metric,
-    Report,
-    Setting,
-    curve_metrics,
-    interval_name,
-    mean_of,
-    num_problems,
-    rho_cell,
-    table,
-)
+from vpo.demo.domain_base import Domain, Metric, Report, Setting
+from vpo.demo.domain_base import curve_metrics, interval_name, mean_of, num_problems, rho_cell, table
 from vpo.demo.fmt import at_k, fmt
 from vpo.errors import UserError
 
