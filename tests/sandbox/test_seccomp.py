@@ -20,6 +20,7 @@ import time
 import pytest
 
 from vpo.sandbox import Sandbox, SandboxConfig, TestInput, sandbox_capabilities
+from vpo.sandbox import seccomp as S
 from vpo.sandbox import worker as W
 
 MACHINE = platform.machine()
@@ -234,8 +235,8 @@ KILL, ALLOW, EPERM, ENOSYS = 0x80000000, 0x7FFF0000, 0x50000 | errno.EPERM, 0x50
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_bpf_program_checks_the_architecture_first(machine):
-    prog = W._seccomp_program(machine)
-    arch = W._AUDIT_ARCH[machine]
+    prog = S.seccomp_program(machine)
+    arch = S._AUDIT_ARCH[machine]
     # the first instructions load the arch and kill on anything else
     assert prog[0] == (0x20, 0, 0, 4)
     assert prog[1][0] == 0x15 and prog[1][3] == arch and prog[2] == (0x06, 0, 0, KILL)
@@ -249,11 +250,11 @@ def test_bpf_program_checks_the_architecture_first(machine):
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_bpf_program_decisions_by_number(machine):
-    prog = W._seccomp_program(machine)
-    arch, col = W._AUDIT_ARCH[machine], 0 if machine == "x86_64" else 1
-    denied = {v[col] for v in W._SECCOMP_DENY.values()} - {None}
-    nr = {name: v[col] for name, v in W._SECCOMP_ARG_CHECKED.items()}
-    last = W._SECCOMP_LAST_REVIEWED
+    prog = S.seccomp_program(machine)
+    arch, col = S._AUDIT_ARCH[machine], 0 if machine == "x86_64" else 1
+    denied = {v[col] for v in S._SECCOMP_DENY.values()} - {None}
+    nr = {name: v[col] for name, v in S._SECCOMP_ARG_CHECKED.items()}
+    last = S._SECCOMP_LAST_REVIEWED
     for n in denied:
         assert _run_bpf(prog, n, arch) == EPERM, n
     for n in set(range(0, last + 1)) - denied - set(nr.values()):
@@ -266,7 +267,7 @@ def test_bpf_program_decisions_by_number(machine):
 def _prog_arch_numbers(machine):
     """The filter for ``machine``, its audit arch and the numbers of the argument-checked calls."""
     col = 0 if machine == "x86_64" else 1
-    return W._seccomp_program(machine), W._AUDIT_ARCH[machine], {n: v[col] for n, v in W._SECCOMP_ARG_CHECKED.items()}
+    return S.seccomp_program(machine), S._AUDIT_ARCH[machine], {n: v[col] for n, v in S._SECCOMP_ARG_CHECKED.items()}
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
@@ -321,7 +322,7 @@ def test_syscall_numbers_match_the_kernel_headers():
     x86 = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
     generic = "/usr/include/asm-generic/unistd.h"
     have_x86, have_generic = os.path.exists(x86), os.path.exists(generic)
-    table = {**W._SECCOMP_DENY, **W._SECCOMP_ARG_CHECKED}
+    table = {**S._SECCOMP_DENY, **S._SECCOMP_ARG_CHECKED}
     hx = _header_numbers(x86, r"#define __NR_(\w+)\s+(\d+)") if have_x86 else {}
     hg = _header_numbers(generic, r"#define __NR(?:3264)?_(\w+)\s+(\d+)") if have_generic else {}
     checked = 0
@@ -343,8 +344,13 @@ def test_syscall_numbers_match_the_kernel_headers():
 
 
 def _worker_with_program(tmp_path, program_for) -> list[tuple]:
-    """Run the real worker main loop in a forked child, with ``_seccomp_program`` replaced there by
-    ``program_for``, on a one-test job without namespaces; its result records."""
+    """:func:`_worker_with_filter` with the filter ``program_for(machine)``."""
+    return _worker_with_filter(tmp_path, {"program": program_for(os.uname().machine)})
+
+
+def _worker_with_filter(tmp_path, seccomp_filter: dict | None) -> list[tuple]:
+    """Run the real worker main loop in a forked child, its job's ``seccomp_filter`` (which the host
+    builds) the one given, on a one-test job without namespaces; its result records."""
     from vpo.sandbox.host import _inputs, _memfd
 
     tests, blob = _inputs([TestInput()])
@@ -358,6 +364,7 @@ def _worker_with_program(tmp_path, program_for) -> list[tuple]:
         "uid": None,
         "cgroup_procs": [],
         "seccomp": True,
+        "seccomp_filter": seccomp_filter,
         "tmpfs_bytes": 1 << 20,
         "tmpfs_inodes": 64,
         "stop_after_timeouts": None,
@@ -380,7 +387,6 @@ def _worker_with_program(tmp_path, program_for) -> list[tuple]:
             os.dup2(jr, 0)
             os.close(jw)
             os.close(rr)
-            W._seccomp_program = program_for
             W._worker_main(rw)
         finally:
             os._exit(0)
@@ -407,7 +413,7 @@ def test_a_filter_the_kernel_refuses_fails_the_sandbox_closed(tmp_path):
     assert [o.status for o in res.outcomes] == ["sandbox_error"]
     assert "refused the seccomp filter" in res.error and "SandboxConfig(seccomp=False)" in res.error, res.error
     assert not any(isinstance(m, dict) and "i" in m for m, _ in lines), lines  # the program never ran
-    lines = _worker_with_program(tmp_path, W._seccomp_program)
+    lines = _worker_with_program(tmp_path, S.seccomp_program)
     res = Sandbox(SandboxConfig())._collect(lines, [TestInput()], 0.0, None, None, "", 0)
     assert [o.status for o in res.outcomes] == ["ok"] and res.setup["seccomp"].startswith("filter:"), res
     assert res.outcomes[0].stdout == "ran\n"
@@ -417,30 +423,46 @@ def test_an_unknown_architecture_has_no_filter_and_says_so():
     with pytest.raises(
         OSError, match=r"no seccomp filter for the 'riscv64' architecture.*SandboxConfig\(seccomp=False\)"
     ):
-        W._seccomp_program("riscv64")
+        S.seccomp_program("riscv64")
+    # what the host hands the worker then: the reason, which the worker's setup report gives
+    assert re.search(r"no seccomp filter for the 'riscv64'", S.seccomp_filter("riscv64")["error"])
+
+
+def test_a_worker_without_the_hosts_filter_runs_no_program(tmp_path):
+    """The worker builds no filter of its own: a job with the host's reason instead of a filter (an
+    unknown architecture), or with none, fails closed, every test a ``sandbox_error`` that says why."""
+    for built, why in (
+        (S.seccomp_filter("riscv64"), "no seccomp filter for the 'riscv64' architecture"),
+        (None, "the job carries no seccomp filter"),
+    ):
+        lines = _worker_with_filter(tmp_path, built)
+        res = Sandbox(SandboxConfig())._collect(lines, [TestInput()], 0.0, None, None, "", 0)
+        assert [o.status for o in res.outcomes] == ["sandbox_error"] and why in res.error, res.error
+        assert "SandboxConfig(seccomp=False)" in res.error or built is None, res.error
+        assert not any(isinstance(m, dict) and "i" in m for m, _ in lines), lines  # the program never ran
 
 
 def test_the_assembler_resolves_labels_and_refuses_what_it_cannot_encode():
     """Labels become relative forward offsets; a jump past 255 instructions, backwards, to an
     undefined label, or a label defined twice raises (never a silently wrong filter)."""
-    prog = W._bpf_assemble(
+    prog = S._bpf_assemble(
         [
-            W._bpf_load_syscall_nr(),
-            W._bpf_syscall(7, "deny"),
-            W._bpf_allow(),
-            W._bpf_label("deny"),
-            W._bpf_deny(errno.EPERM),
+            S._bpf_load_syscall_nr(),
+            S._bpf_syscall(7, "deny"),
+            S._bpf_allow(),
+            S._bpf_label("deny"),
+            S._bpf_deny(errno.EPERM),
         ]
     )
     assert prog == [(0x20, 0, 0, 0), (0x15, 1, 0, 7), (0x06, 0, 0, ALLOW), (0x06, 0, 0, EPERM)]
     assert _run_bpf(prog, 7, 0) == EPERM and _run_bpf(prog, 8, 0) == ALLOW
-    far = [W._bpf_load_syscall_nr(), W._bpf_syscall(1, "end")] + [W._bpf_allow()] * 256 + [W._bpf_label("end")]
-    with pytest.raises(W.SeccompAssemblyError, match="out of range"):
-        W._bpf_assemble(far + [W._bpf_allow()])
-    assert len(W._bpf_assemble(far[:2] + [W._bpf_allow()] * 255 + far[-1:] + [W._bpf_allow()])) == 258
-    with pytest.raises(W.SeccompAssemblyError, match="out of range"):  # backwards
-        W._bpf_assemble([W._bpf_label("top"), W._bpf_load_syscall_nr(), W._bpf_jeq(1, "top"), W._bpf_allow()])
-    with pytest.raises(W.SeccompAssemblyError, match="undefined label 'nowhere'"):
-        W._bpf_assemble([W._bpf_load_syscall_nr(), W._bpf_jeq(1, "nowhere"), W._bpf_allow()])
-    with pytest.raises(W.SeccompAssemblyError, match="defined twice"):
-        W._bpf_assemble([W._bpf_label("a"), W._bpf_label("a"), W._bpf_allow()])
+    far = [S._bpf_load_syscall_nr(), S._bpf_syscall(1, "end")] + [S._bpf_allow()] * 256 + [S._bpf_label("end")]
+    with pytest.raises(S.SeccompAssemblyError, match="out of range"):
+        S._bpf_assemble(far + [S._bpf_allow()])
+    assert len(S._bpf_assemble(far[:2] + [S._bpf_allow()] * 255 + far[-1:] + [S._bpf_allow()])) == 258
+    with pytest.raises(S.SeccompAssemblyError, match="out of range"):  # backwards
+        S._bpf_assemble([S._bpf_label("top"), S._bpf_load_syscall_nr(), S._bpf_jeq(1, "top"), S._bpf_allow()])
+    with pytest.raises(S.SeccompAssemblyError, match="undefined label 'nowhere'"):
+        S._bpf_assemble([S._bpf_load_syscall_nr(), S._bpf_jeq(1, "nowhere"), S._bpf_allow()])
+    with pytest.raises(S.SeccompAssemblyError, match="defined twice"):
+        S._bpf_assemble([S._bpf_label("a"), S._bpf_label("a"), S._bpf_allow()])

@@ -23,7 +23,7 @@ def sandbox_capabilities(refresh: bool = False) -> dict[str, Any]:
     non-root), ``network_isolated``, ``pid_namespace``, ``readonly_filesystem`` (how),
     ``tmpfs_scratch``, ``unique_uid`` (root: per-sandbox unprivileged uid), ``user_namespace``
     (non-root), ``cgroup_pids``, ``cgroup_memory``, ``rlimits`` (always: AS, CPU, FSIZE, NPROC,
-    NOFILE, CORE), ``no_new_privs`` (always), ``seccomp_available`` (the worker built the filter and the
+    NOFILE, CORE), ``no_new_privs`` (always), ``seccomp_available`` (the host built the filter, the
     kernel accepted it), ``seccomp`` (the probe program ran under it: ``Seccomp: 2``),
     ``unix_sockets_blocked`` (the probe program's ``socket(AF_UNIX)`` was refused: host services on
     path unix sockets are out of reach; **False with** ``seccomp=False``), ``cgroup_cpu`` (per-sandbox

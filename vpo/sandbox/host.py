@@ -13,6 +13,7 @@ compares them with the expected outputs, which never enter the sandbox. Linux on
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -27,6 +28,7 @@ from vpo.sandbox.cgroups import _Cgroups
 from vpo.sandbox.config import SandboxConfig
 from vpo.sandbox.cleanup import kill_session, kill_uid, remove_tree, sweep_stale
 from vpo.sandbox.probe import probe_namespaces, unshare_flags
+from vpo.sandbox.seccomp import seccomp_filter
 from vpo.sandbox.worker import SAFE_PATH, SANDBOX_UID_BASE, STATUSES, WORKER_FLAG
 
 WORKER_PATH = os.path.abspath(_worker.__file__)
@@ -85,6 +87,12 @@ class ProgramResult:
     setup: dict = field(default_factory=dict)
     error: str | None = None
     uid: int | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def _seccomp_filter(machine: str) -> dict:
+    """The worker's seccomp filter for this kernel's architecture, built here (it is data) once per process."""
+    return seccomp_filter(machine)
 
 
 def _cpu_count() -> int:
@@ -232,6 +240,7 @@ class Sandbox:
                 "tmpfs_inodes": cfg.scratch_inodes,
                 "stop_after_timeouts": cfg.stop_after_timeouts,
                 "seccomp": bool(cfg.seccomp),
+                "seccomp_filter": _seccomp_filter(os.uname().machine) if cfg.seccomp else None,
                 "limits": {
                     "timeout_s": wall,
                     "cpu_time_s": cpu,
