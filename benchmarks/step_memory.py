@@ -45,7 +45,7 @@ def child(kind: str, a) -> dict:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from train_step import SliceTask, step_settings
+    from train_step import SliceTask, lora_config, step_settings
 
     from vpo.train import VPOConfig, VPOTrainer
     from vpo.train.tiny import build_tiny_model
@@ -53,18 +53,23 @@ def child(kind: str, a) -> dict:
 
     torch.set_num_threads(a.threads)
     tmp = tempfile.mkdtemp()
-    model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=a.hidden, num_layers=a.layers))
-    task = SliceTask.make(64)
+    if a.model:
+        model_dir = a.model
+    else:
+        model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=a.hidden, num_layers=a.layers))
+    task = SliceTask.make(64, a.prompts)
     ds = build_task_dataset(task, task.load("train"), 3, chat=True)
-    est, m, length = {"vpo": ("vpo", 3, a.vpo_length), "grpo": ("grpo", 1, a.length)}[kind]
-    args = VPOConfig(
-        output_dir=os.path.join(tmp, kind),
-        estimator=est,
-        num_answers=m,
-        num_weightings=100,
-        **step_settings(a.batch, length, a.steps),
-    )
-    trainer = VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds)
+    est, m, length = {
+        "vpo": ("vpo", 3, a.vpo_length),
+        "vpo_plain": ("vpo", 3, a.vpo_length),
+        "grpo": ("grpo", 1, a.length),
+    }[kind]
+    settings = step_settings(a.batch, length, a.steps, a.precision)
+    if kind == "vpo_plain":  # the step as before the fast CPU path (docs/performance.md)
+        settings.update(bf16=False, fast_generation=False, shared_prompt_forward=False)
+    args = VPOConfig(output_dir=os.path.join(tmp, kind), estimator=est, num_answers=m, num_weightings=100, **settings)
+    peft = lora_config(a.lora) if a.lora else None
+    trainer = VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds, peft_config=peft)
     before = _status_kb("VmRSS")
     t0 = time.perf_counter()
     trainer.train()
@@ -93,7 +98,20 @@ def _parse(argv):
     ap.add_argument("--demo", action="store_true", help="the demo's shape: 4 x 128 model, 64 rollouts, 11 vs 31 tokens")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds): checks the script runs")
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
-    ap.add_argument("--child", choices=["vpo", "grpo"], help=argparse.SUPPRESS)
+    ap.add_argument("--model", default=None, help="a pretrained checkpoint instead of the tiny model (e.g. SmolLM2)")
+    ap.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
+    ap.add_argument(
+        "--prompts", choices=("short", "shop"), default="short", help="prompt set (benchmarks/train_step.py)"
+    )
+    ap.add_argument(
+        "--precision", choices=("defaults", "float32"), default="float32", help="as benchmarks/train_step.py"
+    )
+    ap.add_argument(
+        "--kinds",
+        default="grpo,vpo",
+        help="trainers compared, two of grpo, vpo, vpo_plain (vpo as before the fast CPU step); default grpo,vpo",
+    )
+    ap.add_argument("--child", choices=["vpo", "grpo", "vpo_plain"], help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.demo:
         a.layers, a.hidden, a.batch, a.length, a.vpo_length = 4, 128, 64, 11, 31
@@ -109,10 +127,11 @@ def main(argv=None) -> dict:
     if a.child:
         print(json.dumps(child(a.child, a)))
         return {}
-    runs: dict[str, list[dict]] = {"grpo": [], "vpo": []}
+    base, other = a.kinds.split(",")
+    runs: dict[str, list[dict]] = {base: [], other: []}
     passthrough = [x for x in argv if x not in ("--json",)]
     for r in range(a.repeats):
-        for kind in ("grpo", "vpo") if r % 2 == 0 else ("vpo", "grpo"):
+        for kind in (base, other) if r % 2 == 0 else (other, base):
             out = subprocess.run(
                 [sys.executable, __file__, *passthrough, "--child", kind],
                 capture_output=True,
@@ -127,39 +146,43 @@ def main(argv=None) -> dict:
         k: {f: statistics.median(x[f] for x in v) for f in ("step_mb", "peak_mb", "s_per_step")}
         for k, v in runs.items()
     }
-    pairs = [v["step_mb"] / g["step_mb"] for v, g in zip(runs["vpo"], runs["grpo"]) if g["step_mb"] > 0]
+    pairs = [v["step_mb"] / g["step_mb"] for v, g in zip(runs[other], runs[base]) if g["step_mb"] > 0]
     tok = {k: v[0]["tokens_per_rollout"] for k, v in runs.items()}
-    res = {
-        "step_mb_grpo": med["grpo"]["step_mb"],
-        "step_mb_vpo": med["vpo"]["step_mb"],
-        "peak_mb_grpo": med["grpo"]["peak_mb"],
-        "peak_mb_vpo": med["vpo"]["peak_mb"],
-        "step_mem_ratio_vpo_vs_grpo": med["vpo"]["step_mb"] / med["grpo"]["step_mb"]
-        if med["grpo"]["step_mb"]
-        else None,
-        "step_mem_ratio_pairs_median": statistics.median(pairs) if pairs else None,
-        "s_per_step_ratio_vpo_vs_grpo": med["vpo"]["s_per_step"] / med["grpo"]["s_per_step"],
-        "tokens_per_rollout_grpo": tok["grpo"],
-        "tokens_per_rollout_vpo": tok["vpo"],
-        "repeats": a.repeats,
-        "rollouts_per_step": a.batch,
-        "quick": a.quick,
-    }
-    shape = f"{a.batch} rollouts, {a.length} vs {a.vpo_length} tokens, tiny Qwen2 {a.layers} x {a.hidden}, {a.threads} thread(s)"
+    res = {f"{f}_{k}": med[k][f] for k in runs for f in ("step_mb", "peak_mb")}
+    res.update({f"tokens_per_rollout_{k}": tok[k] for k in runs})
+    res.update(
+        {
+            f"step_mem_ratio_{other}_vs_{base}": med[other]["step_mb"] / med[base]["step_mb"]
+            if med[base]["step_mb"]
+            else None,
+            "step_mem_ratio_pairs_median": statistics.median(pairs) if pairs else None,
+            f"s_per_step_ratio_{other}_vs_{base}": med[other]["s_per_step"] / med[base]["s_per_step"],
+            "s_per_step": {k: med[k]["s_per_step"] for k in runs},
+            "repeats": a.repeats,
+            "rollouts_per_step": a.batch,
+            "model": a.model or f"tiny {a.layers}x{a.hidden}",
+            "lora": a.lora,
+            "quick": a.quick,
+        }
+    )
+    name = os.path.basename(os.path.normpath(a.model)) if a.model else f"tiny Qwen2 {a.layers} x {a.hidden}"
+    shape = f"{a.batch} rollouts, {a.length} vs {a.vpo_length} tokens, {name}, {a.threads} thread(s)"
     print(f"\nmemory and time of a training step, each trainer alone, alternating ({shape}; {a.repeats} repeats)")
-    print(f"{'trainer':18s} {'step MB (peak - before)':>24s} {'peak MB':>9s} {'s/step':>8s} {'tokens/rollout':>15s}")
-    for k, label in (("grpo", "GRPO (m = 1)"), ("vpo", "VPO (m = 3)")):
+    print(f"{'trainer':26s} {'step MB (peak - before)':>24s} {'peak MB':>9s} {'s/step':>8s} {'tokens/rollout':>15s}")
+    labels = {"grpo": "GRPO (m = 1)", "vpo": "VPO (m = 3)", "vpo_plain": "VPO (m = 3), plain (before)"}
+    for k in runs:
         t = tok[k]
         print(
-            f"{label:18s} {med[k]['step_mb']:24.1f} {med[k]['peak_mb']:9.1f} {med[k]['s_per_step']:8.3f} "
+            f"{labels[k]:26s} {med[k]['step_mb']:24.1f} {med[k]['peak_mb']:9.1f} {med[k]['s_per_step']:8.3f} "
             f"{'' if t is None else f'{t:.1f}':>15s}"
         )
+    pm = res["step_mem_ratio_pairs_median"]
     print(
-        f"VPO / GRPO: step memory {res['step_mem_ratio_vpo_vs_grpo']:.2f} (pairs: {res['step_mem_ratio_pairs_median']:.2f}), "
-        f"time {res['s_per_step_ratio_vpo_vs_grpo']:.2f}"
+        f"{labels[other]} / {labels[base]}: step memory {res[f'step_mem_ratio_{other}_vs_{base}']:.2f} "
+        f"(pairs: {'n/a' if pm is None else f'{pm:.2f}'}), time {res[f's_per_step_ratio_{other}_vs_{base}']:.2f}"
     )
     if a.json:
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.items()}))
+        print(json.dumps(res))
     return res
 
 

@@ -134,10 +134,12 @@ def _spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "iqr": [q[0], q[2]], "min": min(xs), "max": max(xs)}
 
 
-def step_settings(batch: int, length: int, steps: int) -> dict:
+def step_settings(batch: int, length: int, steps: int, precision: str = "float32") -> dict:
     """The trainer settings every benchmarked trainer shares: G = 8, ``batch`` rollouts of exactly
-    ``length`` tokens, ``steps`` steps, no KL, CPU, no logging or saving (benchmarks/step_memory.py too)."""
-    return dict(
+    ``length`` tokens, ``steps`` steps, no KL, CPU, no logging or saving (benchmarks/step_memory.py too).
+    ``precision``: "float32" for every trainer, or "defaults": each trainer's own (TRL's GRPOConfig:
+    bf16 autocast on a CPU; VPOConfig: bf16 on a CPU with bf16 units, else float32)."""
+    out = dict(
         num_generations=8,
         per_device_train_batch_size=batch,
         max_completion_length=length,
@@ -148,13 +150,16 @@ def step_settings(batch: int, length: int, steps: int) -> dict:
         report_to="none",
         save_strategy="no",
         use_cpu=True,
-        # one precision for every trainer: TRL's GRPOConfig defaults to bf16 (autocast, on this CPU's
-        # AMX units), VPOConfig to float32 on a CPU; left to their defaults they time different arithmetic
+        # "float32": one precision for every trainer (TRL's GRPOConfig defaults to bf16 autocast on any
+        # CPU, VPOConfig to bf16 only where the CPU has bf16 units); "defaults": each its own
         bf16=False,
         logging_steps=1,
         disable_tqdm=True,
         seed=0,
     )
+    if precision == "defaults":
+        del out["bf16"]
+    return out
 
 
 def _parse(argv):
@@ -169,7 +174,22 @@ def _parse(argv):
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all cores)")
     ap.add_argument("--model", default=None, help="a pretrained checkpoint instead of the tiny model (e.g. SmolLM2)")
     ap.add_argument("--lora", type=int, default=0, help="LoRA rank for every trainer (0: full fine-tuning)")
-    ap.add_argument("--shared-prompt", action="store_true", help="VPOTrainer: shared_prompt_forward")
+    ap.add_argument(
+        "--shared-prompt",
+        action="store_true",
+        help="VPOTrainer: shared_prompt_forward true (default: unset, on a CPU on)",
+    )
+    ap.add_argument(
+        "--precision",
+        choices=("defaults", "float32"),
+        default=None,
+        help="each trainer's own default precision, or float32 for all (default: defaults with --model, else float32)",
+    )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="add VPOTrainer vpo m=3 as before the fast CPU step: float32, generate, every row whole",
+    )
     ap.add_argument("--prompts", choices=("short", "shop"), default="short", help="prompt set (default: short)")
     ap.add_argument("--demo", action="store_true", help="the demo's shape: 4 x 128 model, 64 rollouts, 11 vs 31 tokens")
     ap.add_argument(
@@ -177,6 +197,7 @@ def _parse(argv):
     )
     ap.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     a = ap.parse_args(argv)
+    a.precision = a.precision or ("defaults" if a.model else "float32")
     if a.demo:
         a.layers, a.hidden, a.batch, a.length, a.vpo_length = 4, 128, 64, 11, 31
     if a.quick:
@@ -185,12 +206,21 @@ def _parse(argv):
     return a
 
 
+LABELS = {
+    "trl_grpo": "TRL GRPOTrainer (baseline)",
+    "vpo_grpo": "VPOTrainer estimator=grpo",
+    "vpo_m3": "VPOTrainer estimator=vpo m=3",
+    "vpo_m3_plain": "vpo m=3, plain (before #48)",
+}
+
+
 def main(argv=None) -> dict:
     a = _parse(argv)
     vpo_length = a.vpo_length or a.length
 
     import torch
 
+    from step_phases import StepPhases, median_phases
     from vpo.train.tiny import build_tiny_model
     from vpo.train.trainer import build_task_dataset
 
@@ -203,30 +233,27 @@ def main(argv=None) -> dict:
         model_dir = str(build_tiny_model(os.path.join(tmp, "m"), hidden_size=a.hidden, num_layers=a.layers))
     steps = a.warmup + a.rounds
     peft_config = lora_config(a.lora) if a.lora else None
-    generation = generation_fraction(model_dir, a.batch, max(a.length, vpo_length), threads) if a.model else None
-
     task = SliceTask.make(64, a.prompts)
     # one dataset (the m = 3 prompts) for all three trainers, so prompt lengths are identical
     ds = build_task_dataset(task, task.load("train"), 3, chat=True)
     setup = dict(a=a, model_dir=model_dir, tmp=tmp, steps=steps, task=task, ds=ds, peft_config=peft_config)
 
-    kinds = ["trl_grpo", "vpo_grpo", "vpo_m3"]
+    kinds = ["trl_grpo", "vpo_grpo", "vpo_m3"] + (["vpo_m3_plain"] if a.plain else [])
     gates = {k: _Gate() for k in kinds}
     trainers = {k: make_trainer(k, gates[k], **setup) for k in kinds}
+    phases = {k: StepPhases(trainers[k]) for k in kinds}
+    for k in kinds:
+        trainers[k].add_callback(phases[k].callback())
+    limits = machine_limits(trainers["vpo_m3"], a, threads, "before") if a.model else None
 
     times = _interleaved_times(trainers, gates, kinds, steps, a.warmup, threads)
     t = {k: v[a.warmup :] for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in t.items()}
-    ratio_m3 = _spread([x / y for x, y in zip(t["vpo_m3"], t["trl_grpo"])])
-    ratio_grpo = _spread([x / y for x, y in zip(t["vpo_grpo"], t["trl_grpo"])])
-
-    if generation is not None:
-        generation["gemm_gflops_after"] = gemm_gflops(generation["shape"], threads)
-        generation["gemm_gflops"] = statistics.median(
-            [generation["gemm_gflops_before"], generation["gemm_gflops_after"]]
-        )
-        generation["fraction_of_gemm_limit"] = generation["achieved_gflops"] / generation["gemm_gflops"]
-    _print_table(a, threads, vpo_length, med, ratio_grpo, ratio_m3)
+    ratios = {k: _spread([x / y for x, y in zip(t[k], t["trl_grpo"])]) for k in kinds if k != "trl_grpo"}
+    ratio_m3, ratio_grpo = ratios["vpo_m3"], ratios["vpo_grpo"]
+    profile = {k: median_phases(phases[k].per_step(), a.warmup) for k in kinds}
+    _print_table(a, threads, vpo_length, med, ratios)
+    print_profile(profile, med)
     res = {
         "s_per_step_trl_grpo": med["trl_grpo"],
         "s_per_step_vpo_grpo": med["vpo_grpo"],
@@ -236,6 +263,7 @@ def main(argv=None) -> dict:
         "ratio_vpo_m3_vs_trl_grpo_range": [ratio_m3["min"], ratio_m3["max"]],
         "ratio_vpo_grpo_vs_trl_grpo_median": ratio_grpo["median"],
         "ratio_vpo_grpo_vs_trl_grpo_iqr": ratio_grpo["iqr"],
+        "per_round_s": {k: v for k, v in t.items()},
         "rounds": a.rounds,
         "tokens_single": a.length,
         "tokens_vpo_m3": vpo_length,
@@ -243,15 +271,24 @@ def main(argv=None) -> dict:
         "quick": a.quick,
         "model": a.model or f"tiny {a.layers}x{a.hidden}",
         "lora": a.lora,
-        "shared_prompt": a.shared_prompt,
+        "shared_prompt": bool(trainers["vpo_m3"].vpo_fast["shared_prompt_forward"]),
+        "fast_generation": bool(trainers["vpo_m3"].vpo_fast["fast_generation"]),
+        "precision": a.precision,
+        "bf16": {k: bool(trainers[k].args.bf16) for k in kinds},
         "prompts": a.prompts,
         "threads": threads,
+        "profile_s": profile,
     }
-    if generation is not None:
-        print_generation(generation)
-        res.update({f"generation_{k}": v for k, v in generation.items() if k != "shape"})
+    if a.plain:
+        res["s_per_step_vpo_m3_plain"] = med["vpo_m3_plain"]
+        res["ratio_vpo_m3_plain_vs_trl_grpo_median"] = ratios["vpo_m3_plain"]["median"]
+        res["ratio_vpo_m3_vs_plain"] = _spread([x / y for x, y in zip(t["vpo_m3"], t["vpo_m3_plain"])])
+    if limits is not None:
+        limits = machine_limits(trainers["vpo_m3"], a, threads, "after", limits)
+        res.update(limit_figures(limits, phases["vpo_m3"], profile["vpo_m3"], trainers["vpo_m3"], a))
+        print_limits(res)
     if a.json:
-        print(json.dumps({k: _round(v) for k, v in res.items()}))
+        print(json.dumps(_round(res)))
     return res
 
 
@@ -292,26 +329,34 @@ def _interleaved_times(trainers: dict, gates: dict, kinds: list[str], steps: int
     return times
 
 
-def _print_table(a, threads: int, vpo_length: int, med: dict, ratio_grpo: dict, ratio_m3: dict) -> None:
+def _print_table(a, threads: int, vpo_length: int, med: dict, ratios: dict) -> None:
     """The seconds-per-step table: each trainer's median and its per-round ratio to TRL's GRPOTrainer."""
     lengths = f"{a.length} tokens" if vpo_length == a.length else f"{a.length} tokens (vpo m=3: {vpo_length})"
     print(
         f"\nseconds per training step: {a.batch} rollouts x {lengths}, {model_label(a)} on CPU, "
-        f"{threads} threads; {a.rounds} interleaved rounds after {a.warmup} warm-up{' (--quick)' if a.quick else ''}"
+        f"{threads} threads, precision: {a.precision}; {a.rounds} interleaved rounds after {a.warmup} warm-up"
+        f"{' (--quick)' if a.quick else ''}"
     )
     print(f"{'trainer':30s} {'median s/step':>14s} {'per-round ratio vs TRL GRPO: median [IQR] (range)':>52s}")
-    labels = {
-        "trl_grpo": "TRL GRPOTrainer (baseline)",
-        "vpo_grpo": "VPOTrainer estimator=grpo",
-        "vpo_m3": "VPOTrainer estimator=vpo m=3",
-    }
-    for k, sp in (("trl_grpo", None), ("vpo_grpo", ratio_grpo), ("vpo_m3", ratio_m3)):
+    for k in med:
+        sp = ratios.get(k)
         cell = (
             ""
             if sp is None
             else f"{sp['median']:.3f} [{sp['iqr'][0]:.3f}, {sp['iqr'][1]:.3f}] ({sp['min']:.3f}-{sp['max']:.3f})"
         )
-        print(f"{labels[k]:30s} {med[k]:14.3f} {cell:>52s}")
+        print(f"{LABELS[k]:30s} {med[k]:14.3f} {cell:>52s}")
+
+
+def print_profile(profile: dict, med: dict) -> None:
+    """Median seconds of each phase of a step, per trainer (benchmarks/step_phases.py)."""
+    from step_phases import PHASES
+
+    print("\nwhere a step goes: median seconds per phase (benchmarks/step_phases.py)")
+    print(f"{'phase':12s}" + "".join(f"{LABELS[k][:26]:>28s}" for k in profile))
+    for ph in PHASES:
+        print(f"{ph:12s}" + "".join(f"{profile[k].get(ph, 0.0):28.3f}" for k in profile))
+    print(f"{'step':12s}" + "".join(f"{med[k]:28.3f}" for k in profile))
 
 
 def make_trainer(kind, gate, *, a, model_dir, tmp, steps, task, ds, peft_config):
@@ -323,22 +368,28 @@ def make_trainer(kind, gate, *, a, model_dir, tmp, steps, task, ds, peft_config)
     out = os.path.join(tmp, kind)
     cb = [_callback(gate)]
     if kind == "trl_grpo":
-        args = GRPOConfig(output_dir=out, **step_settings(a.batch, a.length, steps))
+        args = GRPOConfig(output_dir=out, **step_settings(a.batch, a.length, steps, a.precision))
         return GRPOTrainer(
             model=model_dir, reward_funcs=trl_reward_funcs(), args=args, train_dataset=ds, callbacks=cb,
             peft_config=peft_config,
         )  # fmt: skip
-    est, m, length = {"vpo_m3": ("vpo", 3, a.vpo_length or a.length), "vpo_grpo": ("grpo", 1, a.length)}[kind]
-    args = VPOConfig(
-        output_dir=out, estimator=est, num_answers=m, num_weightings=100, shared_prompt_forward=a.shared_prompt,
-        **step_settings(a.batch, length, steps),
-    )  # fmt: skip
+    est, m, length = {
+        "vpo_m3": ("vpo", 3, a.vpo_length or a.length),
+        "vpo_m3_plain": ("vpo", 3, a.vpo_length or a.length),
+        "vpo_grpo": ("grpo", 1, a.length),
+    }[kind]
+    settings = step_settings(a.batch, length, steps, a.precision)
+    path = {"shared_prompt_forward": True} if a.shared_prompt else {}  # else unset: on where it applies
+    if kind == "vpo_m3_plain":  # the step as it was before the fast CPU path
+        path = {"shared_prompt_forward": False, "fast_generation": False}
+        settings["bf16"] = False
+    args = VPOConfig(output_dir=out, estimator=est, num_answers=m, num_weightings=100, **path, **settings)
     return VPOTrainer(model=model_dir, args=args, task=task, train_dataset=ds, callbacks=cb, peft_config=peft_config)
 
 
 def model_label(a) -> str:
     name = os.path.basename(os.path.normpath(a.model)) if a.model else f"tiny Qwen2 {a.layers} x {a.hidden}"
-    parts = [name] + ([f"LoRA r={a.lora}"] if a.lora else []) + (["shared prompt forward"] if a.shared_prompt else [])
+    parts = [name] + ([f"LoRA r={a.lora}"] if a.lora else [])
     return ", ".join(parts) + f", {a.prompts} prompts"
 
 
@@ -349,74 +400,145 @@ def lora_config(rank: int):
     return LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets, task_type="CAUSAL_LM")
 
 
-def gemm_gflops(shape: tuple[int, int, int], threads: int, repeats: int = 30) -> float:
-    """GFLOP/s of a float32 matmul [rows, k] x [k, n] (the decode step's largest product), the
-    median of ``repeats`` timed products after two untimed ones."""
+def machine_limits(trainer, a, threads: int, when: str, limits: dict | None = None) -> dict:
+    """The decode and training limits (benchmarks/step_phases.py) read ``when`` ("before"/"after"
+    the trainers ran), and, before, the generation rates: vpo's sampler as the VPO step runs it and
+    transformers' generate as TRL's step runs it (the float32 model, under bf16 autocast when TRL's
+    precision is bf16), on ``a.batch`` rows of one shop prompt, exactly ``max(length)`` new tokens."""
     import torch
 
-    torch.set_num_threads(threads)
-    rows, k, n = shape
-    x, w = torch.randn(rows, k), torch.randn(k, n)
-    for _ in range(2):
-        x @ w
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        x @ w
-        ts.append(time.perf_counter() - t0)
-    return 2 * rows * k * n / statistics.median(ts) / 1e9
-
-
-def generation_fraction(model_dir: str, rows: int, tokens: int, threads: int) -> dict:
-    """Decode tokens/s of ``generate`` (sampling, exactly ``tokens`` new tokens on ``rows`` rows, KV cache)
-    against the GEMM-bound limit: each new token costs ~2 x (non-embedding parameters) FLOPs, so the
-    limit is GEMM GFLOP/s / that; measured right before (and, by the caller, after) in this process."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from step_phases import decode_gemm_seconds, gemm_gflops
+    from vpo.search.fast_decode import FastDecoder
 
     torch.set_num_threads(threads)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    limits = limits or {}
+    dtype = torch.bfloat16 if trainer.args.bf16 else torch.float32
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    decoder = limits.get("decoder") or FastDecoder(model, dtype)
     cfg = model.config
-    shape = (rows, cfg.hidden_size, getattr(cfg, "intermediate_size", 4 * cfg.hidden_size))
-    n_params = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
-    if not getattr(cfg, "tie_word_embeddings", False):
-        n_params -= model.get_output_embeddings().weight.numel()
-    n_params += model.get_output_embeddings().weight.numel()  # the LM head runs on every token
-    gemm_before = gemm_gflops(shape, threads)
-    text = tok.apply_chat_template([{"role": "user", "content": "Name a product."}], tokenize=False)
-    enc = tok([text] * rows, return_tensors="pt")
-    kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, pad_token_id=tok.eos_token_id)
-    with torch.no_grad():
-        model.generate(**enc, **{**kw, "max_new_tokens": 2, "min_new_tokens": 2})  # warm-up
-        ts = []
-        for _ in range(3):
-            t0 = time.perf_counter()
+    limits["decoder"] = decoder
+    limits[f"decode_gemm_s_{when}"] = decode_gemm_seconds(decoder, a.batch)
+    tokens = 16 * a.batch + 96  # the training pass's tokens at this shape (prompts once, completions per row)
+    limits[f"train_gemm_gflops_{when}"] = gemm_gflops(tokens, cfg.hidden_size, cfg.intermediate_size, dtype)
+    if when == "before":
+        limits.update(generation_rates(trainer, decoder, a))
+    return limits
+
+
+def generation_rates(trainer, decoder, a) -> dict:
+    import contextlib
+
+    import torch
+
+    from vpo.search.fast_decode import Sampling
+
+    tok = trainer.processing_class
+    new = max(a.length, a.vpo_length or a.length)
+    text = tok.apply_chat_template([{"role": "user", "content": shop_question(0)}], tokenize=False)
+    enc = tok([text] * a.batch, return_tensors="pt")
+    s = Sampling(max_new_tokens=new, min_new_tokens=new)
+    eos = [tok.eos_token_id]
+
+    def fast():
+        decoder.generate(enc.input_ids, enc.attention_mask, s, eos, tok.pad_token_id)
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=True, top_k=0, pad_token_id=tok.pad_token_id)
+    auto = torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "defaults" else contextlib.nullcontext()
+
+    def plain():
+        with auto, torch.no_grad():
             model.generate(**enc, **kw)
-            ts.append(time.perf_counter() - t0)
-    tok_s = rows * tokens / statistics.median(ts)
+
     return {
-        "shape": shape,
-        "rows": rows,
-        "tokens": tokens,
-        "decode_tokens_per_s": tok_s,
-        "flops_per_token": 2 * n_params,
-        "gemm_gflops_before": gemm_before,
-        "achieved_gflops": tok_s * 2 * n_params / 1e9,
+        "fast_s": _best_of(fast),
+        "generate_s": _best_of(plain),
+        "new_tokens": new,
+        "prompt_tokens": enc.input_ids.size(1),
     }
 
 
-def print_generation(g: dict) -> None:
+def _best_of(fn, n: int = 3) -> float:
+    fn()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def limit_figures(limits: dict, phases, prof: dict, trainer, a) -> dict:
+    """The JSON's generation_* and training_* figures: rates against the limits read in this process."""
+    from step_phases import training_flops
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head = base.get_output_embeddings().weight.numel()
+    body = sum(
+        p.numel()
+        for n, p in base.named_parameters()
+        if "embed_tokens" not in n and "lm_head" not in n and "lora_" not in n
+    )
+    flops_token = 2 * (body + head)
+    gemm_s = min(limits["decode_gemm_s_before"], limits["decode_gemm_s_after"])
+    rows, new = a.batch, limits["new_tokens"]
+    tok_s = rows * new / limits["fast_s"]
+    achieved = tok_s * flops_token / 1e9
+    limit_gflops = rows * flops_token / gemm_s / 1e9
+    train_limit = max(limits["train_gemm_gflops_before"], limits["train_gemm_gflops_after"])
+    shape = phases.passes[-1]
+    flops = training_flops(shape, body, head, trainer.vpo_fast["shared_prompt_forward"], lora=bool(a.lora))
+    train_s = prof["forward"] + prof["backward"]
+    return {
+        "generation_rows": rows,
+        "generation_tokens": new,
+        "generation_prompt_tokens": limits["prompt_tokens"],
+        "generation_flops_per_token": flops_token,
+        "generation_decode_tokens_per_s": tok_s,
+        "generation_generate_tokens_per_s": rows * new / limits["generate_s"],
+        "generation_achieved_gflops": achieved,
+        "generation_gemm_gflops": limit_gflops,
+        "generation_gemm_step_s": [limits["decode_gemm_s_before"], limits["decode_gemm_s_after"]],
+        "generation_fraction_of_gemm_limit": achieved / limit_gflops,
+        "generation_generate_fraction_of_gemm_limit": rows
+        * new
+        / limits["generate_s"]
+        * flops_token
+        / 1e9
+        / limit_gflops,
+        "training_pass_shape": shape,
+        "training_pass_flops": flops,
+        "training_pass_s": train_s,
+        "training_achieved_gflops": flops / train_s / 1e9,
+        "training_gemm_gflops": train_limit,
+        "training_gemm_gflops_readings": [limits["train_gemm_gflops_before"], limits["train_gemm_gflops_after"]],
+        "training_fraction_of_gemm_limit": flops / train_s / 1e9 / train_limit,
+    }
+
+
+def print_limits(r: dict) -> None:
+    b, a2 = r["generation_gemm_step_s"]
     print(
-        f"\ngeneration: {g['rows']} rows x {g['tokens']} new tokens, {g['decode_tokens_per_s']:.1f} tokens/s = "
-        f"{g['achieved_gflops']:.1f} GFLOP/s at {g['flops_per_token'] / 1e6:.0f} MFLOP a token; the same process's "
-        f"GEMM {g['shape'][0]}x{g['shape'][1]}x{g['shape'][2]}: {g['gemm_gflops_before']:.1f} GFLOP/s before, "
-        f"{g['gemm_gflops_after']:.1f} after; generation runs at {g['fraction_of_gemm_limit']:.2f} of the "
-        "GEMM-bound limit (prefill and sampling included in its time)"
+        f"\ngeneration: {r['generation_rows']} rows x {r['generation_tokens']} new tokens after a "
+        f"{r['generation_prompt_tokens']}-token prompt: vpo's sampler {r['generation_decode_tokens_per_s']:.1f} tokens/s "
+        f"= {r['generation_achieved_gflops']:.1f} GFLOP/s at {r['generation_flops_per_token'] / 1e6:.0f} MFLOP a token; "
+        f"transformers' generate as TRL runs it {r['generation_generate_tokens_per_s']:.1f} tokens/s. Limit: one decode "
+        f"step's products alone, {b * 1e3:.1f} ms before / {a2 * 1e3:.1f} ms after (the faster counts) = "
+        f"{r['generation_gemm_gflops']:.1f} GFLOP/s; vpo's sampler runs at {r['generation_fraction_of_gemm_limit']:.2f} "
+        f"of it, generate at {r['generation_generate_fraction_of_gemm_limit']:.2f} (prefill and sampling included)"
+    )
+    tb, ta = r["training_gemm_gflops_readings"]
+    print(
+        f"training pass (the VPO step's policy forward + backward): {r['training_pass_flops'] / 1e9:.1f} GFLOP in "
+        f"{r['training_pass_s']:.2f} s = {r['training_achieved_gflops']:.1f} GFLOP/s against a product of its shape at "
+        f"{tb:.1f} / {ta:.1f} GFLOP/s: {r['training_fraction_of_gemm_limit']:.2f} of the limit"
     )
 
 
 def _round(v):
+    if isinstance(v, dict):
+        return {k: _round(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_round(x) for x in v]
     return float(f"{v:.4g}") if isinstance(v, float) else v

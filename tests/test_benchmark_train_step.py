@@ -43,3 +43,30 @@ def test_train_step_on_a_checkpoint_with_lora_and_generation_fraction(tmp_path):
     )
     assert out["generation_rows"] == 8 and out["generation_tokens"] == 4
     assert "shop prompts" in r.stdout and "LoRA r=4" in r.stdout
+    # the limit is one decode step's products alone: rows x FLOPs a token over the faster reading
+    step_s = min(out["generation_gemm_step_s"])
+    assert out["generation_gemm_gflops"] == pytest.approx(8 * 2 * (body + head) / step_s / 1e9, rel=2e-3)
+    # the training pass: its FLOPs over its time, against the faster of the two product readings
+    assert out["training_gemm_gflops"] == max(out["training_gemm_gflops_readings"])
+    assert out["training_achieved_gflops"] == pytest.approx(
+        out["training_pass_flops"] / out["training_pass_s"] / 1e9, rel=2e-3
+    )
+    assert out["training_fraction_of_gemm_limit"] == pytest.approx(
+        out["training_achieved_gflops"] / out["training_gemm_gflops"], rel=2e-3
+    )
+    shape = out["training_pass_shape"]
+    assert shape["rows"] == 8 and shape["completion"] == 4 and 1 <= shape["prompts"] <= 8
+    # every phase of the profile is a part of the step: together they make it up
+    for kind, phases in out["profile_s"].items():
+        assert set(phases) == {
+            "generation",
+            "scoring",
+            "advantages",
+            "logprob",
+            "forward",
+            "backward",
+            "optimizer",
+            "other",
+        }
+        assert phases["generation"] > 0 and phases["forward"] > 0 and phases["backward"] > 0, kind
+    assert out["fast_generation"] is True and out["precision"] == "defaults"

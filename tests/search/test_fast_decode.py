@@ -217,3 +217,26 @@ def test_what_it_refuses():
     ):
         assert unsupported_generation(GenerationConfig(max_new_tokens=4, **bad)), bad
     assert "max_new_tokens" in unsupported_generation(GenerationConfig())
+
+
+def test_rows_beyond_the_cache_budget_are_decoded_in_chunks():
+    """A cache budget of 2 rows: the rows come out as they do in one pass (greedy), padded to one
+    width when a chunk stopped early, and no pass held more than 2 rows."""
+    model = _model("qwen2")
+    ids, mask = _prompts()
+    fd = FastDecoder(model, torch.float32)
+    first = fd.generate(ids, mask, Sampling(max_new_tokens=1, do_sample=False), [EOS], PAD)[:, -1]
+    eos = int(first[0])  # row 0 stops at once, so the chunk holding it may be narrower
+    whole = fd.generate(ids, mask, Sampling(max_new_tokens=10, do_sample=False), [eos], PAD)
+    fd.cache_budget = 2 * 2 * len(fd.layers) * fd.n_kv * fd.head_dim * 19 * 4
+    assert fd.rows_per_call(19) == 2
+    seen = []
+    real = fd._generate
+
+    def spy(ids_, *a, **k):
+        seen.append(ids_.size(0))
+        return real(ids_, *a, **k)
+
+    fd._generate = spy
+    chunked = fd.generate(ids, mask, Sampling(max_new_tokens=10, do_sample=False), [eos], PAD)
+    assert seen == [2, 2, 1] and torch.equal(chunked, whole)

@@ -237,10 +237,11 @@ class FastDecoder:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
 
     def _rope(self, positions):
-        """cos, sin [B, S, head_dim] (float32) for integer positions [B, S]."""
+        """cos, sin [B, S, head_dim] for integer positions [B, S], in the decode precision (as
+        transformers casts them to the hidden states' dtype)."""
         freqs = positions[..., None].float() * self.inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos() * self.rope_scale, emb.sin() * self.rope_scale
+        return (emb.cos() * self.rope_scale).to(self.dtype), (emb.sin() * self.rope_scale).to(self.dtype)
 
     @staticmethod
     def _rotate(x, cos, sin):
@@ -249,37 +250,42 @@ class FastDecoder:
 
     def _attention(self, lay, h, cos, sin, cache, start, mask):
         """One layer's attention for S new positions of B rows, writing their keys and values into
-        ``cache`` at ``start``; ``mask`` [B, 1, S, L] is additive over the L = start + S filled slots."""
+        ``cache`` at ``start``; ``mask`` [B, 1, g * S, L] is additive over the L = start + S filled
+        slots, repeated for the g query heads of a key/value head. Products in the decode precision,
+        the softmax in float32 (as under autocast)."""
         b, s, _ = h.shape
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
-        qkv = F.linear(h.to(self.dtype), lay.qkv, lay.qkv_b).float()
+        qkv = F.linear(h, lay.qkv, lay.qkv_b)
         q, k, v = qkv.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
         q, k = q.view(b, s, nh, hd), k.view(b, s, nkv, hd)
         if lay.q_norm is not None:
-            q, k = self._rms(q, lay.q_norm), self._rms(k, lay.k_norm)
+            q, k = self._rms(q, lay.q_norm).to(self.dtype), self._rms(k, lay.k_norm).to(self.dtype)
         q = self._rotate(q, cos[:, :, None], sin[:, :, None])
         k = self._rotate(k, cos[:, :, None], sin[:, :, None])
         keys, values = cache
         end = start + s
-        keys[:, :, start:end] = k.transpose(1, 2).to(keys.dtype)
-        values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2).to(values.dtype)
+        keys[:, :, start:end] = k.transpose(1, 2)
+        values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2)
         g = nh // nkv
         # head j of the queries uses key/value head j // g: [B, nkv, g * S, hd] against [B, nkv, L, hd]
-        qg = q.transpose(1, 2).reshape(b, nkv, g * s, hd).to(keys.dtype)
-        scores = torch.matmul(qg, keys[:, :, :end].transpose(2, 3)).float() * (hd**-0.5)
-        scores = scores + (mask if g == 1 else mask.repeat(1, 1, g, 1))
-        probs = torch.softmax(scores, dim=-1).to(values.dtype)
+        qg = q.transpose(1, 2).reshape(b, nkv, g * s, hd)
+        scores = torch.matmul(qg, keys[:, :, :end].transpose(2, 3)) * (hd**-0.5)
+        probs = torch.softmax(scores + mask, dim=-1, dtype=torch.float32).to(self.dtype)
         out = torch.matmul(probs, values[:, :, :end]).view(b, nkv, g, s, hd)
         out = out.permute(0, 3, 1, 2, 4).reshape(b, s, nh * hd)
-        return F.linear(out.to(self.dtype), lay.o, lay.o_b).float()
+        return F.linear(out, lay.o, lay.o_b).float()
 
     def _forward(self, ids, positions, caches, start, mask):
-        """Hidden states [B, S, H] (float32, after the final norm) of S new tokens per row."""
+        """Hidden states [B, S, H] (float32, after the final norm) of S new tokens per row; ``mask``
+        [B, 1, S, L] additive (float32)."""
         x = F.embedding(ids, self.embed).float()
         cos, sin = self._rope(positions)
+        g = self.n_heads // self.n_kv
+        mask = (mask if g == 1 else mask.repeat(1, 1, g, 1)).to(self.dtype)  # once for every layer
+        dt = self.dtype
         for lay, cache in zip(self.layers, caches):
-            x = x + self._attention(lay, self._rms(x, lay.ln1), cos, sin, cache, start, mask)
-            gate, up = F.linear(self._rms(x, lay.ln2).to(self.dtype), lay.gu, lay.gu_b).chunk(2, dim=-1)
+            x = x + self._attention(lay, self._rms(x, lay.ln1).to(dt), cos, sin, cache, start, mask)
+            gate, up = F.linear(self._rms(x, lay.ln2).to(dt), lay.gu, lay.gu_b).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, lay.down, lay.down_b).float()
         return self._rms(x, self.norm)
 
@@ -332,9 +338,30 @@ class FastDecoder:
         hidden = self._forward(tok[:, None], (st["pos"] + t)[:, None], st["caches"], slot, add)
         return self.logits(hidden[:, -1])
 
+    def rows_per_call(self, length: int) -> int:
+        """Rows whose key/value cache of ``length`` positions fits in ``cache_budget`` bytes."""
+        per_row = 2 * len(self.layers) * self.n_kv * self.head_dim * length * self.embed.element_size()
+        return max(1, int(self.cache_budget // per_row))
+
+    cache_budget = 2 * 1024**3
+    """Bytes of key/value cache one decoding pass may hold: more rows are decoded in chunks (512
+    rollouts of 314 tokens of SmolLM2-135M would need 7.4 GB in float32)."""
+
     @torch.no_grad()
     def generate(self, input_ids, attention_mask, sampling: Sampling, eos_ids, pad_id: int, generator=None):
-        """``[N, P + T]``: left-padded prompts followed by T sampled tokens per row (module docstring)."""
+        """``[N, P + T]``: left-padded prompts followed by T sampled tokens per row (module docstring);
+        rows beyond :meth:`rows_per_call` are decoded in consecutive chunks, padded to one width."""
+        step = self.rows_per_call(input_ids.size(1) + sampling.max_new_tokens)
+        if input_ids.size(0) <= step:
+            return self._generate(input_ids, attention_mask, sampling, eos_ids, pad_id, generator)
+        parts = [
+            self._generate(input_ids[i : i + step], attention_mask[i : i + step], sampling, eos_ids, pad_id, generator)
+            for i in range(0, input_ids.size(0), step)
+        ]
+        width = max(x.size(1) for x in parts)
+        return torch.cat([F.pad(x, (0, width - x.size(1)), value=pad_id) for x in parts], dim=0)
+
+    def _generate(self, input_ids, attention_mask, sampling: Sampling, eos_ids, pad_id: int, generator=None):
         st, logits = self._state(input_ids, attention_mask, sampling.max_new_tokens)
         eos = torch.as_tensor(list(eos_ids), dtype=torch.long)
         done = torch.zeros(input_ids.size(0), dtype=torch.bool)

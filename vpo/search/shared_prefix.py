@@ -19,8 +19,9 @@ rows that share them, and only the completion tokens run per row. The gradient o
 the sum over its rows, as it is when each row recomputes it, so the numbers agree with TRL's to float
 rounding (tested). Used only where that equivalence is checked: a causal LM whose own forward returns
 logits (the model's logit scaling and soft-capping apply there), full attention (no sliding window),
-no multimodal inputs, no MoE auxiliary loss, and no activation checkpointing on the model being
-trained (checkpointed layers refuse a cache). Otherwise the trainer uses TRL's path.
+no multimodal inputs, no MoE auxiliary loss, and no activation checkpointing during the call
+(checkpointed layers refuse a cache: ``VPOTrainer`` switches it off around the call,
+vpo/train/fastpath.py). Otherwise the trainer uses TRL's path.
 """
 
 from __future__ import annotations

@@ -1,0 +1,167 @@
+"""docs/performance.md and the README quote the shipped benchmark JSON (docs/performance/*.json)
+exactly: every table and figure below is rendered here from those files and must appear verbatim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PERF = ROOT / "docs" / "performance"
+PHASES = ("generation", "scoring", "advantages", "logprob", "forward", "backward", "optimizer", "other")
+NAMES = {
+    "trl_grpo": "TRL `GRPOTrainer`",
+    "vpo_grpo": "`VPOTrainer`, grpo",
+    "vpo_m3": "`VPOTrainer`, vpo m = 3",
+    "vpo_m3_plain": "vpo m = 3, plain (before)",
+}
+
+
+def _load(name: str) -> dict:
+    return json.loads((PERF / f"{name}.json").read_text())
+
+
+def _r(x: float, d: int = 2) -> str:
+    return f"{x:.{d}f}"
+
+
+def profile_table(d: dict) -> str:
+    kinds = list(d["profile_s"])
+    lines = ["| phase | " + " | ".join(NAMES[k] for k in kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
+    for ph in PHASES:
+        lines.append(f"| {ph} | " + " | ".join(_r(d["profile_s"][k][ph]) for k in kinds) + " |")
+    steps = {k: d[f"s_per_step_{k}"] for k in kinds}
+    lines.append("| **step** | " + " | ".join(f"**{_r(steps[k])}**" for k in kinds) + " |")
+    return "\n".join(lines)
+
+
+def _ratio_cell(sp: dict) -> str:
+    return f"{_r(sp['median'], 3)} [{_r(sp['iqr'][0], 3)}, {_r(sp['iqr'][1], 3)}]"
+
+
+def step_table(d: dict) -> str:
+    rounds = d["per_round_s"]
+    lines = [
+        "| trainer | precision | median s/step | per-round ratio to TRL's step: median [IQR] |",
+        "|---|---|---|---|",
+    ]
+    for k in rounds:
+        prec = "bf16" if d["bf16"][k] else "float32"
+        if k == "trl_grpo":
+            cell = "(baseline)"
+        else:
+            rs = sorted(x / y for x, y in zip(rounds[k], rounds["trl_grpo"]))
+            cell = _ratio_cell(_spread(rs))
+        lines.append(f"| {NAMES[k]} | {prec} | {_r(d[f's_per_step_{k}'])} | {cell} |")
+    return "\n".join(lines)
+
+
+def _spread(xs: list[float]) -> dict:
+    import statistics
+
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return {"median": statistics.median(xs), "iqr": [q[0], q[2]]}
+
+
+def gen_sentence(d: dict) -> str:
+    b, a = d["generation_gemm_step_s"]
+    return (
+        f"Measured: one decode step's products took {b * 1e3:.1f} ms before and {a * 1e3:.1f} ms after, a limit "
+        f"of {_r(d['generation_gemm_gflops'], 1)} GFLOP/s at {d['generation_flops_per_token'] / 1e6:.0f} MFLOP a "
+        f"token. vpo's sampler generated {_r(d['generation_decode_tokens_per_s'], 1)} tokens/s over 16 rows "
+        f"(24 new tokens after a {d['generation_prompt_tokens']}-token prompt, prefill and sampling included): "
+        f"**{_r(d['generation_fraction_of_gemm_limit'])} of the limit**; transformers' `generate` as TRL runs it "
+        f"(the float32 model under bf16 autocast) {_r(d['generation_generate_tokens_per_s'], 1)} tokens/s, "
+        f"{_r(d['generation_generate_fraction_of_gemm_limit'])} of it."
+    )
+
+
+def train_sentence(d: dict) -> str:
+    tb, ta = d["training_gemm_gflops_readings"]
+    return (
+        f"{d['training_pass_flops'] / 1e9:.1f} GFLOP in {_r(d['training_pass_s'])} s, "
+        f"{_r(d['training_achieved_gflops'], 1)} GFLOP/s, against a product of its shape at {_r(tb, 1)} and "
+        f"{_r(ta, 1)} GFLOP/s: **{_r(d['training_fraction_of_gemm_limit'])} of the limit**."
+    )
+
+
+def pass_table(p: dict) -> str:
+    total = sum(p["groups_s"].values())
+    lines = ["| operator group | seconds | share |", "|---|---|---|"]
+    for name, sec in p["groups_s"].items():
+        lines.append(f"| {name} | {_r(sec)} | {100 * sec / total:.0f} % |")
+    lines.append(f"| the pass, wall | {_r(p['wall_s'])} | |")
+    return "\n".join(lines)
+
+
+def fills() -> dict[str, str]:
+    d, p = _load("train_step_smollm2"), _load("pass_profile")
+    tiny, demo = _load("train_step_tiny"), _load("train_step_tiny_demo_shape")
+    return {
+        "PROFILE_TABLE": profile_table(d),
+        "STEP_TABLE": step_table(d),
+        "RATIO_M3": _r(d["ratio_vpo_m3_vs_trl_grpo_median"]),
+        "IQR_M3": f"{_r(d['ratio_vpo_m3_vs_trl_grpo_iqr'][0])}-{_r(d['ratio_vpo_m3_vs_trl_grpo_iqr'][1])}",
+        "RATIO_GRPO": _r(d["ratio_vpo_grpo_vs_trl_grpo_median"]),
+        "RATIO_PLAIN": _r(d["ratio_vpo_m3_plain_vs_trl_grpo_median"]),
+        "RATIO_FAST_PLAIN": _r(d["ratio_vpo_m3_vs_plain"]["median"]),
+        "TINY_FAST": _r(tiny["ratio_vpo_m3_vs_trl_grpo_median"]),
+        "TINY_PLAIN": _r(tiny["ratio_vpo_m3_plain_vs_trl_grpo_median"]),
+        "DEMO_FAST": _r(demo["ratio_vpo_m3_vs_trl_grpo_median"]),
+        "DEMO_PLAIN": _r(demo["ratio_vpo_m3_plain_vs_trl_grpo_median"]),
+        "GEN_SENTENCE": gen_sentence(d),
+        "TRAIN_SENTENCE": train_sentence(d),
+        "PASS_TABLE": pass_table(p),
+    }
+
+
+def readme_row() -> str:
+    d = _load("train_step_smollm2")
+    return (
+        f"| a SmolLM2-135M LoRA RL step on a CPU, VPOTrainer (vpo, m = 3) / TRL GRPOTrainer, each at its "
+        f"default precision, interleaved (5 rounds, idle machine) | {_r(d['ratio_vpo_m3_vs_trl_grpo_median'])} "
+        f"(IQR {_r(d['ratio_vpo_m3_vs_trl_grpo_iqr'][0])}-{_r(d['ratio_vpo_m3_vs_trl_grpo_iqr'][1])}; "
+        f"{_r(d['s_per_step_vpo_m3'])} s vs {_r(d['s_per_step_trl_grpo'])} s); generation at "
+        f"{_r(d['generation_fraction_of_gemm_limit'])} of the decode limit (docs/performance.md) | "
+        "`python benchmarks/train_step.py --model runs/smollm2 --lora 16 --prompts shop --batch 16 --length 24 "
+        "--rounds 5 --plain --json` |"
+    )
+
+
+def readme_tiny_row() -> str:
+    t, dm = _load("train_step_tiny"), _load("train_step_tiny_demo_shape")
+    return (
+        "| seconds per training step on the demo's tiny model, VPOTrainer (vpo, m = 3) / TRL GRPOTrainer, both "
+        "float32, interleaved step by step (idle machine) | same prompts and tokens: "
+        f"{_r(t['ratio_vpo_m3_vs_trl_grpo_median'])} (plain, as before the fast CPU step: "
+        f"{_r(t['ratio_vpo_m3_plain_vs_trl_grpo_median'])}); the demo's shape (VPO ~3x the tokens): "
+        f"{_r(dm['ratio_vpo_m3_vs_trl_grpo_median'])} (plain: {_r(dm['ratio_vpo_m3_plain_vs_trl_grpo_median'])}) "
+        "(docs/performance.md) | `python benchmarks/train_step.py --plain --json`; `... --demo --rounds 6 --plain --json` |"
+    )
+
+
+def test_the_shipped_runs_are_the_documented_ones():
+    d = _load("train_step_smollm2")
+    assert d["model"].endswith("smollm2") and d["lora"] == 16 and d["prompts"] == "shop"
+    assert d["rounds"] == 5 and d["rollouts_per_step"] == 16 and d["tokens_vpo_m3"] == 24
+    assert d["precision"] == "defaults" and d["fast_generation"] and d["shared_prompt"]
+    assert d["bf16"] == {"trl_grpo": True, "vpo_grpo": True, "vpo_m3": True, "vpo_m3_plain": False}
+    assert not d["quick"] and d["threads"] == 2
+    for name in ("train_step_tiny", "train_step_tiny_demo_shape"):
+        t = _load(name)
+        assert t["precision"] == "float32" and not any(t["bf16"].values()) and not t["quick"]
+
+
+@pytest.mark.parametrize("key", sorted(fills()))
+def test_performance_md_quotes_the_shipped_json(key):
+    doc = (ROOT / "docs" / "performance.md").read_text()
+    assert key not in doc, f"placeholder {key} left in docs/performance.md"
+    assert fills()[key] in doc, f"docs/performance.md lacks the {key} rendered from docs/performance/*.json"
+
+
+def test_readme_quotes_the_shipped_step_figures():
+    readme = (ROOT / "README.md").read_text()
+    assert readme_row() in readme
+    assert readme_tiny_row() in readme
