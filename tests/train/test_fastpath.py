@@ -9,29 +9,14 @@ import torch
 
 pytest.importorskip("trl")
 
+from helpers.trainer_args import tiny_vpo_args  # noqa: E402
+
 from vpo.core import compute_advantages  # noqa: E402
-from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
+from vpo.train import VPOTrainer  # noqa: E402
 
 
 def _args(tmp_path, name, **kw):
-    base = dict(
-        output_dir=str(tmp_path / name),
-        num_generations=4,
-        per_device_train_batch_size=8,
-        max_completion_length=10,
-        max_steps=2,
-        learning_rate=5e-2,
-        beta=0.0,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        seed=0,
-        num_weightings=16,
-        disable_tqdm=True,
-        estimator="vpo",
-    )
-    return VPOConfig(**{**base, **kw})
+    return tiny_vpo_args(tmp_path / name, max_completion_length=10, estimator="vpo", **kw)
 
 
 def test_a_cpu_run_takes_the_fast_step_and_its_rollouts_follow_the_policy(tmp_path, tiny_model_dir, char_task):
