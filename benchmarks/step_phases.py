@@ -224,8 +224,9 @@ def pass_profile(model_dir: str, lora: int, rows: int, prompt: int, completion: 
     model.train()
     g = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
-    prompts = torch.randint(0, vocab, (2, prompt), generator=g).repeat_interleave(rows // 2, 0)
-    ids = torch.cat([prompts, torch.randint(0, vocab, (rows, completion), generator=g)], 1)
+    low = min(3, vocab - 1)  # past a tiny tokenizer's special tokens
+    prompts = torch.randint(low, vocab, (2, prompt), generator=g).repeat_interleave(rows // 2, 0)
+    ids = torch.cat([prompts, torch.randint(low, vocab, (rows, completion), generator=g)], 1)
     mask = torch.ones_like(ids)
 
     def once():
@@ -251,7 +252,8 @@ def main(argv=None) -> dict:
     import json
 
     ap = argparse.ArgumentParser(description="The VPO step's policy pass by operator group (module docstring).")
-    ap.add_argument("--model", required=True, help="checkpoint, e.g. runs/smollm2 (vpo models fetch smollm2)")
+    ap.add_argument("--model", default=None, help="checkpoint, e.g. runs/smollm2 (vpo models fetch smollm2)")
+    ap.add_argument("--quick", action="store_true", help="a tiny model and shape (seconds): checks the script runs")
     ap.add_argument("--lora", type=int, default=16)
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--prompt", type=int, default=247, help="prompt tokens (the shop prompts padded: 247)")
@@ -259,6 +261,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.quick:
+        import tempfile
+
+        from vpo.train.tiny import build_tiny_model
+
+        a.model = str(build_tiny_model(tempfile.mkdtemp() + "/m", hidden_size=32, num_layers=1, num_heads=4))
+        a.lora, a.rows, a.prompt, a.completion = 4, 4, 8, 4
+    elif not a.model:
+        ap.error("--model is required (or --quick)")
     r = pass_profile(a.model, a.lora, a.rows, a.prompt, a.completion, a.threads)
     total = sum(r["groups_s"].values())
     print(f"policy pass (forward + backward), {a.rows} rows: {r['wall_s']:.2f} s wall; profiler self time by group:")

@@ -154,6 +154,8 @@ QUOTED_KEYS = {
     "warm_start_profile": ["shares", "batch", "steps"],
     # docs/demo.md "Where the time goes" (what the remaining CPU switches buy)
     "cpu_speed_options": ["warm_start_step", "sampling", "repeats"],
+    # docs/performance.md (the policy pass by operator group)
+    "step_phases": ["wall_s", "groups_s", "rows", "prompt", "completion"],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
@@ -168,6 +170,7 @@ FAST = [
     "shared_prefix",
     "warm_start_profile",
     "cpu_speed_options",
+    "step_phases",
 ]  # ~5 s each here
 SLOW = [
     "train_step",

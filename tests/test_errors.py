@@ -16,7 +16,7 @@ from vpo.errors import UserError, VPOError
 # modules whose optional dependencies may be missing here, or that must stay stdlib-only
 SKIP_MODULES = ("vpo.integrations.verl_", "vpo.sandbox.worker")
 # internal exceptions that never leave their module (caught where they are raised)
-INTERNAL = {"_CleanupError"}
+INTERNAL = {"_CleanupError", "SeccompAssemblyError"}  # the latter: caught in seccomp.py, the worker gets the reason
 USER_ERRORS = {
     "MetricsError",
     "PoolError",
