@@ -120,6 +120,16 @@ def memory_table() -> str:
     )
 
 
+def demo_sentence() -> str:
+    r = _load("demo_shop_run")
+    w = r["per_process_peak_gib"]
+    return (
+        f"it took {r['wall_min']} min and peaked at **{r['peak_total_gib']:.1f} GiB** in all (the two workers "
+        f"{w['worker 1']:.1f} and {w['worker 2']:.1f} GiB, the demo's process {w['the demo' + chr(39) + 's process']:.1f} GiB), "
+        "inside a 16 GiB machine; the workers' peaks came from the evaluations and the warm starts (5.8 GiB)."
+    )
+
+
 def fills() -> dict[str, str]:
     d, p = _load("train_step_smollm2"), _load("pass_profile")
     tiny, demo = _load("train_step_tiny"), _load("train_step_tiny_demo_shape")
@@ -139,6 +149,7 @@ def fills() -> dict[str, str]:
         "TRAIN_SENTENCE": train_sentence(d),
         "PASS_TABLE": pass_table(p),
         "MEMORY_TABLE": memory_table(),
+        "DEMO_SENTENCE": demo_sentence(),
     }
 
 
@@ -190,3 +201,17 @@ def test_readme_quotes_the_shipped_step_figures():
     readme = (ROOT / "README.md").read_text()
     assert readme_row() in readme
     assert readme_tiny_row() in readme
+
+
+def test_the_shop_demo_s_estimates_match_its_measured_run():
+    """`vpo demo --model smollm2 --domain shop` prints a time and a memory estimate; both must land
+    within 10 % of the measured default run (docs/performance/demo_shop_run.json)."""
+    from vpo.demo.cli import estimate_memory_gib, estimate_minutes
+    from vpo.demo.config import DemoConfig
+
+    r = _load("demo_shop_run")
+    cfg = DemoConfig.for_domain("shop", quick=False)
+    assert cfg.jobs == r["jobs"]
+    assert abs(estimate_minutes(cfg) - r["wall_min"]) / r["wall_min"] < 0.10
+    assert abs(estimate_memory_gib(cfg) - r["peak_total_gib"]) / r["peak_total_gib"] < 0.10
+    assert r["peak_total_gib"] < 16

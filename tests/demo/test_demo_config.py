@@ -208,3 +208,21 @@ def test_the_estimate_says_what_a_busy_machine_does_to_it():
     note = load_note(5.5, 2, 2)
     assert "load 5.5 on 2 cores" in note and "3.8x" in note  # (5.5 + 2) / 2: the maze replay's 36 min vs 10
     assert load_note(3.0, 16, 2) == ""  # plenty of idle cores: no slowdown to speak of
+
+
+def test_the_estimate_line_states_the_memory_a_run_expects():
+    """The shop demo's line names the memory it expects (its measured largest job per slot plus the
+    demo's own process) and, where the machine has less available, the way out; the tiny-model
+    domains have no measurement, so their line says nothing of memory."""
+    from vpo.demo.cli import estimate_memory_gib, memory_note
+    from vpo.demo.shop import ShopDomain
+
+    shop = DemoConfig.for_domain("shop", quick=False)
+    per_job = max(ShopDomain.job_memory_gib.values())
+    assert estimate_memory_gib(shop) == pytest.approx(0.3 + shop.jobs * per_job)
+    note = memory_note(shop, available_gib=64.0)
+    assert f"about {estimate_memory_gib(shop):.0f} GiB of memory" in note and "--jobs 1" not in note
+    tight = memory_note(shop, available_gib=estimate_memory_gib(shop) - 1)
+    assert f"run it with --jobs 1 (about {estimate_memory_gib(shop, 1):.0f} GiB" in tight
+    assert estimate_memory_gib(shop) <= 16  # the shop default fits a 16 GiB machine
+    assert memory_note(DemoConfig(), available_gib=1.0) == "" and estimate_memory_gib(DemoConfig()) is None

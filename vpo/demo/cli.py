@@ -21,7 +21,7 @@ case (by default step-function targets such as ``x<9?5:9``), reporting pass@1, p
 ``--model smollm2 --domain shop`` runs it on a pretrained chat model: SmolLM2-135M-Instruct (fetched
 once, offline) recommends products from six-item shop lists scored by three shoppers; its warm start
 fine-tunes the model, RL trains LoRA adapters, and the methods are GRPO 3x, Max@k and VPO
-(docs/pretrained.md; about 47 minutes here). ``--model DIR`` takes another checkpoint.
+(docs/pretrained.md; about 33 minutes here). ``--model DIR`` takes another checkpoint.
 
 ``--set NAME=VALUE`` overrides any setting (``eval_problems``, ``train_problems``, ``rl_steps``, or a
 domain's own, such as ``maze_size`` or ``prog_tests``). Settings are chosen with ``--set
@@ -115,6 +115,45 @@ def estimate_minutes(cfg) -> float:
     return (_FIXED_S + max(work / slots, chain)) / 60
 
 
+_DEMO_PROCESS_GIB = 0.3  # the demo's own process (the scheduler), measured beside the shop run's workers
+
+
+def estimate_memory_gib(cfg, jobs: int | None = None) -> float | None:
+    """Peak resident memory of a demo run with ``jobs`` (default ``cfg.jobs``) at a time: the demo's
+    process and, per job slot, the domain's largest measured job (``Domain.job_memory_gib``); None
+    where the domain has no measurement."""
+    mem = cfg.domain_spec.job_memory_gib
+    if not mem:
+        return None
+    return _DEMO_PROCESS_GIB + max(1, jobs or cfg.jobs) * max(mem.values())
+
+
+def memory_note(cfg, available_gib: float | None) -> str:
+    """The estimate line's memory clause, and a way out when the machine has less available."""
+    need = estimate_memory_gib(cfg)
+    if need is None:
+        return ""
+    note = f"; it expects about {need:.0f} GiB of memory ({cfg.jobs} job(s) at a time)"
+    if available_gib is not None and available_gib < need and cfg.jobs > 1:
+        one = estimate_memory_gib(cfg, 1)
+        note += (
+            f", and only {available_gib:.0f} GiB are available: run it with --jobs 1 (about {one:.0f} GiB, "
+            "about twice the time)"
+        )
+    return note
+
+
+def available_gib() -> float | None:
+    """MemAvailable of /proc/meminfo in GiB (None where the file is missing)."""
+    try:
+        for line in open("/proc/meminfo", encoding="ascii"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024**2
+    except OSError:
+        return None
+    return None
+
+
 def load_note(load: float, cores: int, jobs: int) -> str:
     """What the estimate means on a busy machine: the demo's ``jobs`` share the ``cores`` with the
     ``load`` (run-queue length) already there, so each job runs about (load + jobs) / cores times
@@ -136,7 +175,7 @@ def _main(args) -> int:
     print(
         f"vpo demo: {len(cfg.methods)} methods x {len(cfg.seeds)} seed(s), {cfg.jobs} jobs at a time: about "
         f"{estimate_minutes(cfg):.0f} min on 2 idle CPU cores (less where stages in {cfg.out} are already done)"
-        f"{load_note(os.getloadavg()[0], os.cpu_count() or 1, cfg.jobs)}; "
+        f"{load_note(os.getloadavg()[0], os.cpu_count() or 1, cfg.jobs)}{memory_note(cfg, available_gib())}; "
         "Ctrl-C stops it, and the same command resumes",
         file=sys.stderr,
         flush=True,

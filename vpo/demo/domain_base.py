@@ -165,6 +165,11 @@ class Domain:
     time estimate (:func:`vpo.demo.cli.estimate_minutes`): ``warm`` (a warm start of 600 steps, one
     thread, two side by side), ``eval`` (one evaluation of 100 problems x 30 answers) and each method's
     60-step RL job; methods not listed cost like VPO (multi-answer) or GRPO. Empty: the default domain's."""
+    job_memory_gib: dict[str, float] = {}
+    """Peak resident memory (GiB) of one job's process, measured on the idle machine, for ``vpo demo``'s
+    memory estimate (:func:`vpo.demo.cli.memory_note`): ``warm``, ``train`` and ``eval``. A long-lived
+    worker keeps the largest job it ran, so the estimate takes the largest for every job slot. Empty:
+    not measured (the estimate line then says nothing of memory)."""
 
     # -- the task and its settings ------------------------------------------------------------
     def task_options(self, cfg: DemoConfig) -> dict:

@@ -42,10 +42,15 @@ class ShopDomain(Domain):
     name = "shop"
     task = "shop"
     summary = "shop: a pretrained chat model (SmolLM2-135M-Instruct, LoRA RL) recommends from six-product lists"
-    # SmolLM2 (135 M) on the validation probe of docs/pretrained.md: a 24-step warm start took 195 s on
-    # two threads alone; 20 LoRA steps 366 s (GRPO 3x), 373 s (VPO), 189 s (Max@k) with two jobs side by side;
-    # an evaluation of 50 requests x 30 answers ~110 s
-    job_costs_s = {"warm": 9750.0, "eval": 220.0, "grpo": 567, "grpo_3x": 1100, "max_at_k": 567, "multi_rlvr": 1120, "vpo": 1120}  # fmt: skip
+    # SmolLM2 (135 M), the default run with the CPU step's fast path, two jobs side by side (docs/performance.md,
+    # "The whole demo"): a 24-step warm start 408 s, 20 LoRA steps 132 s (GRPO 3x), 154 s (VPO), 86 s (Max@k),
+    # an evaluation of 50 requests x 30 answers 96 s (medians of three, three, three, fifteen); before that
+    # path the RL jobs took 366, 373 and 189 s. grpo costs as max_at_k and multi_rlvr as vpo (the same
+    # rollouts and answers per step), neither run there
+    job_costs_s = {"warm": 10200.0, "eval": 192.0, "grpo": 258, "grpo_3x": 396, "max_at_k": 258, "multi_rlvr": 462, "vpo": 462}  # fmt: skip
+    # peak GiB of a job's process: warm and eval from the watched demo run's workers, train from the step
+    # benchmark's process (in the demo a worker never rose above its warm start while it trained)
+    job_memory_gib = {"warm": 5.8, "train": 3.6, "eval": 6.7}
     settings = {
         "shop_model": Setting(
             "smollm2",
