@@ -87,7 +87,6 @@ def unsupported_reason(model) -> str | None:
     return None
 
 
-_SAMPLING_KEYS = {"temperature", "top_k", "top_p", "do_sample", "max_new_tokens", "min_new_tokens"}
 _NEUTRAL = {
     "repetition_penalty": 1.0,
     "num_beams": 1,
@@ -105,7 +104,6 @@ _NEUTRAL = {
     "forced_eos_token_id": None,
     "sequence_bias": None,
     "stop_strings": None,
-    "max_length_only": None,
     "guidance_scale": None,
     "renormalize_logits": False,
     "output_scores": False,

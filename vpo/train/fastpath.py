@@ -22,7 +22,6 @@ the plain path computes (to float rounding, tested) and where it is faster:
 from __future__ import annotations
 
 import contextlib
-import math
 
 import torch
 
@@ -77,8 +76,7 @@ class Rollouts:
 
         self.trainer = trainer
         dtype = torch.bfloat16 if trainer.args.bf16 else torch.float32
-        self.model = trainer.accelerator.unwrap_model(trainer.model)
-        self.decoder = FastDecoder(self.model, dtype)
+        self.decoder = FastDecoder(trainer.accelerator.unwrap_model(trainer.model), dtype)
         self.sampling = Sampling.from_generation_config(trainer.generation_config)
         self.step = int(trainer.state.global_step)
         self.refreshes = 1
@@ -156,8 +154,3 @@ def describe(chosen: dict, bf16: bool) -> str:
     prec = "bf16" if bf16 else "float32" + ("" if bf16_cpu() else " (this CPU has no bf16 units)")
     shared = "each distinct prompt once" if chosen["shared_prompt_forward"] else "every row whole"
     return f"vpo: CPU step: rollouts by {gen}, {prec} products, log-probability pass with {shared}"
-
-
-def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
-    d = (a.float() - b.float()).abs()
-    return float(d.max()) if d.numel() else math.nan
