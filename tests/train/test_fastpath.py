@@ -30,9 +30,15 @@ def test_a_cpu_run_takes_the_fast_step_and_its_rollouts_follow_the_policy(tmp_pa
     calls = []
     real = fastpath.Rollouts.__call__
 
+    mlp = trainer.model.model.layers[0].mlp
+    current = []  # at each step's rollouts: did they sample from the policy as it is then? (gate/up
+    # are fused into a copy; a float32 down_proj would be the live tensor itself)
+
     def counting(self, prompt_ids):
         out = real(self, prompt_ids)
         calls.append(self.refreshes)
+        live = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
+        current.append(torch.equal(self.decoder.layers[0].gu, live))
         return out
 
     fastpath.Rollouts.__call__ = counting
@@ -42,6 +48,7 @@ def test_a_cpu_run_takes_the_fast_step_and_its_rollouts_follow_the_policy(tmp_pa
     finally:
         fastpath.Rollouts.__call__ = real
     assert calls == [1, 2]  # snapshots taken by each step's rollouts: one per step
+    assert current == [True, True]  # step 2 sampled from the policy after step 1's update, not the start
     dec = trainer._fast_rollouts.decoder
     moved = trainer.model.model.layers[0].mlp.down_proj.weight
     assert not torch.equal(moved, start["model.layers.0.mlp.down_proj.weight"])
