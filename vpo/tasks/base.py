@@ -7,8 +7,12 @@ examples, how to ask a question (single- or m-answer), and ``score(example, answ
 The one method every consumer uses is :meth:`Task.score_completions`: completions (model text) in,
 ``ScoredBatch`` (``rewards [N, m, d]`` + ``valid [N, m]``, the shape of docs/design.md) out. It parses at
 most m answers per completion, drops duplicates by the task's canonical form, scores the rest and
-pads. A scorer that raises on an answer marks that answer invalid and is counted
-(``score_errors``), never crashing a training step; ``strict=True`` re-raises instead.
+pads. An answer that could not be scored (its scorer raised or returned an exception such as
+:class:`~vpo.errors.ScoringUnavailable`, returned None, a NaN/inf or a wrong-shaped vector, or the
+task's ``parse`` raised on the completion) is **unscored**, not wrong: its slot is empty, its rollout
+is marked in ``ScoredBatch.unscored``, the reasons are counted and warned, and the trainers drop such
+rollouts (advantage 0, left out of their group's statistics) instead of learning from a false zero.
+One answer never stops a batch; ``strict=True`` raises instead.
 
 Define your own task in a few lines with :class:`FunctionTask` (one function per objective) and
 make it reachable by name with :func:`register_task`. :class:`RewardFunctionsTask` wraps TRL-style
@@ -19,13 +23,14 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from vpo.errors import UserError
+from vpo.errors import ScoringUnavailable, UserError
 from vpo.core.answers import answer_instruction, dedup, normalize_text, parse_answers
 
 Example = dict[str, Any]
@@ -35,9 +40,17 @@ Example = dict[str, Any]
 class ScoredBatch:
     """Scored completions in the shared shape.
 
-    ``rewards [N, m, d]`` float64 (invalid slots 0), ``valid [N, m]`` bool, ``answers`` the kept
-    answers per completion (slot order), ``num_parsed [N]`` answers found before dedup,
-    ``num_duplicates`` answers dropped as repeats, ``score_errors`` answers whose scorer raised.
+    ``rewards [N, m, d]`` float64 (invalid and unscored slots 0), ``valid [N, m]`` bool, ``answers``
+    the kept answers per completion (slot order), ``num_parsed [N]`` answers found before dedup,
+    ``num_duplicates`` answers dropped as repeats, ``score_errors`` answers left unscored (see
+    below), ``unscored_answers [N, m]`` bool which slots those are (a completion whose ``parse``
+    raised marks its first slot), ``unscored_reasons`` their count by reason (``"ScoringUnavailable:
+    sandbox worker died"``, ``"ZeroDivisionError"``, ``"non-finite reward"``, ...), and
+    ``nonfinite [d]`` how many unscored answers were NaN/inf on each objective.
+
+    An unscored answer is neither valid nor wrong: the scorer could not say. Its rollout is in
+    :attr:`unscored`, and a trainer leaves such rollouts out of its update (advantage 0, outside their
+    group's statistics) rather than read their empty slots as a zero reward.
     """
 
     rewards: np.ndarray
@@ -46,11 +59,41 @@ class ScoredBatch:
     num_parsed: np.ndarray
     num_duplicates: int = 0
     score_errors: int = 0
+    unscored_answers: np.ndarray | None = None
+    unscored_reasons: dict[str, int] = field(default_factory=dict)
+    nonfinite: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.unscored_answers is None:
+            self.unscored_answers = np.zeros(np.shape(self.valid), dtype=bool)
+        if self.nonfinite is None:
+            self.nonfinite = np.zeros(np.shape(self.rewards)[-1], dtype=np.int64)
+
+    @property
+    def unscored(self) -> np.ndarray:
+        """``[N]`` bool: rollouts with at least one unscored answer (a trainer drops them)."""
+        return np.asarray(self.unscored_answers, dtype=bool).any(-1)
+
+    @property
+    def num_unscored(self) -> int:
+        """Rollouts with at least one unscored answer."""
+        return int(self.unscored.sum())
 
     @property
     def parse_failure_rate(self) -> float:
         """Fraction of completions with no parsable answer."""
         return float((self.num_parsed == 0).mean()) if len(self.num_parsed) else 0.0
+
+
+def unscored_reason(err: BaseException | None) -> str:
+    """The reason an answer is unscored, as counted in ``ScoredBatch.unscored_reasons``: the
+    exception's class, with its reason for :class:`~vpo.errors.ScoringUnavailable` (an infrastructure
+    failure names what failed; a scorer bug is counted by its class, its message is in the warning)."""
+    if err is None:
+        return "scorer returned None"
+    if isinstance(err, ScoringUnavailable):
+        return f"ScoringUnavailable: {' '.join(str(err.reason).split())[:200]}"
+    return type(err).__name__
 
 
 class Task:
@@ -123,7 +166,8 @@ class Task:
         self, examples: Sequence[Example], answers: Sequence[Sequence[str]]
     ) -> list[list[np.ndarray | None]]:
         """Score ``answers[i]`` (a list) against ``examples[i]``: a ``[d]`` array per answer, or the
-        exception its scorer raised (counted as a scorer error by :meth:`score_completions`).
+        exception its scorer raised or returned in its place (``ScoringUnavailable`` for a failure
+        outside the answer); :meth:`score_completions` counts such answers as unscored.
 
         Override for batched/parallel scoring (the code task runs programs concurrently).
         """
@@ -147,11 +191,24 @@ class Task:
         dedup_answers: bool = True,
         strict: bool = False,
     ) -> ScoredBatch:
-        """Parse, dedup, score and pad ``N`` completions into ``rewards [N, m, d]``/``valid [N, m]``."""
+        """Parse, dedup, score and pad ``N`` completions into ``rewards [N, m, d]``/``valid [N, m]``.
+
+        Never raises on one answer (``strict=False``): an answer that cannot be scored is unscored
+        (see :class:`ScoredBatch`), counted, and warned about once per batch with the count and the
+        first reason. ``strict=True`` raises instead, the note naming the rollout and the answer.
+        """
         if len(examples) != len(completions):
             raise ValueError(f"{len(examples)} examples but {len(completions)} completions")
         n, d = len(completions), self.d
-        parsed = [self.parse(c, m) for c in completions]
+        log = _Unscored(self.name, n, m, d, strict)
+        parsed = []
+        for i, c in enumerate(completions):
+            try:
+                p = [a if isinstance(a, str) else str(a) for a in self.parse(c, m)][:m]
+            except Exception as e:  # noqa: BLE001 - the completion is unscored, the batch goes on
+                log.fail(i, 0, e, f"parse raised {type(e).__name__}")
+                p = []
+            parsed.append(p)
         num_parsed = np.array([len(p) for p in parsed], dtype=np.int64)
         kept = []
         dups = 0
@@ -159,38 +216,91 @@ class Task:
             keep = dedup(p, self.canonical) if dedup_answers else list(range(len(p)))
             dups += len(p) - len(keep)
             kept.append([p[i] for i in keep])
-        scored = self.score_answers(examples, kept)
+        try:
+            scored = list(self.score_answers(examples, kept))
+        except Exception as e:  # noqa: BLE001 - a batched scorer that fails as a whole: every answer unscored
+            if strict:
+                raise
+            scored = [[e] * len(ans) for ans in kept]
         rewards = np.zeros((n, m, d), dtype=np.float64)
         valid = np.zeros((n, m), dtype=bool)
-        errors = 0
-        first_error: BaseException | None = None
         for i, row in enumerate(scored):
-            for j, r in enumerate(row[:m]):
-                if isinstance(r, BaseException) or r is None:
-                    if strict and isinstance(r, BaseException):
-                        r.add_note(f"while scoring rollout {i}, answer {j}")
-                        raise r
-                    errors += 1
-                    first_error = first_error or (r if isinstance(r, BaseException) else None)
-                    continue
-                if r.shape[0] != d:
-                    raise ValueError(
-                        f"task {self.name!r}: score() returned {r.shape[0]} values, expected d={d} "
-                        f"({', '.join(self.objectives)})"
-                    )
-                rewards[i, j] = r
-                valid[i, j] = True
-        if errors and not strict:
-            first = f" (first: {type(first_error).__name__}: {first_error})" if first_error is not None else ""
-            warnings.warn(
-                f"task {self.name!r}: the scorer raised on {errors} answer(s); they count as invalid{first}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        return ScoredBatch(rewards, valid, kept, num_parsed, dups, errors)
+            row = list(row)[:m]
+            row += [None] * (min(len(kept[i]), m) - len(row))  # answers a scorer dropped are unscored
+            for j, r in enumerate(row):
+                vec = log.vector(i, j, r, self.objectives)
+                if vec is not None:
+                    rewards[i, j] = vec
+                    valid[i, j] = True
+        log.warn()
+        return ScoredBatch(
+            rewards, valid, kept, num_parsed, dups, log.count, log.mask, dict(log.reasons), log.nonfinite
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, objectives={list(self.objectives)})"
+
+
+class _Unscored:
+    """The unscored answers of one ``score_completions`` batch: mask, reasons, first message, warning."""
+
+    def __init__(self, task: str, n: int, m: int, d: int, strict: bool) -> None:
+        self.task, self.n, self.d, self.strict = task, n, d, strict
+        self.mask = np.zeros((n, m), dtype=bool)
+        self.reasons: Counter = Counter()
+        self.nonfinite = np.zeros(d, dtype=np.int64)
+        self.first: str | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.sum())
+
+    def fail(self, i: int, j: int, err: BaseException | None, reason: str | None = None, say: str | None = None):
+        if self.strict:
+            e = err if err is not None else ValueError(say or reason or "scorer returned None")
+            e.add_note(f"while scoring rollout {i}, answer {j} of task {self.task!r}")
+            raise e
+        self.mask[i, j] = True
+        key = reason or unscored_reason(err)
+        self.reasons[key] += 1
+        if self.first is None:
+            self.first = say or (f"{type(err).__name__}: {err}" if err is not None else key)
+
+    def vector(self, i: int, j: int, r: Any, objectives: Sequence[str]) -> np.ndarray | None:
+        """``r`` as a ``[d]`` finite vector, or None after counting it unscored (an exception, None,
+        not numbers, the wrong length, NaN/inf)."""
+        if isinstance(r, BaseException) or r is None:
+            self.fail(i, j, r if isinstance(r, BaseException) else None)
+            return None
+        try:
+            vec = np.asarray(r, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as e:
+            self.fail(i, j, e, f"not a reward vector ({type(e).__name__})")
+            return None
+        if vec.shape[0] != self.d:
+            msg = f"task {self.task!r}: score() returned {vec.shape[0]} values, expected d={self.d} ({', '.join(objectives)})"
+            self.fail(i, j, ValueError(msg), "wrong number of values")
+            return None
+        bad = ~np.isfinite(vec)
+        if bad.any():
+            names = ", ".join(o for o, b in zip(objectives, bad) if b)
+            say = f"task {self.task!r}: score() returned NaN/inf for objective(s) {names}"
+            self.fail(i, j, None, "non-finite reward", say)
+            self.nonfinite += bad
+            return None
+        return vec
+
+    def warn(self) -> None:
+        if not self.count:
+            return
+        listed = ", ".join(f"{k} x{v}" for k, v in self.reasons.most_common(4))
+        warnings.warn(
+            f"task {self.task!r}: the scorer raised on {self.count} answer(s) or gave no usable reward, in "
+            f"{int(self.mask.any(1).sum())} of {self.n} rollout(s) ({listed}; first: {self.first}); they are "
+            "unscored, not wrong: training leaves those rollouts out of the update instead of reading a zero",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def package_locations(module: str) -> list[str]:

@@ -158,7 +158,9 @@ class ConstrainedBatch(ScoredBatch):
 class ConstrainedTask(TaskWrapper):
     """``task`` with hard constraints: prompts, data and scores are the task's own, but
     :meth:`score_completions` marks every answer that breaks a constraint invalid (its reward row 0),
-    so a trainer counts it as an invalid answer. :meth:`score` still returns the raw vector."""
+    so a trainer counts it as an invalid answer (the answer's own fault). Answers the inner task left
+    unscored stay unscored (``unscored_answers`` and its counts are carried), never made invalid.
+    :meth:`score` still returns the raw vector."""
 
     def __init__(self, task: Task, constraints) -> None:
         if not isinstance(task, Task):
@@ -173,9 +175,8 @@ class ConstrainedTask(TaskWrapper):
         ok = admissible(b.rewards, b.valid, self.constraints, self.objectives)
         violated = b.valid & ~ok
         rewards = np.where(violated[..., None], 0.0, b.rewards)
-        return ConstrainedBatch(
-            rewards, b.valid & ok, b.answers, b.num_parsed, b.num_duplicates, b.score_errors, int(violated.sum())
-        )
+        kept = {k: getattr(b, k) for k in ScoredBatch.__dataclass_fields__ if k not in ("rewards", "valid")}
+        return ConstrainedBatch(rewards=rewards, valid=b.valid & ok, num_violations=int(violated.sum()), **kept)
 
     def __repr__(self) -> str:
         return f"constrained({self.inner!r}, {[c.text for c in self.constraints]})"

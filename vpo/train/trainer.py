@@ -10,6 +10,13 @@ is pinned and ``tests/train/test_trl_contract.py`` fails loudly when they move):
 2. ``_generate_and_score_completions``: after TRL's, ``output["advantages"]`` and the advantages TRL
    logged are replaced by ``vpo.core.compute_advantages`` (``trl_grpo``/``trl_gdpo`` keep TRL's own).
 
+Unscored rollouts (an answer the scorer could not score: ``ScoredBatch.unscored``) are dropped, not
+read as zeros: :func:`vpo.core.unscored.advantages_without` computes the advantages over the scored
+rollouts only (their groups' statistics without them), a dropped rollout's advantage is 0, and its
+tokens leave the loss (TRL's loss mask ``tool_mask``, which the loss multiplies in and attention does
+not read). ``trl_grpo``/``trl_gdpo`` keep TRL's own baseline, but the dropped rollouts' advantages are
+still 0 and masked. ``vpo/unscored_frac`` logs the share of unscored rollouts.
+
 The weight sampler's state is saved in every checkpoint (``vpo_state.pt``) and restored on resume;
 goal-conditioned weightings derive from (seed, step, example index), or (seed, example index) with
 ``weight_schedule="per_row"`` (random_weight too), so processes and resumed runs agree.
@@ -29,8 +36,9 @@ import torch
 from trl import GRPOTrainer
 
 from vpo.core.answers import answer_instruction
-from vpo.core.estimators import compute_advantages, row_weights
+from vpo.core.estimators import row_weights
 from vpo.core.no_signal import NoSignalWatch, flat_group_fraction
+from vpo.core.unscored import advantages_without
 from vpo.core.weights import SimplexSampler, dirichlet
 from vpo.errors import UserError
 from vpo.tasks import RewardFunctionsTask, Task
@@ -185,7 +193,13 @@ class _GatheredScores:
     violations: float = 0.0
     """Valid answers the ``constraints`` made invalid."""
     score_errors: float = 0.0
-    """Answers whose scorer raised (counted invalid)."""
+    """Answers that could not be scored (unscored, see ``ScoredBatch``)."""
+    unscored: torch.Tensor | None = None
+    """``[N]`` bool: rollouts with an unscored answer (dropped from the update)."""
+    nonfinite: torch.Tensor | None = None
+    """``[d]`` unscored answers that were NaN/inf on each objective."""
+    nonfinite_answers: float = 0.0
+    """Answers unscored because a reward was NaN/inf."""
 
 
 class StrictRewardsError(UserError):
@@ -351,6 +365,9 @@ class VPOTrainer(GRPOTrainer):
         self._flat = NoSignalWatch(ZERO_SIGNAL_WARN_EVERY)
         self._local_violations = 0.0
         self._local_score_errors = 0.0
+        self._local_unscored: np.ndarray | None = None
+        self._local_nonfinite: np.ndarray | None = None
+        self._local_nonfinite_answers = 0.0
         from vpo.train import fastpath
 
         # the CPU step's fast path (vpo/train/fastpath.py): decided once, said once in the log
@@ -552,6 +569,9 @@ class VPOTrainer(GRPOTrainer):
             self._check_finite(sb.rewards, sb.valid)
         self._local_violations = float(getattr(sb, "num_violations", 0) or 0)
         self._local_score_errors = float(sb.score_errors)
+        self._local_unscored = np.asarray(sb.unscored, dtype=bool)
+        self._local_nonfinite = np.asarray(sb.nonfinite, dtype=np.float64)
+        self._local_nonfinite_answers = float(sb.unscored_reasons.get("non-finite reward", 0))
         return sb.rewards, sb.valid, sb.num_parsed, sb.num_duplicates
 
     def _check_finite(self, rewards: np.ndarray, valid: np.ndarray) -> None:
@@ -583,9 +603,15 @@ class VPOTrainer(GRPOTrainer):
                 float(len(num_parsed)),
                 self._local_violations,
                 self._local_score_errors,
+                self._local_nonfinite_answers,
             ],
             device=device,
         )
+        n_local, d = r.shape[0], r.shape[-1]
+        unscored_local = self._local_unscored if self._local_unscored is not None else np.zeros(n_local, bool)
+        u = torch.as_tensor(unscored_local.astype(np.int64), device=device)
+        nf_local = self._local_nonfinite if self._local_nonfinite is not None else np.zeros(d)
+        nf = torch.as_tensor(np.asarray(nf_local, dtype=np.float64), dtype=torch.float32, device=device)
         weights = None
         if WEIGHTS_COLUMN in inputs[0]:
             weights = torch.as_tensor(np.array([x[WEIGHTS_COLUMN] for x in inputs]), dtype=torch.float32, device=device)
@@ -593,8 +619,12 @@ class VPOTrainer(GRPOTrainer):
         v_all = gather(v).bool()
         stats_all = gather(stats.unsqueeze(0)).sum(0)
         w_all = gather(weights) if weights is not None else None
-        no_answer, parsed, dups, n, violations, errors = (float(x) for x in stats_all.tolist())
-        self._pending = _GatheredScores(r_all, v_all, w_all, no_answer, parsed, dups, n, violations, errors)
+        no_answer, parsed, dups, n, violations, errors, nonfinite_answers = (float(x) for x in stats_all.tolist())
+        u_all = gather(u).bool()
+        nf_all = gather(nf.unsqueeze(0)).sum(0)
+        self._pending = _GatheredScores(
+            r_all, v_all, w_all, no_answer, parsed, dups, n, violations, errors, u_all, nf_all, nonfinite_answers
+        )
         # what TRL sees: the per-objective mean over each rollout's valid answers (0 without one)
         rf = r_all.nan_to_num(0.0)
         cnt = v_all.sum(1, keepdim=True).clamp(min=1)
@@ -628,10 +658,16 @@ class VPOTrainer(GRPOTrainer):
         elif self.args.estimator == "random_weight" and self.args.weight_schedule == "per_row":
             inputs = [{**x, WEIGHTS_COLUMN: w} for x, w in zip(inputs, self._goal_weights(inputs))]  # hidden w
         output = super()._generate_and_score_completions(inputs)
+        p = self._pending
+        n_local = output["advantages"].shape[0]
+        start = self.accelerator.process_index * n_local
         if self.args.estimator in TRL_NATIVE_ESTIMATORS:
+            if p.unscored is not None and bool(p.unscored.any()):  # TRL's baseline, but no step from a false zero
+                dropped = p.unscored.to(output["advantages"].device)[start : start + n_local]
+                output["advantages"] = torch.where(dropped, 0.0, output["advantages"])
+                self._mask_out(output, dropped)
             self._log_vpo(None)
             return output
-        p = self._pending
         mode = "train" if self.model.training else "eval"
         G = self.num_generations if mode == "train" else self.num_generations_eval
         lengths = None
@@ -639,10 +675,11 @@ class VPOTrainer(GRPOTrainer):
             from accelerate.utils import gather
 
             lengths = gather(output["completion_mask"].sum(1)).cpu()  # response tokens per rollout
-        res = compute_advantages(
+        scored = advantages_without(
             self.args.estimator,
             p.rewards,
             p.valid,
+            None if p.unscored is None else p.unscored.cpu(),
             group_size=G,
             target_weights=self.vpo_target,
             rollout_weights=p.weights,
@@ -650,10 +687,11 @@ class VPOTrainer(GRPOTrainer):
             sampler=self.vpo_sampler,
             response_lengths=lengths,
         )
-        adv_all = res.advantages.to(torch.float32).to(self.accelerator.device)
-        n_local = output["advantages"].shape[0]
-        start = self.accelerator.process_index * n_local
+        res = scored.result
+        adv_all = scored.advantages.to(torch.float32).to(self.accelerator.device)
         output["advantages"] = adv_all[start : start + n_local]
+        if scored.num_dropped:
+            self._mask_out(output, scored.dropped.to(adv_all.device)[start : start + n_local])
         # TRL logged its own advantages for this batch; replace them with the ones used in the loss
         logged = self._logs["advantages"]
         for _ in range(min(adv_all.numel(), len(logged))):
@@ -665,9 +703,23 @@ class VPOTrainer(GRPOTrainer):
             "weights": None if p.weights is None else p.weights.detach().cpu(),
             "advantages": adv_all.detach().cpu(),
             "group_size": G,
+            "dropped": scored.dropped.detach().cpu(),
         }
-        self._log_vpo(res.diagnostics, flat_group_fraction(res.scores, res.group_index))
+        if res is None:  # every rollout dropped: nothing to learn from this batch
+            self._log_vpo(None)
+        else:
+            self._log_vpo(res.diagnostics, flat_group_fraction(res.scores, res.group_index))
         return output
+
+    @staticmethod
+    def _mask_out(output: dict, dropped: torch.Tensor) -> None:
+        """Leave the ``dropped [n_local]`` rollouts' tokens out of the loss: TRL's loss multiplies
+        ``completion_mask`` by ``tool_mask`` when the batch has one (attention reads only
+        ``completion_mask``, so the forward pass is unchanged)."""
+        cm = output["completion_mask"]
+        keep = (~dropped.to(cm.device)).to(cm.dtype).unsqueeze(1)
+        tm = output.get("tool_mask")
+        output["tool_mask"] = (torch.ones_like(cm) if tm is None else tm) * keep
 
     def _log_vpo(self, diag: dict | None, flat_frac: float | None = None) -> None:
         mode = "train" if self.model.training else "eval"
@@ -688,6 +740,8 @@ class VPOTrainer(GRPOTrainer):
         if self.args.constraints:
             metrics["vpo/constraint_violations"].append(p.violations)
         metrics["vpo/score_errors"].append(p.score_errors)
+        unscored = 0.0 if p.unscored is None else float(p.unscored.float().mean())
+        metrics["vpo/unscored_frac"].append(unscored)
         if self.args.log_pool_stats:  # the VPO reference's pool statistics (vpo.search.poolstats)
             from vpo.train.callbacks import pool_stat_logs
 
@@ -725,6 +779,7 @@ class VPOTrainer(GRPOTrainer):
         finite = torch.isfinite(rewards).all(-1)
         if bool((valid & finite).any()):
             return None
+        p = self._pending
         task = getattr(self.vpo_task, "name", "?")
         if parsed == 0:
             if self.vpo_task.answer_format == "code":
@@ -739,10 +794,19 @@ class VPOTrainer(GRPOTrainer):
                 f"no completion contained a parsable answer (task {task!r} parses {fmt}); check that the prompts ask "
                 "for that format and the model writes it (a fresh model needs a warm start, docs/tasks.md)"
             )
+        nf = p.nonfinite if p is not None and p.nonfinite is not None else None
+        if nf is not None and p.nonfinite_answers > 0 and p.nonfinite_answers >= p.score_errors:
+            bad = [n for j, n in enumerate(self.vpo_objectives) if float(nf[j]) >= p.nonfinite_answers]
+            which = f"objective(s) {', '.join(bad)}" if bad else "some objective"
+            return (
+                f"no answer got a finite reward: {which} of task {task!r} returned NaN/inf (or None) for every "
+                "answer, so every answer is unscored; check that scorer or reward function"
+            )
         if not bool(valid.any()):
             return (
-                f"answers were parsed but none was valid: task {task!r}'s scorer raised on every one (see its "
-                "scorer-error warnings), or every answer broke a constraint"
+                f"answers were parsed but none was valid: task {task!r}'s scorer could not score "
+                f"{int(p.score_errors) if p is not None else '?'} of them (unscored, see its warnings), or every "
+                "answer broke a constraint"
             )
         bad = [n for j, n in enumerate(self.vpo_objectives) if not bool(torch.isfinite(rewards[..., j][valid]).any())]
         which = f"objective(s) {', '.join(bad)}" if bad else "some objective"
@@ -757,7 +821,9 @@ class VPOTrainer(GRPOTrainer):
         ``zero_signal_patience`` such batches in a row."""
         p = self._pending
         rewards, valid = p.rewards, p.valid
-        metrics["vpo/nonfinite_answers"].append(float((valid & ~torch.isfinite(rewards).all(-1)).sum()))
+        metrics["vpo/nonfinite_answers"].append(
+            float((valid & ~torch.isfinite(rewards).all(-1)).sum()) + float(p.nonfinite_answers)
+        )
         if mode != "train":
             return None
         z = self._zero_signal
