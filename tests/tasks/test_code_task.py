@@ -142,7 +142,8 @@ def test_float_tolerance_and_output_normalisation(task, problems):
     assert stdout_matches("1 2  \n3\n\n\n", "1 2\n3")
     assert not stdout_matches("1 2 3\n", "1 2\n3\n")
     assert stdout_matches("0.1000001\n", "0.1\n") and not stdout_matches("0.11\n", "0.1\n")
-    assert json_values_equal([1, 2.0000000001], [1, 2]) and not json_values_equal([1, 2], [2, 1])
+    assert json_values_equal([1, 2.0000000001], [1, 2.0]) and not json_values_equal([1, 2], [2, 1])
+    assert json_values_equal([1, 2.0], [1, 2]) and not json_values_equal([1, 2.0000000001], [1, 2])  # ints: exact
     assert (
         json_values_equal({"a": [1.5]}, {"a": [1.5]})
         and not json_values_equal("1", 1)

@@ -4,7 +4,15 @@ A problem is a statement plus stdin/stdout tests or call-based tests (a function
 LeetCode-style ``Solution`` method, called with ``args`` that must return ``expected``). The reward
 of a program has one component per test: 1 if it passes, 0 otherwise (docs/method.md §5). Programs
 run only in :mod:`vpo.sandbox`; expected outputs never enter it, comparisons happen here
-(:func:`stdout_matches`, :func:`json_values_equal`, both with a float tolerance).
+(:func:`stdout_matches`, :func:`json_values_equal`). The number rule of both (LiveCodeBench compares
+stdout exactly, then by exact ``Decimal``; EvalPlus applies a tolerance only to float expectations and
+rejects inf/nan): an expected integer matches only the same integer (``7``, ``7.0``, ``007`` are one
+value; no tolerance, absolute or relative); a tolerance (``float_tol * max(1, |expected|)``) applies
+only where the expected value is a float (a stdout token with ``.`` or an exponent, a JSON float);
+``inf``/``nan`` never match a finite expectation; JSON booleans match only booleans; huge numbers
+are compared exactly and never raise. No comparison raises, whatever the answer printed or returned.
+An answer the sandbox could not score (an infrastructure failure, :attr:`ProgramResult.unavailable
+<vpo.sandbox.ProgramResult.unavailable>`) is :class:`~vpo.errors.ScoringUnavailable`, never zeros.
 Fixed dimension: objectives are ``test_1..test_D`` (``max_tests``, default 16, the paper's "≤16
 smallest tests"); a problem with n < D tests fills slots n+1..D with its mean pass rate, which keeps
 ``w*ᵀr`` exactly its pass rate and "all ones" exactly "all tests pass", at the price of pulling
@@ -19,10 +27,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import decimal
 import json
 import math
 import os
 import pickle
+import re
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -189,24 +199,62 @@ def select_tests(tests: Sequence[dict], max_tests: int) -> list[dict]:
 # comparing outputs
 # -------------------------------------------------------------------------------------------
 
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+"""A decimal numeric token: what :func:`stdout_matches` compares by value. Not ``inf``, ``nan``,
+``Infinity``, ``1_000`` or hex: those match only as the same text."""
+_INTEGER = re.compile(r"[+-]?\d+")
+_EXACT = decimal.Context(prec=60, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+"""Decimal arithmetic for the tolerance check: never traps (an overflow is Infinity, not an error)."""
 
-def _num(tok: str) -> float | None:
-    try:
-        return float(tok)
-    except ValueError:
+
+def _decimal(tok: str) -> decimal.Decimal | None:
+    """The exact value of a decimal numeric token, or None (not a number, or not finite)."""
+    if len(tok) > 10_000 or not _NUMBER.fullmatch(tok):
         return None
+    try:
+        d = decimal.Decimal(tok)
+    except (decimal.InvalidOperation, ValueError, ArithmeticError):
+        return None
+    return d if d.is_finite() else None
 
 
-def _close(a: float, b: float, tol: float) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b or abs(a - b) <= tol or abs(a - b) <= tol * max(abs(a), abs(b))
+def _within(actual: decimal.Decimal, expected: decimal.Decimal, tol: float) -> bool:
+    """``|actual - expected| <= tol * max(1, |expected|)``, exactly (no overflow, no rounding surprise)."""
+    try:
+        diff = _EXACT.abs(_EXACT.subtract(actual, expected))
+        bound = _EXACT.multiply(decimal.Decimal(repr(float(tol))), max(decimal.Decimal(1), _EXACT.abs(expected)))
+        return diff.is_finite() and _EXACT.compare(diff, bound) <= 0
+    except (ArithmeticError, ValueError):
+        return False
+
+
+def _token_matches(actual: str, expected: str, tol: float) -> bool:
+    if actual == expected:
+        return True
+    e = _decimal(expected)
+    a = _decimal(actual)
+    if e is None or a is None:  # words, inf, nan: only the same text
+        return False
+    if a == e:  # exact value: 7 and 7.0 and 7e0 and 007 are one number (LiveCodeBench's Decimal rule)
+        return True
+    if _INTEGER.fullmatch(expected):  # an integer is compared exactly: no tolerance
+        return False
+    return _within(a, e, tol)
 
 
 def stdout_matches(actual: str, expected: str, float_tol: float = 1e-6) -> bool:
-    """Does a program's stdout match the expected output? (rules in the module docstring)"""
-    a = [ln.rstrip() for ln in actual.split("\n")]
-    e = [ln.rstrip() for ln in expected.split("\n")]
+    """Does a program's stdout match the expected output? Lines compared with trailing whitespace and
+    trailing empty lines dropped; equal text passes. Otherwise line by line, token by token
+    (whitespace-separated; same number of lines and tokens): equal text, or both decimal numbers
+    (``[+-]digits[.digits][e±digits]``) of exactly the same value, or, where the expected token is a
+    non-integer literal (has a ``.`` or an exponent), within ``float_tol * max(1, |expected|)``. An
+    expected integer is matched exactly; ``inf``/``nan`` match only themselves as text; huge numbers
+    are compared exactly and never raise. Never raises."""
+    try:
+        a = [ln.rstrip() for ln in str(actual).split("\n")]
+        e = [ln.rstrip() for ln in str(expected).split("\n")]
+    except (TypeError, ValueError, MemoryError):
+        return False
     while a and not a[-1]:
         a.pop()
     while e and not e[-1]:
@@ -219,33 +267,59 @@ def stdout_matches(actual: str, expected: str, float_tol: float = 1e-6) -> bool:
         ta, te = la.split(), le.split()
         if len(ta) != len(te):
             return False
-        for x, y in zip(ta, te):
-            if x == y:
-                continue
-            fx, fy = _num(x), _num(y)
-            if fx is None or fy is None or not _close(fx, fy, float_tol):
-                return False
+        if not all(_token_matches(x, y, float_tol) for x, y in zip(ta, te)):
+            return False
     return True
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _numbers_equal(predicted: int | float, expected: int | float, tol: float) -> bool:
+    """A returned number against an expected one (neither a bool). Non-finite values match only the
+    same non-finite value; an expected int only an equal int or a float of exactly that value (Python's
+    exact ``==``); an expected float anything within ``tol * max(1, |expected|)``."""
+    p_finite = not isinstance(predicted, float) or math.isfinite(predicted)
+    e_finite = not isinstance(expected, float) or math.isfinite(expected)
+    if not (p_finite and e_finite):
+        if p_finite or e_finite:
+            return False
+        return math.isnan(predicted) and math.isnan(expected) or predicted == expected
+    if predicted == expected:  # exact for every int/float pair: no OverflowError, no rounding
+        return True
+    if isinstance(expected, int):
+        return False
+    try:
+        p = float(predicted)  # an int beyond the float range raises: it is no finite float's neighbour
+    except OverflowError:
+        return False
+    return abs(p - expected) <= tol * max(1.0, abs(expected))
 
 
 def json_values_equal(predicted: Any, expected: Any, float_tol: float = 1e-6) -> bool:
     """Whether a program's returned value equals the expected one: structural equality of JSON
-    values, floats (and int vs float) within ``float_tol``, booleans equal only booleans, lists in
-    order. Stricter than :func:`vpo.tasks.text.values_match` (the lenient comparison of tool-call
-    arguments); both take the model's value first."""
+    values, lists in order, dict keys equal; booleans equal only booleans (JSON ``true`` is not 1);
+    numbers by :func:`_numbers_equal` (integers exactly, a tolerance only where a float is expected,
+    ``inf``/``nan`` never for a finite expectation, huge ints never raise). Stricter than
+    :func:`vpo.tasks.text.values_match` (the lenient comparison of tool-call arguments); both take
+    the model's value first. Never raises (a structure deeper than the interpreter allows is unequal)."""
+    try:
+        return _json_equal(predicted, expected, float_tol)
+    except (RecursionError, MemoryError, TypeError, ValueError, OverflowError):
+        return False
+
+
+def _json_equal(predicted: Any, expected: Any, tol: float) -> bool:
     if isinstance(expected, bool) or isinstance(predicted, bool):  # JSON true is not 1
         return isinstance(expected, bool) and isinstance(predicted, bool) and predicted == expected
-    if isinstance(expected, (int, float)) and isinstance(predicted, (int, float)):
-        if isinstance(expected, int) and isinstance(predicted, int):
-            return predicted == expected
-        return _close(float(predicted), float(expected), float_tol)
+    if _is_number(expected) or _is_number(predicted):
+        return _is_number(expected) and _is_number(predicted) and _numbers_equal(predicted, expected, tol)
     if isinstance(expected, (list, tuple)) and isinstance(predicted, (list, tuple)):
-        return len(predicted) == len(expected) and all(
-            json_values_equal(x, y, float_tol) for x, y in zip(predicted, expected)
-        )
+        return len(predicted) == len(expected) and all(_json_equal(x, y, tol) for x, y in zip(predicted, expected))
     if isinstance(expected, dict) and isinstance(predicted, dict):
         return predicted.keys() == expected.keys() and all(
-            json_values_equal(predicted[k], expected[k], float_tol) for k in expected
+            _json_equal(predicted[k], expected[k], tol) for k in expected
         )
     return type(predicted) is type(expected) and predicted == expected
 
@@ -392,7 +466,8 @@ class CodeTask(ScoredBySandbox, Task):
         hf_data_files: passed to ``datasets.load_dataset`` (local or ``hf://`` files).
         timeout_s / memory_mb / concurrency / isolation: shortcuts for the :class:`SandboxConfig`.
         sandbox: a full :class:`SandboxConfig` (overrides the shortcuts).
-        float_tol: tolerance of numeric comparisons of outputs.
+        float_tol: tolerance of numeric comparisons where the expected value is a float (never for
+            integers): ``|actual - expected| <= float_tol * max(1, |expected|)``.
         progress: show a progress bar while scoring.
     """
 
