@@ -22,23 +22,38 @@ list their acceptable values (``""`` among them: the argument may be left out):
 * ``function_name``: predicted calls are paired one-to-one with gold calls, in any order (greedily,
   the pair with the most matching name, keys and values first); the number of pairs with the
   gold's function name over max(#gold, #predicted) calls;
-* ``arg_key``: the mean over pairs of the F1 of the argument keys: precision = keys BFCL allows
-  (in the gold and the function's schema) / keys given, recall = required keys given / required
-  keys (a required key is one whose acceptable values lack ``""``);
-* ``arg_value``: over the keys given that the gold allows, pooled over pairs, the fraction whose
-  value BFCL accepts (:func:`value_accepted`: BFCL's type check and its string standardisation); with
-  no such key, 1 if no paired gold call requires an argument, else 0.
+* ``arg_key``: the mean over the gold calls of required keys given / (required keys + unexpected
+  keys given) (a required key is one whose acceptable values lack ``""`` or that the schema
+  requires; an unexpected key is one BFCL does not allow: not in the gold or not in the schema);
+  an unpaired gold call scores 0;
+* ``arg_value``: pooled over the gold calls, the required values given that BFCL accepts
+  (:func:`value_accepted`: BFCL's type check and its string standardisation) over the values
+  demanded: the required keys, plus each optional key given a value BFCL rejects; 1 when nothing is
+  demanded.
 
-So a wrong function name lowers only ``function_name``, a missing argument only ``arg_key``, a wrong
-value only ``arg_value``, and a missing or extra call ``function_name`` (and the mean of the others
-over the pairs that remain).
+Every denominator is fixed by the gold or grows with the answer's mistakes, so no answer raises a
+fraction by adding what the gold does not demand (partial credit never rewards what BFCL's all-or-nothing rule rejects
+more than the plain wrong answer): an optional argument given an accepted value (``""`` included)
+counts nowhere, as good as leaving it out and never better; an unexpected key lowers ``arg_key``, a
+rejected optional value ``arg_value``. An answer with more calls than the gold (say, candidates for
+the one call wanted) is scored as its worst choice of as many calls as the gold has, component by
+component, with the name count over the number of calls given (0 past :data:`MAX_SUBSETS` choices):
+a set of candidates scores no more than its worst member. All four are 1 exactly when BFCL's
+checker accepts the calls (tested against it, type-flipped lists and nested values included).
+
+So a wrong function name lowers only ``function_name``, a wrong value only ``arg_value``, an
+unexpected argument only ``arg_key``; a missing required argument lowers ``arg_key`` and
+``arg_value`` (its value was not given), a missing call all three, an extra call ``function_name``
+and whatever its worst choice lowers.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -313,7 +328,10 @@ def _std(v: Any) -> Any:
 def _in(value: Any, options: Sequence[Any]) -> bool:
     """``value`` equals one of ``options`` (Python equality, as BFCL's checker: inside a list or a
     dict 1, 1.0 and True are equal; the top-level type check keeps them apart)."""
-    return any(value == o for o in options)
+    try:
+        return any(value == o for o in options)
+    except Exception:  # a literal never raises here; guard anyway: a comparison error is no match
+        return False
 
 
 def _values(acceptable: Sequence[Any]) -> list[Any]:
@@ -321,61 +339,95 @@ def _values(acceptable: Sequence[Any]) -> list[Any]:
     return [a for a in acceptable if not _optional(a)]
 
 
-def _dict_accepted(value: dict, specs: Sequence[Any]) -> bool:
-    """A dict argument against its acceptable dicts (each maps a key to its acceptable values)."""
+def _answer_type(acceptable: Sequence[Any]) -> type | None:
+    """The type of the first acceptable value that is not ``""`` (BFCL's "possible answer type")."""
+    return next((type(a) for a in acceptable if not _optional(a)), None)
+
+
+def _type_check(value: Any, acceptable: Sequence[Any], expected: type, item_type: type | None) -> tuple[bool, bool]:
+    """``(type accepted, compared as a "variable")`` under BFCL's type check. The value must have the
+    schema's type or, failing that, the acceptable values' own type (BFCL's "variable" case, then
+    compared as is). A list is checked one level deep: each element must have the schema's item
+    type (no int-for-float there: ``[1, 3]`` is not a list of floats) or the type of that acceptable
+    list's first element; an acceptable value that is not a list (``""`` among them) does not
+    constrain the elements, as in BFCL."""
+    answer_type = _answer_type(acceptable)
+    variable = answer_type is not None and answer_type is not expected
+    if type(value) is expected:
+        if item_type is None:
+            return True, variable
+        for a in acceptable:
+            if type(a) is not list:
+                return True, variable
+            inner = _answer_type(a)
+            if all(type(v) is item_type or (inner is not None and type(v) is inner) for v in value):
+                return True, variable
+        return False, False
+    if answer_type is not None and type(value) is answer_type:
+        return True, True
+    return False, False
+
+
+def _std_items(xs: Any) -> list[Any]:
+    return [standardize(x) if type(x) is str else x for x in xs]
+
+
+def _dict_accepted(value: Any, specs: Sequence[Any]) -> bool:
+    """A dict argument against its acceptable dicts (each maps a key to its acceptable values):
+    every key given must be in the spec with an accepted value (strings standardised; ``""`` is
+    accepted where the spec lists it, as BFCL does), every key whose values lack ``""`` present."""
+    if not isinstance(value, dict):
+        return False
     for spec in specs:
         if not isinstance(spec, dict):
             continue
-        if all(k in spec and _in(_std(v), [_std(o) for o in _values(spec[k])]) for k, v in value.items()) and all(
-            k in value or "" in opts for k, opts in spec.items()
-        ):
+        if all(
+            k in spec
+            and isinstance(spec[k], (list, tuple))
+            and _in(standardize(v) if type(v) is str else v, _std_items(spec[k]))
+            for k, v in value.items()
+        ) and all(k in value or (isinstance(opts, (list, tuple)) and "" in opts) for k, opts in spec.items()):
             return True
     return False
 
 
-def _items_typed(value: list, item_type: type | None) -> bool:
-    return item_type is None or all(type(x) is item_type for x in value)
-
-
 def value_accepted(value: Any, acceptable: Sequence[Any], schema: dict | None) -> bool:
     """Whether BFCL's checker accepts ``value`` for an argument with these acceptable values and
-    this schema: the value must have the schema's type (an int where a float is expected counts as
-    the float; a tuple where a tuple is expected as a list), or the acceptable values' own type (BFCL's
-    "variable" case, compared as is); strings, lists of strings and dict entries compare after
-    :func:`standardize`; a dict must match one acceptable dict (missing keys only where ``""`` is
-    acceptable); a list of dicts matches one acceptable list pointwise."""
+    this schema, following its Python rules one by one: a tuple counts as a list where the schema
+    says tuple; an int counts as a float where the schema says float (at the top level only);
+    :func:`_type_check`; then, unless the value was taken as a "variable" (compared as is, by
+    equality), a string compares after :func:`standardize` (``""`` is accepted where it is
+    listed), a dict must match one acceptable dict, a list of dicts one acceptable list pointwise,
+    another list one acceptable list element by element (strings standardised; ``[]`` is accepted
+    where ``""`` is listed, as BFCL reads ``""`` as an empty list), anything else by equality."""
     schema = schema or {}
-    strings = list(acceptable)
-    acceptable = _values(acceptable)
     t = schema.get("type")
+    expected = _PY_TYPES.get(t)
+    if expected is None:  # no schema type to check against (BFCL's data always has one)
+        return _in(value, _values(acceptable))
     if isinstance(value, tuple) and t == "tuple":
         value = list(value)
     if t == "float" and type(value) is int:
         value = float(value)
-    expected = _PY_TYPES.get(t)
-    answer_type = type(acceptable[0]) if acceptable else None
     item_type = _PY_TYPES.get((schema.get("items") or {}).get("type")) if t in ("array", "tuple") else None
-    typed = (
-        expected is not None
-        and type(value) is expected
-        and (not isinstance(value, list) or _items_typed(value, item_type))
-    )
+    typed, variable = _type_check(value, acceptable, expected, item_type)
     if not typed:
-        if answer_type is not None and type(value) is answer_type:
-            return _in(value, acceptable)  # BFCL's "variable" case: compared as is
-        return expected is None and _in(value, acceptable)  # no schema type to check against
-    if expected is dict:
-        return _dict_accepted(value, acceptable)
-    if expected is list and item_type is dict:
-        return any(
-            isinstance(a, list) and len(a) == len(value) and all(_dict_accepted(v, [s]) for v, s in zip(value, a))
-            for a in acceptable
-        )
-    if expected is str:  # as BFCL: "" (the marker) is among the strings, so an empty string is accepted
-        return _in(standardize(value), [standardize(a) for a in strings if isinstance(a, str)])
-    if expected is list:
-        std = [_std(v) for v in value]
-        return any(isinstance(a, list) and std == [_std(x) for x in a] for a in acceptable)
+        return False
+    if not variable:
+        if expected is dict:
+            return _dict_accepted(value, acceptable)
+        if expected is list and item_type is dict:
+            return any(
+                isinstance(a, (list, str))
+                and len(a) == len(value)
+                and all(_dict_accepted(v, [s]) for v, s in zip(value, a))
+                for a in acceptable
+            )
+        if expected is str:
+            return _in(standardize(value), [standardize(a) for a in acceptable if type(a) is str])
+        if expected is list:
+            std = _std_items(value)
+            return any(isinstance(a, (list, str)) and std == _std_items(a) for a in acceptable)
     return _in(value, acceptable)
 
 
@@ -413,27 +465,42 @@ def gold_calls(example: Example) -> list[_Gold]:
     return out
 
 
+MAX_SUBSETS = 256
+"""An answer with more calls than the gold is scored as its worst choice of as many calls as the
+gold has; past this many choices, its ``function_name``, ``arg_key`` and ``arg_value`` are 0."""
+
+
 def _pair_parts(gold: _Gold, name: str, args: dict) -> tuple[float, float, int, int]:
-    """(name match, key F1, values accepted, keys compared) of one predicted call against one gold call."""
-    given = set(args)
+    """(name match, key score, required values accepted, values demanded) of one predicted call
+    against one gold call. Both fractions have denominators the answer cannot inflate: the key score
+    is required keys given / (required keys + unexpected keys given); the values demanded are the
+    required keys plus the optional keys given with a value BFCL rejects. An optional argument given
+    an accepted value (``""`` included) counts nowhere: it is as good as leaving it out, never more."""
     allowed, required = gold.allowed, gold.required
-    precision = len(given & allowed) / len(given) if given else 1.0
-    recall = len(given & required) / len(required) if required else 1.0
-    key_f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    shared = [k for k in args if k in allowed]
-    ok = sum(value_accepted(args[k], gold.acceptable[k], gold.schema.get(k)) for k in shared)
-    return float(name == gold.name), key_f1, ok, len(shared)
+    unexpected = sum(k not in allowed for k in args)
+    key_den = len(required) + unexpected
+    key = sum(k in args for k in required) / key_den if key_den else 1.0
+    ok, demanded = 0, len(required)
+    for k in args:
+        if k not in allowed:
+            continue
+        accepted = value_accepted(args[k], gold.acceptable[k], gold.schema.get(k))
+        if k in required:
+            ok += accepted
+        elif not accepted:
+            demanded += 1
+    return float(name == gold.name), key, ok, demanded
 
 
-def _best_pairing(gold: list[_Gold], pred: list[tuple[str, dict]]) -> list[tuple[int, int]]:
+def _pairing(parts: dict, gold_idx: Sequence[int], pred_idx: Sequence[int]) -> list[tuple[int, int]]:
     """A one-to-one pairing of gold and predicted calls, order-free: greedily, the pair with the
-    highest total of name match, key F1 and value share first (ties: gold order, then answer order)."""
+    highest total of name match, key score and value share first (ties: gold order, then answer order)."""
 
-    def value(gi: int, pj: int) -> float:
-        name, keys, ok, total = _pair_parts(gold[gi], *pred[pj])
-        return name + keys + (ok / total if total else 0.0)
+    def value(i: int, j: int) -> float:
+        name, key, ok, demanded = parts[i, j]
+        return name + key + (ok / demanded if demanded else 1.0)
 
-    table = sorted(((-value(i, j), i, j) for i in range(len(gold)) for j in range(len(pred))))
+    table = sorted((-value(i, j), i, j) for i in gold_idx for j in pred_idx)
     pairs, used_g, used_p = [], set(), set()
     for _, i, j in table:
         if i not in used_g and j not in used_p:
@@ -443,27 +510,40 @@ def _best_pairing(gold: list[_Gold], pred: list[tuple[str, dict]]) -> list[tuple
     return pairs
 
 
+def _subset_score(parts: dict, gold: list[_Gold], pred_idx: Sequence[int]) -> tuple[float, float, float]:
+    """(calls with the gold's name, mean key score over the gold calls, pooled value share) of the
+    predicted calls ``pred_idx`` (at most as many as the gold calls); an unpaired gold call scores 0
+    on keys and demands all its required values."""
+    pairs = _pairing(parts, range(len(gold)), pred_idx)
+    names = sum(parts[i, j][0] for i, j in pairs)
+    keys = sum(parts[i, j][1] for i, j in pairs) / len(gold)
+    paired = {i for i, _ in pairs}
+    ok = sum(parts[i, j][2] for i, j in pairs)
+    demanded = sum(parts[i, j][3] for i, j in pairs) + sum(
+        len(gold[i].required) for i in range(len(gold)) if i not in paired
+    )
+    return names, keys, (ok / demanded if demanded else 1.0)
+
+
 def score_calls(parsed: ParsedCalls, gold: list[_Gold]) -> np.ndarray:
-    """``[format, function_name, arg_key, arg_value]`` of parsed calls against the gold calls."""
+    """``[format, function_name, arg_key, arg_value]`` of parsed calls against the gold calls (module
+    docstring). With more calls than the gold, each component is the minimum over the ways to keep
+    as many calls as the gold has (a set of candidates scores no more than its worst choice) and the
+    name count is divided by the number of calls given."""
     pred = parsed.calls
-    if not pred:
+    if not pred or not gold:
         return np.zeros(4, dtype=np.float64)
-    pairs = _best_pairing(gold, pred)
-    names = keys = 0.0
-    ok = total = 0
-    for i, j in pairs:
-        n, k, o, t = _pair_parts(gold[i], *pred[j])
-        names += n
-        keys += k
-        ok += o
-        total += t
-    name_score = names / max(len(gold), len(pred))
-    key_score = keys / len(pairs) if pairs else 0.0
-    if total:
-        value_score = ok / total
-    else:
-        value_score = float(bool(pairs) and not any(gold[i].required for i, _ in pairs))
-    return np.array([float(parsed.clean), name_score, key_score, value_score], dtype=np.float64)
+    g, p = len(gold), len(pred)
+    clean = float(parsed.clean)
+    if p > g and math.comb(p, g) > MAX_SUBSETS:
+        return np.array([clean, 0.0, 0.0, 0.0], dtype=np.float64)
+    parts = {(i, j): _pair_parts(gold[i], *pred[j]) for i in range(g) for j in range(p)}
+    if p <= g:
+        names, keys, values = _subset_score(parts, gold, range(p))
+        return np.array([clean, names / g, keys, values], dtype=np.float64)
+    scores = [_subset_score(parts, gold, chosen) for chosen in itertools.combinations(range(p), g)]
+    names, keys, values = (min(col) for col in zip(*scores))
+    return np.array([clean, names / p, keys, values], dtype=np.float64)
 
 
 def _first(acceptable: Sequence[Any], top: bool = True) -> Any:
