@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "vpo.search.check",  # check
     "vpo.integrations.evolve.cli",  # evolve
     "vpo.demo",  # demo
+    "vpo.tasks.audit_cli",  # rewards audit
 )
 
 
