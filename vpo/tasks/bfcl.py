@@ -182,22 +182,64 @@ def parse_calls(text: Any) -> ParsedCalls:
     parsed = _parse_body(s)
     if parsed.calls:
         return parsed
-    # prose around the calls: the calls are read from the first span of lines that parses (from a
-    # call's start on its first line to the last bracket on its last line); the format stays 0
-    lines = s.split("\n")
-    spots = [i for i, ln in enumerate(lines) if any(c in ln for c in "([{")][:10]
-    for a, i in enumerate(spots):
-        for j in reversed(spots[a:]):
-            cut = max(lines[j].rfind(c) for c in ")]}")
-            if cut < 0 or (i == j and cut < 1):
-                continue
-            for start in _starts(lines[i]):
-                span = [*lines[i:j], lines[j][: cut + 1]] if i < j else [lines[i][: cut + 1]]
-                span[0] = span[0][start:]
-                found = _parse_body("\n".join(span).strip() or " ")
-                if found.calls:
-                    return ParsedCalls(found.calls, clean=False)
-    return parsed
+    # prose around the calls: every call in it is read (each bracketed span from a call's start to
+    # its matching bracket that parses), so listing candidates in prose ("f(a=1) or maybe f(a=2)")
+    # is scored as the candidate calls it lists; the format stays 0
+    return ParsedCalls(_prose_calls(s), clean=False)
+
+
+_CALL_START = re.compile(r"[\[{]|\b[A-Za-z_][\w.]*\(")
+_MAX_PROSE_STARTS = 200
+_MAX_PROSE_SPAN = 4000
+
+
+def _closing(s: str, start: int) -> int | None:
+    """Index of the bracket closing the one that opens at or after ``start`` (quotes respected),
+    or None (also past :data:`_MAX_PROSE_SPAN` characters)."""
+    depth, quote, i = 0, "", start
+    while i < min(len(s), start + _MAX_PROSE_SPAN):
+        c = s[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+            if depth < 0:
+                return None
+        i += 1
+    return None
+
+
+def _prose_calls(s: str) -> list[tuple[str, dict]]:
+    """The calls written anywhere in prose, in order: from each place a call could start (``[``,
+    ``{`` or a name directly followed by ``(``, not on a ``def``/``class`` line: a definition is not
+    a call) to its closing bracket, the spans that parse as calls (a span is not read twice)."""
+    calls: list[tuple[str, dict]] = []
+    done = 0
+    for n, m in enumerate(_CALL_START.finditer(s)):
+        if n >= _MAX_PROSE_STARTS:
+            break
+        if m.start() < done:
+            continue
+        line_end = s.find("\n", m.start())
+        if _DEFINITION.match(s[s.rfind("\n", 0, m.start()) + 1 : line_end if line_end >= 0 else len(s)]):
+            continue
+        end = _closing(s, m.start())
+        if end is None:
+            continue
+        found = _parse_body(s[m.start() : end + 1])
+        if found.calls:
+            calls.extend(found.calls)
+            done = end + 1
+    return calls
 
 
 def _parse_body(s: str) -> ParsedCalls:
@@ -206,16 +248,6 @@ def _parse_body(s: str) -> ParsedCalls:
         if parsed is not None:
             return parsed
     return _parse_python(s)
-
-
-def _starts(line: str) -> list[int]:
-    """Where a call could begin on a line of prose: its start, and each ``[``, ``{`` or identifier
-    directly followed by ``(`` (the first 5 places). A ``def``/``class`` line defines, not calls:
-    none (a model writing ``def the_function(...)`` gets no credit for the name)."""
-    if _DEFINITION.match(line):
-        return []
-    spots = [0] + [m.start() for m in re.finditer(r"[\[{]|\b[A-Za-z_][\w.]*\(", line)]
-    return sorted(set(spots))[:5]
 
 
 def _parse_json(s: str) -> ParsedCalls | None:
