@@ -431,7 +431,8 @@ def test_syntax_error_and_junk_programs_do_not_raise(sb):
         assert len(res.outcomes) == 2
         assert all(o.status in STATUSES and o.status != "ok" for o in res.outcomes), (prog[:20], res)
     big = Sandbox(SandboxConfig(max_program_bytes=1000)).run("#" * 2000, [TestInput()])
-    assert big.outcomes[0].status == "sandbox_error" and "larger than" in big.error
+    # the answer's own fault: a normal failure, not an infrastructure one (never ScoringUnavailable)
+    assert big.outcomes[0].status == "program_too_large" and "larger than" in big.error and big.unavailable is None
 
 
 def test_output_is_capped_and_binary_output_is_survivable(tmp_path):
@@ -450,8 +451,8 @@ def test_hard_timeout_kills_the_whole_sandbox(tmp_path):
     t0 = time.perf_counter()
     res = sb.run(prog, [TestInput(), TestInput()])
     assert time.perf_counter() - t0 < 8.0
-    assert "hard timeout" in res.error
-    assert [o.status for o in res.outcomes] == ["not_run", "not_run"]
+    assert "hard timeout" in res.error and "hard timeout" in res.unavailable
+    assert [o.status for o in res.outcomes] == ["sandbox_error", "sandbox_error"]  # the sandbox's, not the program's
     time.sleep(0.2)
     assert _procs_matching({res.uid} if res.uid else set(), marker) == []
     assert os.listdir(tmp_path) == []

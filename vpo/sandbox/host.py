@@ -70,6 +70,10 @@ class TestOutcome:
     """CPU seconds the test's processes used (what its time limit is judged on)."""
     limit: str | None = None
     """For a ``timeout``: which limit ended it, ``"cpu"`` or ``"wall"`` (``None``: RLIMIT_CPU)."""
+    cleanup_s: float | None = None
+    """Seconds the sandbox spent after the test clearing what it left (killing and reaping its
+    processes, emptying its working directory); bounded, and a test that leaves more than the bound
+    fails (``cleanup_limit``)."""
 
     @property
     def ok(self) -> bool:
@@ -79,7 +83,18 @@ class TestOutcome:
 
 @dataclass
 class ProgramResult:
-    """All tests of one program: ``outcomes[i]`` for test i, plus what the sandbox reported."""
+    """All tests of one program: ``outcomes[i]`` for test i, plus what the sandbox reported.
+
+    ``error``: what ended the sandbox early or went wrong, whoever's fault (None: nothing did).
+    ``unavailable``: set (to the reason) when some test has no verdict because of the sandbox, not
+    the program: an infrastructure failure (setup, cleanup, protocol, worker death, hard timeout, a
+    host-side exception). Those tests are ``sandbox_error``; tests that finished before it keep their
+    outcome. A caller must not read such a result as a wrong answer (the code task returns
+    :class:`~vpo.errors.ScoringUnavailable`). The program's own failures never set it: a test that
+    left more than the sandbox clears is ``cleanup_limit`` and the tests after it ``not_run``; a
+    program too large is ``program_too_large``; and where the program shares the worker's uid
+    (``isolation="rlimits"`` as non-root) and so can kill it, a worker that dies while the program
+    runs is charged to the test that was running (``killed``). docs/sandbox.md, "Whose failure"."""
 
     outcomes: list[TestOutcome]
     wall_s: float
@@ -87,6 +102,12 @@ class ProgramResult:
     setup: dict = field(default_factory=dict)
     error: str | None = None
     uid: int | None = None
+    unavailable: str | None = None
+
+    @property
+    def scorable(self) -> bool:
+        """Every test has a verdict of the program's own (``unavailable`` is None)."""
+        return self.unavailable is None
 
 
 @functools.lru_cache(maxsize=None)
@@ -186,7 +207,9 @@ class Sandbox:
         if not isinstance(program, str):
             program = program.decode("utf-8", "replace") if isinstance(program, bytes) else str(program)
         if len(program.encode("utf-8", "replace")) > cfg.max_program_bytes:
-            return self._all_failed(tests, "sandbox_error", t0, f"program larger than {cfg.max_program_bytes} bytes")
+            return self._all_failed(
+                tests, "program_too_large", t0, f"program larger than {cfg.max_program_bytes} bytes: not run"
+            )
         if not tests:
             return ProgramResult([], 0.0, self.isolation)
         job_tests, blob = _inputs(tests)
@@ -289,38 +312,34 @@ class Sandbox:
             remove_tree(scratch)
 
     def _collect(self, lines, tests, t0, uid, problem, worker_err, rc) -> ProgramResult:
-        outcomes: list[TestOutcome | None] = [None] * len(tests)
-        setup: dict = {}
-        error = None
-        for msg, payload in lines:
-            if not isinstance(msg, dict):
-                error = "sandbox protocol error: unreadable result line"
-                continue
-            if "fatal" in msg:
-                error = str(msg["fatal"])
-            elif msg.get("ready"):
-                setup = msg.get("setup", {})
-            elif "i" in msg and isinstance(msg["i"], int) and 0 <= msg["i"] < len(tests):
-                st = msg.get("status")
-                out, err, value = payload if payload is not None else (None, None, None)
-                outcomes[msg["i"]] = TestOutcome(
-                    status=st if st in STATUSES else "sandbox_error",
-                    stdout=out.decode("utf-8", "replace") if out is not None else str(msg.get("stdout", "")),
-                    value_json=value.decode("utf-8", "replace") if value else None,
-                    stderr=err.decode("utf-8", "replace") if err is not None else str(msg.get("stderr", "")),
-                    time_s=float(msg.get("time_s", 0.0)),
-                    exit_code=msg.get("exit_code"),
-                    signal=msg.get("signal"),
-                    cpu_s=msg.get("cpu_s"),
-                    limit=msg.get("limit"),
-                )
+        """The program's result from the worker's records. Tests with a record keep it; the others
+        are the sandbox's failure (``sandbox_error``, and ``unavailable`` says why) unless the program
+        could have caused it: see :class:`ProgramResult` and docs/sandbox.md, "Whose failure"."""
+        outcomes, setup, error, ready = _parse_records(lines, len(tests))
         if problem and error is None:
             error = problem
-        if error is None and any(o is None for o in outcomes):
+        ended_early = error is None and any(o is None for o in outcomes)
+        if ended_early:
             error = f"the sandbox ended early (exit status {rc}); worker stderr: {worker_err.strip()[-500:]}"
-        missing = "not_run" if problem or error is None or "ended early" in error else "sandbox_error"
-        final = [o if o is not None else TestOutcome(status=missing, stderr=error or "") for o in outcomes]
-        return ProgramResult(final, time.monotonic() - t0, self.isolation, setup, error, uid)
+        final = list(outcomes)
+        unavailable = None
+        missing = [k for k, o in enumerate(outcomes) if o is None]
+        if missing and ended_early and ready and self.isolation == "rlimits" and not self.root:
+            # the program runs as the worker's uid here and can kill it: the test that was running
+            # when it died is the program's failure, and the rest are not run because of it
+            why = f"{error} (in isolation='rlimits' without root the program can kill the sandbox's worker)"
+            final[missing[0]] = TestOutcome(status="killed", stderr=why)
+            for k in missing[1:]:
+                final[k] = TestOutcome(status="not_run", stderr=why)
+        elif missing:
+            unavailable = error
+            for k in missing:
+                final[k] = TestOutcome(status="sandbox_error", stderr=error or "")
+        if unavailable is None:
+            bad = next((o for o in final if o.status == "sandbox_error"), None)
+            if bad is not None:
+                unavailable = error or bad.stderr.strip() or "the sandbox failed to run a test"
+        return ProgramResult(final, time.monotonic() - t0, self.isolation, setup, error, uid, unavailable)
 
     def _all_failed(self, tests, status, t0, why) -> ProgramResult:
         return ProgramResult(
@@ -350,11 +369,13 @@ class Sandbox:
             try:
                 out[k] = self.run(prog, tests)
             except Exception as e:  # noqa: BLE001 - a host-side failure fails this program, not the batch
+                why = f"the sandbox failed on the host: {type(e).__name__}: {e}"
                 out[k] = ProgramResult(
-                    [TestOutcome("sandbox_error", stderr=repr(e)) for _ in tests],
+                    [TestOutcome("sandbox_error", stderr=why) for _ in tests],
                     0.0,
                     self.isolation,
-                    error=f"{type(e).__name__}: {e}",
+                    error=why,
+                    unavailable=why,
                 )
             if bar is not None:
                 bar.update(1)
@@ -368,6 +389,39 @@ class Sandbox:
         if bar is not None:
             bar.close()
         return out  # type: ignore[return-value]
+
+
+def _parse_records(lines, n: int) -> tuple[list, dict, str | None, bool]:
+    """The worker's records as ``(outcomes, with None where a test has none; setup report; the fatal
+    or protocol error, if any; whether the worker said it was ready)``."""
+    outcomes: list[TestOutcome | None] = [None] * n
+    setup: dict = {}
+    error = None
+    ready = False
+    for msg, payload in lines:
+        if not isinstance(msg, dict):
+            error = "sandbox protocol error: unreadable result line"
+            continue
+        if "fatal" in msg:
+            error = str(msg["fatal"])
+        elif msg.get("ready"):
+            setup, ready = msg.get("setup", {}), True
+        elif "i" in msg and isinstance(msg["i"], int) and 0 <= msg["i"] < n:
+            st = msg.get("status")
+            out, err, value = payload if payload is not None else (None, None, None)
+            outcomes[msg["i"]] = TestOutcome(
+                status=st if st in STATUSES else "sandbox_error",
+                stdout=out.decode("utf-8", "replace") if out is not None else str(msg.get("stdout", "")),
+                value_json=value.decode("utf-8", "replace") if value else None,
+                stderr=err.decode("utf-8", "replace") if err is not None else str(msg.get("stderr", "")),
+                time_s=float(msg.get("time_s", 0.0)),
+                exit_code=msg.get("exit_code"),
+                signal=msg.get("signal"),
+                cpu_s=msg.get("cpu_s"),
+                limit=msg.get("limit"),
+                cleanup_s=msg.get("cleanup_s"),
+            )
+    return outcomes, setup, error, ready
 
 
 _PAYLOAD = ("stdout_bytes", "stderr_bytes", "value_bytes")

@@ -47,8 +47,11 @@ STATUSES = (
     "bad_return",  # call-based test: the return value is not JSON-serialisable
     "no_return",  # call-based test: exited without returning (e.g. os._exit inside the function)
     "killed",  # killed by a signal we did not send (e.g. the OOM killer)
-    "not_run",  # the sandbox died or hit its hard timeout before this test ran
-    "sandbox_error",  # the sandbox itself failed (setup, protocol): a bug or a host problem
+    "cleanup_limit",  # the test left more entries in its directory than the sandbox clears (scratch_inodes)
+    "program_too_large",  # the program is larger than max_program_bytes: not run
+    "not_run",  # not run because of the program (stop_after_timeouts, an earlier cleanup_limit...)
+    "sandbox_error",  # not run or not judged because the sandbox failed (setup, cleanup, protocol, worker
+    # death): an infrastructure failure, never the program's (ProgramResult.unavailable says why)
 )
 
 # exit codes the per-test child uses to tell the worker what happened. A program can exit with
@@ -59,6 +62,10 @@ _EXIT_OUTPUT = 103
 _EXIT_NO_FUNCTION = 104
 _EXIT_BAD_RETURN = 105
 _EXIT_SETUP = 106
+_SETUP_FD = 250
+"""In each test child until its setup is done: the write end of a pipe the worker reads. A child whose
+setup fails writes a byte there before exiting ``_EXIT_SETUP``; the program never holds it, so a
+program that exits 106 itself is a ``runtime_error``, not an infrastructure failure it could forge."""
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -554,12 +561,14 @@ def _landlock_prepare(libc, abi: int) -> tuple:
     return libc.syscall, attr, PathBeneath(handled, -1), handled
 
 
-def _landlock_writes_only_beneath(prepared: tuple, work: str) -> None:
+def _landlock_writes_only_beneath(prepared: tuple, work: str, own_files: tuple[int, ...] = ()) -> None:
     """In the test child, after ``no_new_privs``: a Landlock domain in which this process and all it
-    starts may write only beneath ``work`` (the test's working directory) and to ``/dev/null``: no
-    host FIFO, device or other file can be opened for writing, whatever its permissions or its
-    mount's. ``prepared``: :func:`_landlock_prepare`. Raises if any step fails (the caller then runs
-    no program: fail closed)."""
+    starts may write only beneath ``work`` (the test's working directory), to ``/dev/null`` and to the
+    files open on ``own_files`` (the test's stdout and stderr, so that ``/dev/stdout`` and
+    ``/proc/self/fd/1`` work): no host FIFO, device or other file can be opened for writing, whatever
+    its permissions or its mount's. ``prepared``: :func:`_landlock_prepare`. Raises if any step fails
+    (the caller then runs no program: fail closed); a rule for ``own_files`` that the kernel refuses
+    only leaves that file closed to reopening (it grants, never restricts)."""
     import ctypes
 
     syscall, attr, rule, handled = prepared
@@ -575,6 +584,10 @@ def _landlock_writes_only_beneath(prepared: tuple, work: str) -> None:
             if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
                 e = ctypes.get_errno()
                 raise OSError(e, f"landlock_add_rule({path}): {os.strerror(e)}")
+        rule.allowed_access = handled & (_LL_WRITE_FILE | _LL_TRUNCATE)
+        for fd in own_files:
+            rule.parent_fd = fd
+            syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
         if syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             e = ctypes.get_errno()
             raise OSError(e, f"landlock_restrict_self: {os.strerror(e)}")
@@ -591,7 +604,8 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
         for target, fd in enumerate(fds[:4]):
             os.dup2(fd, target)
         args_json = _read_all(fds[4]).decode("utf-8") if len(fds) > 4 else None
-        os.closerange(4, 1 << 16)
+        os.closerange(4, _SETUP_FD)
+        os.closerange(_SETUP_FD + 1, 1 << 16)
         try:
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")  # we, not the worker, are what the OOM killer should take
@@ -601,8 +615,9 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
         os.chdir(work)  # before dropping privileges: the path's parents may be closed to the sandbox uid
         os.environ["HOME"] = os.environ["TMPDIR"] = work
         _drop_privileges(job, libc)
-        if job.get("landlock") is not None:
-            _landlock_writes_only_beneath(job["landlock"], ".")  # the working directory
+        if job.get("landlock") is not None:  # the working directory, and the test's own stdout/stderr files
+            _landlock_writes_only_beneath(job["landlock"], ".", own_files=(1, 2))
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.umask(0o077)
         import builtins
         import io
@@ -623,9 +638,11 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
         sys.argv = ["solution.py"]
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         g = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
+        os.close(_SETUP_FD)  # no program code holds it
     except BaseException as e:  # noqa: BLE001
         try:
             os.write(2, f"sandbox child setup failed: {type(e).__name__}: {e}\n".encode("utf-8", "replace"))
+            os.write(_SETUP_FD, b"!")
         finally:
             os._exit(_EXIT_SETUP)
     status = 0
@@ -914,8 +931,17 @@ def _kill_and_reap(pid: int, kill: bool) -> int:
     return status
 
 
-def _exit_status(status: int, timed_out: bool) -> dict:
-    """The result fields a test's wait status gives: ``status`` and ``signal`` or ``exit_code``."""
+def _setup_failed(job: dict) -> bool:
+    """Whether the test child that just exited reported a failed setup on the setup pipe (consumed)."""
+    try:
+        return bool(os.read(job["setup_r"], 64))
+    except (BlockingIOError, KeyError, OSError):
+        return False
+
+
+def _exit_status(status: int, timed_out: bool, setup_failed: bool = False) -> dict:
+    """The result fields a test's wait status gives: ``status`` and ``signal`` or ``exit_code``;
+    ``_EXIT_SETUP`` is ``sandbox_error`` only when the child reported it on the setup pipe."""
     if timed_out:
         return {"status": "timeout"}
     if os.WIFSIGNALED(status):
@@ -935,7 +961,7 @@ def _exit_status(status: int, timed_out: bool) -> dict:
             _EXIT_OUTPUT: "output_limit",
             _EXIT_NO_FUNCTION: "no_function",
             _EXIT_BAD_RETURN: "bad_return",
-            _EXIT_SETUP: "sandbox_error",
+            _EXIT_SETUP: "sandbox_error" if setup_failed else "runtime_error",
         }.get(code_, "runtime_error"),
     }
 
@@ -971,6 +997,9 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clocks) -> tup
     ]
     if test.get("call") is not None:
         fds.append(_copy_input(job["inputs_fd"], paths[4], test["args"]))
+    if job.get("uid") is not None:  # the test's own streams, reopened by path (/dev/stdin, /proc/self/fd/1)
+        for fd in fds[:3]:
+            os.fchown(fd, job["uid"], job["uid"])
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -979,14 +1008,24 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clocks) -> tup
         os.close(fd)
     why, status, cpu = _wait_test(pid, t0, lim, clocks)
     elapsed = time.monotonic() - t0
+    setup_failed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _EXIT_SETUP and _setup_failed(job)
     _reap_all(job)
-    _wipe(job)
-    _fresh_ipc_if_used(job, libc, _IPC_BUF)
+    left = _wipe(job)
+    if left is None:
+        _fresh_ipc_if_used(job, libc, _IPC_BUF)
     cap = lim["output_bytes"]
     sizes = [_size(p) for p in paths[1:4]]
-    res = {"i": i, "time_s": round(elapsed, 6), "cpu_s": round(cpu, 4), **_exit_status(status, why is not None)}
+    res = {
+        "i": i,
+        "time_s": round(elapsed, 6),
+        "cpu_s": round(cpu, 4),
+        **_exit_status(status, why is not None, setup_failed),
+    }
+    res["cleanup_s"] = round(time.monotonic() - t0 - elapsed, 6)
     if why is not None:
         res["limit"] = why
+    if left is not None:  # the test's own mess: its failure, and the sandbox stops (its directory is not clean)
+        res["status"], res["stop"] = "cleanup_limit", left
     if res["status"] == "ok" and sizes[0] >= cap:
         res["status"] = "output_limit"
     if res["status"] == "killed" and _memcg_oom(job):
@@ -1087,13 +1126,17 @@ def _memcg_oom(job: dict) -> bool:
     return False
 
 
-def _wipe(job: dict) -> None:
+def _wipe(job: dict) -> str | None:
     """After every test (its processes all gone): remove the working directory and make a new one,
     so the next test starts in an empty directory with fresh metadata (mode, owner, timestamps,
     extended attributes). An empty directory goes by one ``rmdir``; one with entries is emptied first
     by a forked helper (:func:`empty_tree`: the names were chosen by the program and may spell its
-    input, so they never enter the worker's memory). Fails closed: raises :class:`_CleanupError` when
-    the directory cannot be removed or made again, and no further test runs."""
+    input, so they never enter the worker's memory), in time linear in the entries and bounded: past
+    ``job["tmpfs_inodes"]`` entries (``scratch_inodes``; the tmpfs of namespace mode holds no more) the
+    helper stops and this returns why: the test that left them fails (``cleanup_limit``) and no further
+    test runs (the program's own doing, not the sandbox's). Returns None when the directory is fresh.
+    Fails closed: raises :class:`_CleanupError` when the directory cannot be removed or made again for
+    another reason, or the helper outlives ``job["cleanup_s"]``, and no further test runs."""
     path, uid = os.path.join(job["scratch"], "work"), job.get("uid")
     try:
         os.rmdir(path)
@@ -1104,15 +1147,20 @@ def _wipe(job: dict) -> None:
             raise _CleanupError(
                 e.errno, f"the working directory could not be removed: {os.strerror(e.errno)}"
             ) from None
+        cap = int(job.get("tmpfs_inodes") or 4096)
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                empty_tree(path)
+                empty_tree(path, max_entries=cap)
                 code = 0
+            except _TooManyEntries:
+                code = _EXIT_TOO_MANY
             finally:
                 os._exit(code)
-        os.waitpid(pid, 0)
+        code = _wait_helper(pid, float(job.get("cleanup_s", 10.0)))
+        if code == _EXIT_TOO_MANY:
+            return f"the test left more than {cap} entries in its working directory (SandboxConfig.scratch_inodes)"
         try:
             os.rmdir(path)  # the check that counts: whatever the helper said, nothing may be left
         except OSError as e2:
@@ -1125,54 +1173,111 @@ def _wipe(job: dict) -> None:
             os.chown(path, uid, uid)
     except OSError as e:
         raise _CleanupError(e.errno, f"the working directory could not be made again: {os.strerror(e.errno)}") from None
+    return None
 
 
-def empty_tree(path: str) -> None:
-    """Remove everything beneath directory ``path`` (not ``path`` itself), iteratively: no recursion
-    (``shutil.rmtree`` raises RecursionError past ~1000 nested directories), no path longer than one
-    name (every call is relative to an open directory), no symbolic link followed. It walks down one
-    subdirectory at a time and back up through ``..`` (nothing else runs in the tree meanwhile), and
-    opens a directory whose owner closed it (``chmod 0``) by giving it back its owner's rights.
-    Raises on any failure; the caller then finds the directory not empty (fail closed)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_EXIT_TOO_MANY = 3
 
-    def open_dir(name: str, at: int | None) -> int:
-        try:
-            return os.open(name, flags, dir_fd=at)
-        except PermissionError:  # no CAP_DAC_OVERRIDE (rlimits mode as non-root): the owner may chmod
-            os.chmod(name, 0o700, dir_fd=at)  # a directory (lstat below), and nothing else moves it
-            return os.open(name, flags, dir_fd=at)
 
-    fd = open_dir(path, None)
-    names: list[str] = []  # the way down from ``path``
+class _TooManyEntries(OSError):
+    """:func:`empty_tree` met more entries than its ``max_entries``."""
+
+
+def _wait_helper(pid: int, deadline_s: float) -> int:
+    """Reap the wipe helper ``pid``; SIGKILL it past ``deadline_s`` seconds and raise
+    :class:`_CleanupError`. Returns its exit code."""
+    end = time.monotonic() + deadline_s
+    pause = 0.0005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise _CleanupError(errno.ETIMEDOUT, f"emptying the working directory took more than {deadline_s} s")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+
+
+def empty_tree(path: str, max_entries: int | None = None) -> None:
+    """Remove everything beneath directory ``path`` (not ``path`` itself), iteratively and in time
+    linear in the entries: no recursion (``shutil.rmtree`` raises RecursionError past ~1000 nested
+    directories), no path longer than one name (every call is relative to an open directory), no
+    symbolic link followed, one open directory at a time. Each directory is read once
+    (:func:`_clear_dir`: files go, empty subdirectories go by one ``rmdir``); the others are visited
+    (down by name, back up through ``..``: nothing else runs in the tree meanwhile) and removed on the
+    way back. A directory whose owner closed it (``chmod 0``) is opened by giving it back its owner's
+    rights. Raises :class:`_TooManyEntries` past ``max_entries`` entries seen (None: no bound), and on
+    any failure; the caller then finds the directory not empty (fail closed)."""
+    seen = [0, max_entries]
+    fd = _open_dir(path, None)
+    stack: list[tuple[str, list[str]]] = []  # the way down from ``path``: (name, its siblings still to visit)
     try:
+        pending = _clear_dir(fd, seen)
         while True:
-            with os.scandir(fd) as it:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-            sub = None
-            for name, is_dir in entries:
-                if is_dir:
-                    sub = name
-                    continue
-                try:
-                    os.unlink(name, dir_fd=fd)
-                except PermissionError:
-                    os.chmod(fd, 0o700)
-                    os.unlink(name, dir_fd=fd)
-            if sub is not None:
-                down = open_dir(sub, fd)
+            if pending:
+                sub = pending.pop()
+                down = _open_dir(sub, fd)
                 os.close(fd)
                 fd = down
-                names.append(sub)
+                stack.append((sub, pending))
+                pending = _clear_dir(fd, seen)
                 continue
-            if not names:  # back at ``path``, and it is empty
+            if not stack:  # back at ``path``, and it is empty
                 return
-            up = os.open("..", flags, dir_fd=fd)
+            sub, pending = stack.pop()
+            up = os.open("..", _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = up
-            os.rmdir(names.pop(), dir_fd=fd)
+            os.rmdir(sub, dir_fd=fd)
     finally:
         os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(name: str, at: int | None) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=at)
+    except PermissionError:  # no CAP_DAC_OVERRIDE (rlimits mode as non-root): the owner may chmod
+        os.chmod(name, 0o700, dir_fd=at)  # a directory (lstat below), and nothing else moves it
+        return os.open(name, _DIR_FLAGS, dir_fd=at)
+
+
+def _clear_dir(fd: int, seen: list) -> list[str]:
+    """Remove the files and empty subdirectories of the directory open on ``fd``, reading it once;
+    returns the names of the subdirectories that are not empty. ``seen``: ``[entries so far, bound]``."""
+    full: list[str] = []
+    with os.scandir(fd) as it:
+        for e in it:
+            seen[0] += 1
+            if seen[1] is not None and seen[0] > seen[1]:
+                raise _TooManyEntries(errno.EMLINK, f"more than {seen[1]} entries")
+            is_dir = e.is_dir(follow_symlinks=False)
+            try:
+                if not _remove_entry(fd, e.name, is_dir):
+                    full.append(e.name)
+            except PermissionError:  # the owner closed the directory (chmod): give it back its rights
+                os.chmod(fd, 0o700)
+                if not _remove_entry(fd, e.name, is_dir):
+                    full.append(e.name)
+    return full
+
+
+def _remove_entry(fd: int, name: str, is_dir: bool) -> bool:
+    """Unlink a file, or rmdir a directory; False for a directory that is not empty."""
+    if not is_dir:
+        os.unlink(name, dir_fd=fd)
+        return True
+    try:
+        os.rmdir(name, dir_fd=fd)
+        return True
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise
 
 
 def _kill_sandbox_uid(job: dict) -> None:
@@ -1222,7 +1327,10 @@ def _worker_main(result_fd: int) -> None:
     """The worker's life: read the job, harden the sandbox, compile the program once, run the tests;
     every step reports on ``result_fd`` (a ``fatal`` record ends the sandbox early). The program is
     compiled and its tests run from here, not from a helper, so that the stack below a program, and
-    with it the recursion depth the program gets, stays as it was."""
+    with it the recursion depth the program gets, stays as it was. SIGINT is ignored: as the PID 1 of
+    a user namespace's PID namespace, the worker gets the signals it has a handler for from a program
+    of the same uid, and Python's KeyboardInterrupt handler would let a program end the sandbox."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # each test child restores Python's handler
     try:
         job = json.loads(_read_all(0).decode("utf-8"))
         os.close(0)
@@ -1235,6 +1343,11 @@ def _worker_main(result_fd: int) -> None:
     if why is not None:
         _emit(result_fd, {"fatal": why})
         return
+    r, w = os.pipe()
+    os.dup2(w, _SETUP_FD)
+    os.close(w)
+    os.set_blocking(r, False)
+    job["setup_r"] = r
     _emit(result_fd, {"ready": True, "setup": setup})
     _prepare_imports(job, setup)  # once, here: every forked test inherits the import state
     try:
@@ -1272,6 +1385,10 @@ def _worker_main(result_fd: int) -> None:
             return
         timeouts += res["status"] == "timeout"
         _emit_test(result_fd, res, payload)
+        if res.get("stop"):
+            for k in range(i + 1, len(job["tests"])):
+                _emit(result_fd, {"i": k, "status": "not_run", "stdout": "", "time_s": 0.0, "stderr": res["stop"]})
+            break
     _emit(result_fd, {"done": True})
 
 

@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vpo._util import positive_int, read_jsonl
+from vpo.errors import ScoringUnavailable
 from vpo.tasks.base import Example, Task
 from vpo.sandbox import ProgramResult, Sandbox, SandboxConfig, TestInput
 
@@ -651,7 +652,18 @@ class CodeTask(ScoredBySandbox, Task):
                 where.append((i, j))
         results = self._get_sandbox().run_many(jobs, progress=self.progress, desc="scoring programs")
         for (i, j), res in zip(where, results):
-            tests = prepared[i][0]
-            passed = [outcome_passes(t, o, self.float_tol) for t, o in zip(tests, res.outcomes)]
-            out[i][j] = CodeEvaluation(self.reward_vector(passed), passed, res)
+            out[i][j] = self._judge(examples[i], prepared[i][0], res)
         return out
+
+    def _judge(self, example: Example, tests: list[dict], res: ProgramResult) -> CodeEvaluation | Exception:
+        """One program's evaluation, or :class:`ScoringUnavailable` (the sandbox's raw result attached as
+        ``.result``) when the sandbox could not give every test a verdict of the program's own."""
+        if res.unavailable is not None:
+            err = ScoringUnavailable(f"code problem {example.get('id')!r}: the sandbox failed: {res.unavailable}")
+            err.result = res  # type: ignore[attr-defined] - the tests that did finish keep their outcome
+            return err
+        try:
+            passed = [outcome_passes(t, o, self.float_tol) for t, o in zip(tests, res.outcomes)]
+        except Exception as e:  # noqa: BLE001 - a comparison bug fails this answer's scoring, not the batch
+            return ScoringUnavailable(f"code problem {example.get('id')!r}: comparing outputs failed: {e!r}")
+        return CodeEvaluation(self.reward_vector(passed), passed, res)
