@@ -158,7 +158,7 @@ def _reward_func_trainer(tmp_path, tiny_model_dir, funcs, m=3, **kw):
 def test_user_reward_functions_score_parsed_deduped_answers(tmp_path, tiny_model_dir):
     """The reward-function path (RewardFunctionsTask through Task.score_completions): answers parsed
     from tags, repeats dropped, each function called once on every kept answer with the row's
-    columns and the trainer state, values (None -> NaN) in slot order."""
+    columns and the trainer state, values in slot order; None (no reward) leaves the answer unscored."""
     seen = {}
 
     def length(prompts, completions, trainer_state, tag, **kw):
@@ -175,11 +175,14 @@ def test_user_reward_functions_score_parsed_deduped_answers(tmp_path, tiny_model
         "<answer_1>zz</answer_1>",
     ]
     inputs = [{"prompt": f"p{i}", "tag": 10 + i} for i in range(3)]
-    rewards, valid, num_parsed, dups = tr._score_local(inputs, [x["prompt"] for x in inputs], texts)
+    with pytest.warns(RuntimeWarning, match="NaN/inf for objective\\(s\\) has_b"):
+        rewards, valid, num_parsed, dups = tr._score_local(inputs, [x["prompt"] for x in inputs], texts)
     assert num_parsed.tolist() == [3, 0, 1] and dups == 1  # "A" repeats "a"
-    assert valid.tolist() == [[True, True, False], [False, False, False], [True, False, False]]
+    # "zz" got None from has_b: unscored (neither valid nor a zero), its rollout dropped from the update
+    assert valid.tolist() == [[True, True, False], [False, False, False], [False, False, False]]
     assert rewards[0, :2].tolist() == [[1.0, 0.0], [2.0, 1.0]]
-    assert rewards[2, 0, 0] == 2.0 and np.isnan(rewards[2, 0, 1])
+    assert rewards[2].tolist() == [[0.0, 0.0]] * 3
+    assert tr._local_unscored.tolist() == [False, False, True] and tr._local_nonfinite.tolist() == [0.0, 1.0]
     assert seen["prompts"] == ["p0", "p0", "p2"] and seen["tag"] == [10, 10, 12] and seen["state"] is tr.state
 
     # m = 1: the whole completion is the answer, no tags needed

@@ -20,6 +20,7 @@ rows plus the validity mask every estimator reads; padding is masked, never trus
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -153,9 +154,43 @@ def _parse_code(text: str, m: int) -> list[str]:
     return out
 
 
+_WRAPPERS = ("()", "[]", "{}")
+_EDGE = " \t\"'`*_\u201c\u201d\u2018\u2019"
+_TRAILING = ".,;:!?"
+
+
 def normalize_text(answer: str) -> str:
-    """Dedup key: lower-case, whitespace collapsed."""
-    return " ".join(answer.lower().split())
+    """Dedup key: Unicode-compatibility folded (NFKC), lower-case, whitespace collapsed, and the
+    decoration around an answer removed: quotes, backticks, markdown emphasis, trailing ``.,;:!?``,
+    one pair of enclosing brackets, and a lone closing bracket (``A)``), repeatedly. So ``A``,
+    ``A.``, ``(A)``, ``a``, `` A ``, ``**A**`` and ``"A"!`` are one answer, as a checker that reads
+    the answer would see them; signs and inner punctuation stay (``-1`` and ``1``, ``3.14`` and ``314``
+    differ).
+
+    >>> [normalize_text(a) for a in ["A", "A.", "(A)", " a ", "**A**", "A)"]]
+    ['a', 'a', 'a', 'a', 'a', 'a']
+    """
+    t = " ".join(unicodedata.normalize("NFKC", str(answer)).lower().split())
+    prev = None
+    while t != prev:
+        prev = t
+        t = t.strip(_EDGE).rstrip(_TRAILING).strip(_EDGE)
+        if len(t) >= 2 and t[0] + t[-1] in _WRAPPERS and _encloses(t):
+            t = t[1:-1].strip()
+        elif t.endswith(tuple(w[1] for w in _WRAPPERS)) and not any(w[0] in t for w in _WRAPPERS):
+            t = t[:-1].rstrip()
+    return t
+
+
+def _encloses(t: str) -> bool:
+    """Whether ``t``'s first bracket closes at its last character (``(a)`` yes, ``(a) and (b)`` no)."""
+    depth = 0
+    for k, ch in enumerate(t):
+        depth += ch == t[0]
+        depth -= ch == t[-1]
+        if depth == 0:
+            return k == len(t) - 1
+    return False
 
 
 def dedup(answers: Sequence[str], key: Callable[[str], str] = normalize_text) -> list[int]:

@@ -21,6 +21,7 @@ reward functions (one per objective) as a task, so the trainer has one scoring p
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import warnings
 from collections import Counter
@@ -155,8 +156,17 @@ class Task:
         return parse_answers(completion, m, self.answer_format)
 
     def canonical(self, answer: str) -> Any:
-        """Key under which two answers count as the same (dedup)."""
+        """Key under which two answers count as the same (dedup): :func:`~vpo.core.answers.normalize_text`
+        (case, spacing, quotes, enclosing brackets and trailing punctuation ignored) unless the task
+        knows better. Answers the scorer cannot tell apart should share a key, or a set objective
+        that sums over answers (Multi-RLVR) pays for the same answer twice."""
         return normalize_text(answer)
+
+    def dedup_key(self, example: Example, answer: str) -> Any:
+        """The dedup key of ``answer`` to ``example``: :meth:`canonical` unless a task needs the
+        example to see that two answers are one (the shop's letter and the product's name, a maze
+        route and the same route with moves after the exit)."""
+        return self.canonical(answer)
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         """Reward vector ``[d]`` in [0, 1] of one answer. Must not raise on malformed answers."""
@@ -195,7 +205,12 @@ class Task:
 
         Never raises on one answer (``strict=False``): an answer that cannot be scored is unscored
         (see :class:`ScoredBatch`), counted, and warned about once per batch with the count and the
-        first reason. ``strict=True`` raises instead, the note naming the rollout and the answer.
+        first reason; a batched ``score_answers`` that raises leaves its whole batch unscored, except
+        for a :class:`~vpo.errors.UserError` (a setup mistake such as a reward function returning the
+        wrong number of values), which is raised at once. ``strict=True`` raises on the first
+        answer whose scorer failed instead, the note naming the rollout and the answer, and keeps
+        NaN/inf vectors as returned (valid) for the caller's strict check (``strict_rewards``, which
+        names the rollout, the answer and the objective).
         """
         if len(examples) != len(completions):
             raise ValueError(f"{len(examples)} examples but {len(completions)} completions")
@@ -212,14 +227,14 @@ class Task:
         num_parsed = np.array([len(p) for p in parsed], dtype=np.int64)
         kept = []
         dups = 0
-        for p in parsed:
-            keep = dedup(p, self.canonical) if dedup_answers else list(range(len(p)))
+        for ex, p in zip(examples, parsed):
+            keep = dedup(p, functools.partial(self.dedup_key, ex)) if dedup_answers else list(range(len(p)))
             dups += len(p) - len(keep)
             kept.append([p[i] for i in keep])
         try:
             scored = list(self.score_answers(examples, kept))
         except Exception as e:  # noqa: BLE001 - a batched scorer that fails as a whole: every answer unscored
-            if strict:
+            if strict or isinstance(e, UserError):  # a UserError is a setup mistake (RewardShapeError): say it now
                 raise
             scored = [[e] * len(ans) for ans in kept]
         rewards = np.zeros((n, m, d), dtype=np.float64)
@@ -282,7 +297,7 @@ class _Unscored:
             self.fail(i, j, ValueError(msg), "wrong number of values")
             return None
         bad = ~np.isfinite(vec)
-        if bad.any():
+        if bad.any() and not self.strict:  # strict keeps it: the caller's strict check names rollout and objective
             names = ", ".join(o for o, b in zip(objectives, bad) if b)
             say = f"task {self.task!r}: score() returned NaN/inf for objective(s) {names}"
             self.fail(i, j, None, "non-finite reward", say)
@@ -675,6 +690,9 @@ class TaskWrapper(Task):
 
     def canonical(self, answer: str) -> Any:
         return self.inner.canonical(answer)
+
+    def dedup_key(self, example: Example, answer: str) -> Any:
+        return self.inner.dedup_key(example, answer)
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         return self.inner.score(example, answer)

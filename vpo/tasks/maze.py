@@ -215,6 +215,25 @@ class MazeTask(Task):
         moves = parse_route(answer)
         return moves if moves is not None else ("unparsed", super().canonical(answer))
 
+    def dedup_key(self, example: Example, answer: str) -> Any:
+        """Two routes are one answer when they walk the same path: the tiles stood on up to E (moves
+        after the exit, or past the budget, are never run) with blocked moves (into a wall or the
+        edge, which leave the route where it is) removed, so ``RRD`` and ``RRDUU`` after an exit at
+        ``RRD``, or ``RRD`` and ``RURD`` with ``U`` blocked, are duplicates. Every route that does
+        not reach E scores the zero vector: those are one answer too."""
+        moves = parse_route(answer)
+        if moves is None:
+            return ("unparsed", super().canonical(answer))
+        out = run_route(Maze.from_example(example), moves)
+        if not out.reached:
+            return ("no exit",)
+        path, last = [], None
+        for cell in out.path:
+            if cell != last:
+                path.append(cell)
+            last = cell
+        return ("path", tuple(path))
+
 
 def partial_route_score(maze: Maze, text: str) -> np.ndarray:
     """``[completion, gold, diamond, avoid_lava]`` of a route still being written (a step scorer's view).

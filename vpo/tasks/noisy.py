@@ -12,7 +12,16 @@ test or validation split, or with the plain task) measures the true ones::
 
 An example's split is its ``split`` key (maze, prog and the text tasks set it); an example without one
 counts as training data. Invalid answers stay invalid (their rows 0): noise never makes a failed
-answer win. The draws come from one generator seeded by ``seed``, in scoring order.
+answer win; unscored answers stay unscored. The draws come from one generator seeded by ``seed``,
+in scoring order.
+
+The noise is drawn **per rollout**, not per answer, so that a set cannot buy luck with size: the
+Gaussian draw of a rollout is one vector added to every valid answer of it, and a flip turns the
+rollout's binary objective into ``1 - (its best valid answer's value)`` for every valid answer (the
+set's value on that objective is what is flipped). With independent draws per answer, the max over
+a set's answers (VPO's set score, union coverage) grew with every junk answer added, since each
+brought one more noisy draw; now adding an answer that the others dominate changes no max. With one
+answer per rollout (m = 1) this is the same noise as per answer, draw for draw.
 """
 
 from __future__ import annotations
@@ -64,16 +73,22 @@ class NoisyTask(TaskWrapper):
         self.rng = np.random.default_rng(self.seed)
 
     def corrupt(self, rewards: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """``rewards [N, m, d]`` with this task's noise on every valid answer (a copy)."""
+        """``rewards [N, m, d]`` with this task's noise on every valid answer (a copy): one Gaussian
+        draw per rollout and objective shared by its answers, one flip per rollout and binary
+        objective acting on the set's value (module docstring)."""
         r = np.array(rewards, dtype=np.float64)
+        v = np.asarray(valid, dtype=bool)
+        n = r.shape[0]
         if self.sigma > 0:
             cont = np.ones(r.shape[-1], dtype=bool)
             cont[self.binary] = False  # binary objectives are flipped, not blurred
-            noise = self.rng.normal(0.0, self.sigma, size=r.shape)
-            r = r + np.where(valid[..., None] & cont, noise, 0.0)
+            noise = self.rng.normal(0.0, self.sigma, size=(n, 1, r.shape[-1]))  # shared by the rollout's answers
+            r = r + np.where(v[..., None] & cont, noise, 0.0)
         for j in self.binary:
-            flipped = (self.rng.random(r.shape[:2]) < self.flip) & valid
-            r[..., j] = np.where(flipped, 1.0 - r[..., j], r[..., j])
+            flipped = self.rng.random((n, 1)) < self.flip
+            best = np.where(v, r[..., j], -np.inf).max(1, keepdims=True)  # [N, 1]: the set's value
+            best = np.where(np.isfinite(best), best, 0.0)
+            r[..., j] = np.where(flipped & v, 1.0 - best, r[..., j])
         return r
 
     def score_completions(

@@ -466,6 +466,20 @@ class ProgTask(Task):
     def canonical(self, answer: str) -> Any:
         return canonical_program(answer)
 
+    def dedup_key(self, example: Example, answer: str) -> Any:
+        """Two programs are one answer when they give the same output on every test input of
+        ``example``: the scorer cannot tell them apart (``x``, ``(x)``, ``x+0`` and ``x*1`` are one).
+        Programs that fail to parse or exceed the length limit all score 0: one answer too."""
+        limit = int(example.get("max_chars", 40))
+        text = answer.strip() if isinstance(answer, str) else None
+        if text is None or len(text) > limit:
+            return ("fails",)
+        try:
+            parse_program(text)
+        except (ProgramError, RecursionError):
+            return ("fails",)
+        return ("outputs", tuple(run_program(text, example["inputs"]).outputs))
+
     def step_score(self, example: Example, partial_text: str) -> np.ndarray:
         """A partial completion's per-test vector for step-wise search (``vpo eval --search beam|tree``):
         the best (by w*) of its closed answers' true scores and :func:`partial_program_score` of the

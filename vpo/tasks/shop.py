@@ -25,6 +25,7 @@ so a model cannot score by remembering names; ``test_seed`` draws a fresh test s
 from __future__ import annotations
 
 import string
+from typing import Any
 
 import numpy as np
 
@@ -158,6 +159,12 @@ class ShopTask(Task):
         ]
         ask = "Answer with the product's letter." if self.answer == "letter" else "Answer with the product's name."
         return "Recommend one product from this list.\n" + "\n".join(lines) + "\n" + ask
+
+    def dedup_key(self, example: Example, answer: str) -> Any:
+        """The product an answer names (``A``, ``a``, ``(A)``, ``A.`` and, in letter mode, the product's
+        name are one answer), else the default key."""
+        i = find_item(example, answer, letters=self.answer == "letter")
+        return ("item", i) if i is not None else self.canonical(answer)
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         i = find_item(example, answer, letters=self.answer == "letter")
