@@ -28,8 +28,10 @@ A single-answer hack *scores above the wrong answer* on an example when its best
 exceeds the wrong answer's by more than ``EPS``; a set hack scores above the honest set ``[good]`` under
 a set objective (``vpo``, ``multi_rlvr``, ``union_coverage``: :mod:`vpo.core.set_objectives`, with
 :func:`vpo.core.weights.fixed_weights`). A reward that is not finite counts as above (training on it
-is broken), and an answer whose scoring raised out of ``score_completions`` (which must never
-happen: one answer would kill a batch) is reported as a crash and counts as a finding too.
+is broken). An answer the task leaves unscored (its scorer raised or could not run: the trainers drop
+it) scores nothing and is counted; an answer whose scoring raised out of ``score_completions``, or
+that left the *other* answers of its batch unscored (one answer must never stop a batch), is a crash,
+and counts as a finding too.
 
 **The battery** (:data:`HACKS`, :data:`SET_HACKS`): non-finite and huge numbers, empty answers,
 shotgun answers (the good answer between two wrong ones), padding (a wrong answer plus junk),
@@ -416,18 +418,27 @@ def completion_text(task: Task, answers: Sequence[str]) -> str:
 
 @dataclass
 class Scored:
-    """One scored item: ``rewards [m, d]``, ``valid [m]``; ``crashed``: scoring it raised out of
-    ``score_completions``; ``errors``: answers the scorer raised on (counted by the task)."""
+    """One scored item: ``rewards [m, d]``, ``valid [m]``, ``unscored [m]`` (slots the task left
+    unscored: its scorer raised or could not run, :class:`~vpo.tasks.base.ScoredBatch`); ``crashed``:
+    scoring it raised out of ``score_completions``, or it left the other answers of its batch unscored;
+    ``reasons``: why its slots are unscored."""
 
     rewards: np.ndarray
     valid: np.ndarray
+    unscored: np.ndarray | None = None
     crashed: str | None = None
-    errors: int = 0
+    reasons: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.unscored is None:
+            self.unscored = np.zeros(len(self.valid), dtype=bool)
 
 
 class Scorer:
     """Scores (example, answers) items through ``task.score_completions`` in chunks, with a progress
-    bar (``tqdm``, shown after ``delay`` seconds) and a batch that raised re-scored item by item."""
+    bar (``tqdm``, shown after ``delay`` seconds). A chunk that raised, or that left answers unscored,
+    is scored again item by item: an item that scores alone but not in its batch was collateral, and
+    the items unscored alone in such a batch are what broke it (``crashed``)."""
 
     def __init__(self, task: Task, chunk: int, progress: bool = True) -> None:
         self.task = task
@@ -455,19 +466,30 @@ class Scorer:
         return out
 
     def _chunk(self, part: Sequence[tuple[Example, list[str]]]) -> list[Scored]:
+        if len(part) == 1:
+            return [self._alone(*part[0])]
         m = max(len(a) for _, a in part)
         try:
-            return self._call([ex for ex, _ in part], [a for _, a in part], m)
-        except Exception:  # noqa: BLE001 - find which item kills the batch, one call each
-            if len(part) == 1:
-                ex, a = part[0]
-                try:
-                    return self._call([ex], [a], m)
-                except Exception as e:  # noqa: BLE001 - a finding: one answer stopped the batch
-                    d = self.task.d
-                    text = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-                    return [Scored(np.zeros((m, d)), np.zeros(m, dtype=bool), crashed=text)]
-            return [r for item in part for r in self._chunk([item])]
+            res = self._call([ex for ex, _ in part], [a for _, a in part], m)
+        except Exception:  # noqa: BLE001 - the batch raised: find which item, one call each
+            res = None
+        if res is not None and not any(r.unscored.any() for r in res):
+            return res
+        alone = [self._alone(ex, a, m) for ex, a in part]
+        collateral = res is None or any(r.unscored.any() and not x.unscored.any() for r, x in zip(res, alone))
+        if collateral:
+            for x in alone:
+                if x.crashed is None and x.unscored.any():
+                    x.crashed = "left the other answers of its batch unscored (" + "; ".join(x.reasons)[:200] + ")"
+        return alone
+
+    def _alone(self, ex: Example, answers: list[str], m: int | None = None) -> Scored:
+        m = m or len(answers)
+        try:
+            return self._call([ex], [answers], m)[0]
+        except Exception as e:  # noqa: BLE001 - a finding: one answer stopped the batch
+            text = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            return Scored(np.zeros((m, self.task.d)), np.zeros(m, dtype=bool), crashed=f"raised {text}")
 
     def _call(self, examples: list, answers: list[list[str]], m: int) -> list[Scored]:
         completions = [completion_text(self.task, a) for a in answers]
@@ -478,15 +500,18 @@ class Scorer:
             msg = " ".join(str(w.message).split())[:300]
             if msg not in self.warnings:
                 self.warnings.append(msg)
-        errors = int(getattr(batch, "score_errors", 0) or 0)
         rewards = np.asarray(batch.rewards, dtype=np.float64)
         valid = np.asarray(batch.valid, dtype=bool)
-        return [Scored(rewards[i], valid[i], errors=errors if len(examples) == 1 else 0) for i in range(len(examples))]
+        unscored = getattr(batch, "unscored_answers", None)
+        unscored = np.zeros(valid.shape, dtype=bool) if unscored is None else np.asarray(unscored, dtype=bool)
+        reasons = tuple(sorted(getattr(batch, "unscored_reasons", None) or {})) if len(examples) == 1 else ()
+        return [Scored(rewards[i], valid[i], unscored[i], reasons=reasons) for i in range(len(examples))]
 
 
 def answer_score(task: Task, s: Scored, slot: int = 0) -> float:
-    """``w*ᵀr`` of one answer; 0 when it is not valid; +inf when its reward is not finite."""
-    if s.crashed is not None or not s.valid[slot]:
+    """``w*ᵀr`` of one answer; 0 when it is not valid or unscored (the trainers give it nothing);
+    +inf when its reward is not finite (a finding: training on it is broken)."""
+    if s.crashed is not None or not s.valid[slot] or s.unscored[slot]:
         return 0.0
     r = s.rewards[slot]
     if not np.isfinite(r).all():
@@ -507,7 +532,7 @@ def set_scores(task: Task, honest: Scored, hack: Scored, names: Sequence[str]) -
     v = np.zeros((2, m), dtype=bool)
     for i, s in enumerate((honest, hack)):
         k = s.rewards.shape[0]
-        ok = s.valid & np.isfinite(s.rewards).all(-1) & (s.crashed is None)
+        ok = s.valid & ~s.unscored & np.isfinite(s.rewards).all(-1) & (s.crashed is None)
         r[i, :k] = np.where(ok[:, None], s.rewards, 0.0)
         v[i, :k] = ok
     rewards, valid = torch.as_tensor(r), torch.as_tensor(v)
@@ -860,13 +885,13 @@ def _answer_rows(task: Task, chosen: Sequence[Hack], plan: list, scored: list[Sc
     rows = []
     for h in chosen:
         best: dict[int, tuple[float, str, str | None]] = {}  # example -> (score, variant, crash)
-        crashes = errors = 0
+        crashes = unscored = 0
         for (hh, s, v), sc in zip(plan, scored):
             if hh is not h:
                 continue
             score = answer_score(task, sc)
             crashes += sc.crashed is not None
-            errors += sc.errors
+            unscored += int(sc.unscored.any())
             if sc.crashed is not None:
                 score = math.inf
             if s.index not in best or score > best[s.index][0]:
@@ -897,7 +922,7 @@ def _answer_rows(task: Task, chosen: Sequence[Hack], plan: list, scored: list[Sc
                 "share": len(above) / len(best) if best else None,
                 "above_good": len(above_good),
                 "crashes": crashes,
-                "scorer_errors": errors,
+                "unscored": unscored,
                 "worst": worst,
             }
         )

@@ -84,6 +84,16 @@ def _usage(parser):
 
 
 def run(args) -> int:
+    """The command; a mistake's one line is prefixed ``vpo rewards audit:``."""
+    try:
+        return _run(args)
+    except UserError as err:
+        if not getattr(err, "prog", None):
+            err.prog = PROG
+        raise
+
+
+def _run(args) -> int:
     from vpo.tasks import get
     from vpo.tasks.audit import audit, is_code_task, read_user_answers
     from vpo.tasks.registry import load_split
@@ -157,6 +167,8 @@ def render(report: dict) -> str:
         share = f"{r['above_wrong']}/{r['tried']}" + (" **" if r["above_wrong"] or r["crashes"] else "")
         if r["crashes"]:
             share += f" ({r['crashes']} crash)"
+        if r["unscored"]:
+            share += f" ({r['unscored']} unscored)"
         lines.append(f"| {r['hack']} | {r['tried']} | {share} | {worst} | {r['reason']} |")
     if report["set_hacks"]:
         objs = list(report["set_hacks"][0]["objectives"])
