@@ -454,7 +454,8 @@ class FunctionTask(Task):
 
     def score(self, example: Example, answer: str) -> np.ndarray:
         r = np.array([float(f(example, answer)) for f in self._fns], dtype=np.float64)
-        return np.clip(r, 0.0, 1.0) if self._clip else r
+        # clip finite values only: an inf is a scorer bug, which score_completions leaves unscored (not 1.0)
+        return np.where(np.isfinite(r), np.clip(r, 0.0, 1.0), r) if self._clip else r
 
 
 class RewardFunctionsTask(Task):
