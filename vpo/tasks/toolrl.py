@@ -5,18 +5,26 @@ Each example gives a system message listing the tools and a dialogue; the gold a
 ``<tool_call>`` block and/or a ``<response>``; ``<think>`` is optional (in a VPO rollout the shared
 reasoning precedes the answers). Reward vector (d = 4, docs/method.md §5), ``w*`` uniform:
 ``format`` (only well-formed tag blocks, calls that parse, the same sections as the gold),
-``tool_name`` (multiset F1 of names), ``arg_key`` (multiset F1 of (name, key) pairs) and
-``arg_value`` (fraction of shared keys whose values match, :func:`vpo.tasks.text.values_match`,
-calls paired by name). Missing or extra keys count only in ``arg_key`` and missing or extra calls
-only in ``tool_name``, so the four stay distinct objectives; content is scored even when the format
-fails, and ``<response>`` text is not compared (ToolRL does not either). Data: the ToolRL repo's
+``tool_name`` (gold calls paired one-to-one with same-name predicted calls: pairs / max(#gold,
+#predicted)), ``arg_key`` (mean over the gold calls of the key Jaccard of each pair, ToolRL's
+shared / union; an unpaired gold call 0) and ``arg_value`` (gold values matched by their partner's
+over all gold values, :func:`value_matches`: ToolRL's ``==``, so lists in order; a call without
+arguments counts as one value, matched when it is called). No component rewards what the gold does
+not ask for: every denominator is the gold's or grows with the answer's mistakes (an extra key
+lowers ``arg_key``, a missing one ``arg_key`` and ``arg_value``), a wrong tool earns nothing on its
+arguments, calls made where the gold only responds score 0, and an answer with more calls than the
+gold (candidates for one call) scores its worst choice of as many calls as the gold has, component
+by component. Content is scored even when the format fails, and ``<response>`` text is not
+compared (ToolRL does not either). Data: the ToolRL repo's
 parquet files, downloaded once into ``$VPO_CACHE``, a Hub mirror (``hub_id=``) or local files
 (``path=``). docs/paper_tasks.md ("ToolRL") has the full definitions and hand-worked vectors.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -30,7 +38,6 @@ from vpo.tasks.text import (
     download_cached,
     load_hub,
     load_local,
-    multiset_f1,
     read_records,
     sample_records,
     values_match,
@@ -174,44 +181,94 @@ def _strip_prose(text: str) -> str:
     return text[min(starts) :] if starts else ""
 
 
-def _align(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> list[tuple[dict, dict]]:
-    """Greedy one-to-one pairing of gold calls with same-name predicted calls (see module doc)."""
-    used = [False] * len(pred)
-    pairs = []
-    for gname, gparams in gold:
-        best, best_key = -1, (-1, -1)
+MAX_SUBSETS = 256
+"""An answer with more calls than the gold is scored as its worst choice of as many calls as the
+gold has; past this many choices, its ``tool_name``, ``arg_key`` and ``arg_value`` are 0."""
+
+
+def value_matches(predicted: Any, expected: Any, _depth: int = 0) -> bool:
+    """Whether a predicted argument value matches the gold one: ToolRL compares values with ``==``,
+    so lists (and tuples) match element by element in order and dicts need the same keys; scalars
+    compare up to harmless formatting (:func:`vpo.tasks.text.values_match`: ``5`` = ``"5"``,
+    strings case- and whitespace-insensitively), integers exactly."""
+    if _depth > 20:  # pathological nesting: a mismatch rather than unbounded recursion
+        return False
+    if isinstance(expected, (list, tuple)):
+        return (
+            isinstance(predicted, (list, tuple))
+            and len(predicted) == len(expected)
+            and all(value_matches(p, g, _depth + 1) for p, g in zip(predicted, expected))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(predicted, dict)
+            and set(predicted) == set(expected)
+            and all(value_matches(predicted[k], expected[k], _depth + 1) for k in expected)
+        )
+    if isinstance(predicted, (list, tuple, dict)):
+        return False
+    if type(expected) is int and type(predicted) is int:
+        return predicted == expected
+    return values_match(predicted, expected)
+
+
+def _align(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> list[tuple[int, int]]:
+    """Greedy one-to-one pairing ``(gold index, predicted index)`` of gold calls with same-name
+    predicted calls: over all same-name pairs, the one with the most matching values first, then
+    the most shared keys (ties: gold order, then answer order)."""
+    table = []
+    for i, (gname, gparams) in enumerate(gold):
         for j, (pname, pparams) in enumerate(pred):
-            if used[j] or pname != gname:
-                continue
-            shared = [k for k in gparams if k in pparams]
-            key = (sum(values_match(pparams[k], gparams[k]) for k in shared), len(shared))
-            if key > best_key:
-                best, best_key = j, key
-        if best >= 0:
-            used[best] = True
-            pairs.append((gparams, pred[best][1]))
+            if pname == gname:
+                shared = [k for k in gparams if k in pparams]
+                matched = sum(value_matches(pparams[k], gparams[k]) for k in shared)
+                table.append((-matched, -len(shared), i, j))
+    pairs, used_g, used_p = [], set(), set()
+    for _, _, i, j in sorted(table):
+        if i not in used_g and j not in used_p:
+            pairs.append((i, j))
+            used_g.add(i)
+            used_p.add(j)
     return pairs
 
 
+def _call_scores(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> tuple[float, float, float]:
+    """(gold calls paired by name, mean key Jaccard over the gold calls, value share) of at most as
+    many predicted calls as gold calls. Key Jaccard of a pair: shared keys / (gold keys + extra keys);
+    an unpaired gold call scores 0. Value share: the gold values matched over all gold values (a
+    call without arguments is one value, matched when the call is made)."""
+    pairs = _align(pred, gold)
+    keys = matched = 0.0
+    for i, j in pairs:
+        gp, pp = gold[i][1], pred[j][1]
+        union = len(set(gp) | set(pp))
+        keys += len(set(gp) & set(pp)) / union if union else 1.0
+        matched += sum(k in pp and value_matches(pp[k], gp[k]) for k in gp) if gp else 1.0
+    slots = sum(max(1, len(gp)) for _, gp in gold)
+    return float(len(pairs)), keys / len(gold), matched / slots
+
+
 def score_tool_answer(parsed: ParsedToolAnswer, gold_calls: list[tuple[str, dict]], gold_responds: bool) -> np.ndarray:
-    """``[format, tool_name, arg_key, arg_value]`` of a parsed answer against the gold answer."""
+    """``[format, tool_name, arg_key, arg_value]`` of a parsed answer against the gold answer (module
+    docstring). With more calls than the gold, each call component is the minimum over the ways to
+    keep as many calls as the gold has (a set of candidates scores no more than its worst choice),
+    the name count divided by the number of calls given."""
     pred = parsed.calls
     fmt = float(
         parsed.well_formed and parsed.has_tool_block == bool(gold_calls) and parsed.has_response == gold_responds
     )
-    names = multiset_f1([n for n, _ in pred], [n for n, _ in gold_calls])
-    keys = multiset_f1([(n, k) for n, p in pred for k in p], [(n, k) for n, p in gold_calls for k in p])
-    matched = total = 0
-    for gparams, pparams in _align(pred, gold_calls):
-        for k in gparams:
-            if k in pparams:
-                total += 1
-                matched += values_match(pparams[k], gparams[k])
-    if total:
-        value = matched / total
-    else:
-        value = float(not any(p for _, p in gold_calls))
-    return np.array([fmt, names, keys, value], dtype=np.float64)
+    g, p = len(gold_calls), len(pred)
+    if not g or not p:  # no calls wanted or none made: 1 when both, else nothing to credit
+        both = float(not g and not p)
+        return np.array([fmt, both, both, both], dtype=np.float64)
+    if p <= g:
+        names, keys, values = _call_scores(pred, gold_calls)
+        return np.array([fmt, names / g, keys, values], dtype=np.float64)
+    if math.comb(p, g) > MAX_SUBSETS:
+        return np.array([fmt, 0.0, 0.0, 0.0], dtype=np.float64)
+    scores = [_call_scores([pred[j] for j in chosen], gold_calls) for chosen in itertools.combinations(range(p), g)]
+    names, keys, values = (min(col) for col in zip(*scores))
+    return np.array([fmt, names / p, keys, values], dtype=np.float64)
 
 
 class ToolRLTask(Task):
