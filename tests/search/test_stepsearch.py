@@ -243,7 +243,9 @@ def test_each_step_s_token_limit_is_passed_per_call_and_the_backend_config_is_le
     ex, prompt = task.load()[0], model.format("q")
     search_prompt(model, task, ex, prompt, _cfg("beam", 40, step="tokens:2"), GOOD, seed=1)
     beam_limits, model.limits = model.limits, []
-    assert set(beam_limits) <= {1, 2} and 2 in beam_limits  # a step of tokens:2 (1 where the rollout has 1 left)
+    # a step of tokens:2 (1 where the rollout or the budget has 1 left); the calls that close the last answers
+    # within the budget get what is left of it
+    assert 2 in beam_limits and max(beam_limits) <= 40
     search_prompt(model, task, ex, prompt, _cfg("bon", 40), GOOD, seed=1)
     assert model.limits and set(model.limits) == {64}  # bon: a whole rollout per call
 
@@ -482,3 +484,120 @@ def test_beam_refuses_the_chat_api():
         search_prompt(
             BitModel(), task, task.load()[0], [{"role": "user", "content": "q"}], _cfg("beam", 9), GOOD, seed=0
         )
+
+
+# -- the budget kept, answers finished within it, and the report when few were (issue #51, item 7) ----------
+
+BUDGET_CASES = [
+    ("beam", {"step": "tokens:1", "beam_width": 4, "expand": 4}),
+    ("beam", {"step": "tokens:2", "beam_width": 4, "expand": 4}),
+    ("beam", {"step": "answer", "num_answers": 3, "beam_width": 4, "expand": 4}),
+    ("beam", {"step": "delim:1", "beam_width": 2, "expand": 3}),
+    ("tree", {"step": "tokens:1"}),
+    ("tree", {"step": "tokens:2", "tree_batch": 4}),
+    ("tree", {"step": "answer", "num_answers": 3, "tree_algo": "best_first", "expand": 3}),
+]
+
+
+@pytest.mark.parametrize("search,kw", BUDGET_CASES)
+def test_beam_and_tree_spend_the_budget_and_not_a_token_more(search, kw):
+    if search == "tree":
+        pytest.importorskip("treequest")
+    task = make_task()
+    m = kw.get("num_answers", 1)
+    for budget in (7, 24, 50, 97):
+        for i, ex in enumerate(task.load()[:3]):
+            model = BitModel(m=m, copy=m > 1)
+            ledger = search_prompt(model, task, ex, model.format("q"), _cfg(search, budget, **kw), GOOD, seed=i)
+            assert ledger.spent == model.total == budget, (
+                budget,
+                i,
+                ledger.spent,
+            )  # every call fitted to what was left
+            assert all(a.tokens_at <= budget for a in ledger.answers)
+
+
+def _finished_at(res) -> float:
+    return res["finished"]["mean"][-1]
+
+
+def test_token_step_beam_and_tree_finish_answers_at_small_budgets():
+    pytest.importorskip("treequest")
+    # answers of 6 tokens (tag, 4 bits, tag): best-of-n finishes B / 6 a prompt. A 4 x 4 beam of 1-token steps
+    # used to finish its first answers after ~100 tokens and AB-MCTS finished almost none below that; both now
+    # step while the budget left holds a step and closing their best candidates, then close those
+    runs = {
+        "bon": {},
+        "beam": dict(step="tokens:1", beam_width=4, expand=4),
+        "abmcts": dict(step="tokens:1"),
+        "best_first": dict(step="tokens:1", tree_algo="best_first"),
+    }
+    for budget in (24, 48):
+        res = {n: _best_at_budget(BitModel(), _cfg(n if n in ("bon", "beam") else "tree", budget, **kw), GOOD)[0]
+               for n, kw in runs.items()}  # fmt: skip
+        fin = {n: _finished_at(r) for n, r in res.items()}
+        assert fin["bon"] == budget / 6, fin
+        for n in ("beam", "abmcts", "best_first"):
+            assert fin[n] >= fin["bon"] / 2, (budget, fin)
+            assert res[n]["finished"]["prompts_without"][-1] == 0 and "warnings" not in res[n], res[n].get("warnings")
+        if budget == 48:  # guided by a good scorer, they now beat best-of-n at a small budget too
+            best = {n: r["best_at_budget"]["mean"][-1] for n, r in res.items()}
+            assert min(best["beam"], best["abmcts"], best["best_first"]) > best["bon"], best
+
+
+def _rec(pid, answers, budget=100):
+    return {
+        "prompt_id": pid,
+        "tokens_generated": budget,
+        "calls": 3,
+        "answers": [
+            {"text": "a", "reward": [r, r], "valid": True, "tokens_at": t, "tokens_per_answer": 10.0}
+            for r, t in answers
+        ],
+    }
+
+
+def test_the_report_counts_finished_answers_and_warns_when_few_were():
+    from vpo.search.step.report import search_markdown
+
+    meta = {"target_weights": [0.5, 0.5], "objectives": ["a", "b"], "search": {"search": "beam", "budget_tokens": 100,
+            "beam_width": 4, "expand": 4, "step": "tokens:4", "step_scorer": "task", "step_aggregate": "last"},
+            "task": "t", "model": "m"}  # fmt: skip
+    # answers of 10 tokens: best-of-n would finish 10 in 100 tokens; this search finished 2 and 3
+    few = [_rec("p0", [(0.5, 60), (1.0, 100)]), _rec("p1", [(0.2, 30), (0.3, 80), (0.9, 120)])]
+    res = search_metrics(meta, few, num_points=2, bootstrap=0)
+    assert res["finished"]["tokens"] == [50, 100] and res["finished"]["mean"] == [0.5, 2.0]
+    assert res["finished"]["min"] == [0, 2] and res["finished"]["prompts_without"] == [1, 0]
+    assert res["finished"]["bon_expected"] == [5.0, 10.0] and res["per_prompt"]["finished"] == [[0, 2], [1, 2]]
+    assert len(res["warnings"]) == 1 and "few answers finished: 2.0 per prompt within 100 tokens" in res["warnings"][0]
+    md = search_markdown({"beam run": res})
+    assert "**Warning** (beam run): few answers finished" in md
+    assert "| beam run | 0.5 (0) | 2.0 (2) | 10.0 |" in md
+    # as many as best-of-n would finish: no warning
+    many = [_rec(f"p{i}", [(0.5, 10 * (j + 1)) for j in range(10)]) for i in range(2)]
+    assert "warnings" not in search_metrics(meta, many, num_points=2, bootstrap=0)
+    # a prompt without any answer within the budget is named, whatever the others did
+    none = many + [_rec("p9", [(1.0, 130)])]
+    w = search_metrics(meta, none, num_points=2, bootstrap=0)["warnings"]
+    assert len(w) == 1 and w[0].startswith("1 of 3 prompt(s) finished no answer within 100 generated tokens")
+    # reports written before answers were counted still render
+    old = {k: v for k, v in res.items() if k not in ("finished", "warnings")}
+    assert "Warning" not in search_markdown({"old": old}) and "best-of-n would finish" not in search_markdown(
+        {"old": old}
+    )
+
+
+def test_vpo_eval_search_warns_on_the_console_and_in_the_report_when_the_budget_finished_nothing(
+    tiny_model_dir, tmp_path, capsys
+):
+    # 6 tokens cannot hold a maze route: nothing is finished, which the report and the console say
+    argv = ["eval", "--model", tiny_model_dir, *MAZE, "--num-prompts", "2", "--max-new-tokens", "16"]
+    argv += ["--budget-tokens", "6", "--search", "beam", "--step", "tokens:2", "--beam-width", "2"]
+    argv += ["--beam-expand", "2", "--bootstrap", "20", "--quiet", "--threads", "1", "--no-plots"]
+    code, out, err = _cli(argv + ["--out", str(tmp_path / "s")], capsys)
+    assert code == 0, err
+    assert "0.0 answers finished per prompt" in out
+    assert "vpo eval: warning:" in err and "2 of 2 prompt(s) finished no answer within 6 generated tokens" in err
+    assert "**Warning**" in (tmp_path / "s" / "search.md").read_text()
+    res = next(iter(json.loads((tmp_path / "s" / "search.json").read_text())["results"].values()))
+    assert res["warnings"] and res["finished"]["mean"][-1] == 0.0

@@ -112,10 +112,16 @@ def run_search_eval(args) -> int:
 
 
 def _print(name: str, res: dict, paths: dict) -> None:
+    from vpo.search import evalsetup
+
     e = res["best_at_budget"]
     curve = ", ".join(f"best@{b} {x:.3f}" for b, x in zip(e["tokens"], e["mean"]) if x is not None)
     t = res["tokens"]
-    print(f"{name} [{res['search']['search']}]: {curve}; {t['generated_mean']:.1f} tokens generated per prompt")
+    fin = res.get("finished")
+    done = f", {fin['mean'][-1]:.1f} answers finished per prompt" if fin else ""
+    print(f"{name} [{res['search']['search']}]: {curve}; {t['generated_mean']:.1f} tokens generated per prompt{done}")
+    for w in res.get("warnings") or []:
+        print(f"{evalsetup.PROG}: warning: {name}: {w}", file=sys.stderr)
     if paths:
         print("wrote " + ", ".join(str(p) for p in paths.values()))
 

@@ -3,8 +3,10 @@
 ``results`` is ``{name: search_metrics(...)}``. :func:`write_search_report` writes into ``out_dir``:
 
 * ``search.json``: every number (per-prompt best@budget included);
-* ``search.md``: best@budget at each token budget (mean and bootstrap interval over prompts), the
-  final pick's true ``w*ᵀr`` and hit rate per selector, the tokens spent; with several runs the
+* ``search.md``: a warning line per run that finished few answers (``results[name]["warnings"]``,
+  :func:`vpo.search.step.run.few_answer_warnings`), best@budget at each token budget (mean and
+  bootstrap interval over prompts), the answers finished per prompt at each budget beside what
+  best-of-n would finish there, the final pick's true ``w*ᵀr`` and hit rate per selector, the tokens spent; with several runs the
   paired per-prompt difference of the first run against each other at the largest shared budget;
   with ``replicate_groups`` (``vpo compare --replicates``) each group's mean over its replicates with
   :func:`vpo.search.intervals.replicate_interval` (replicates x prompts) and the difference of the
@@ -132,6 +134,10 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
         f"Task {first['task']}; best@b: the best true w*ᵀr among the answers a search finished within b generated tokens per prompt (mean over prompts, {pct} bootstrap interval over prompts).",
         "",
     ]
+    warns = [(name, w) for name, r in results.items() for w in r.get("warnings") or []]
+    for name, w in warns:
+        lines.append(f"**Warning** ({name}): {w}")
+        lines.append("")
     budgets = sorted(set().union(*(r["best_at_budget"]["tokens"] for r in results.values())))
     lines.append("| run | search | prompts | " + " | ".join(f"b={b}" for b in budgets) + " |")
     lines.append("|" + "---|" * (len(budgets) + 3))
@@ -143,6 +149,21 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
             for b in budgets
         ]
         lines.append(f"| {name} | {_label(r)} | {r['num_prompts']} | " + " | ".join(cells) + " |")
+    counted = {name: r["finished"] for name, r in results.items() if r.get("finished")}
+    if counted:
+        lines += [
+            "",
+            "Answers finished within b tokens, per prompt: mean (fewest on a prompt); last column: what best-of-n "
+            "writing answers of the run's measured length would finish in the run's budget.",
+            "",
+            "| run | " + " | ".join(f"b={b}" for b in budgets) + " | best-of-n would finish |",
+            "|" + "---|" * (len(budgets) + 2),
+        ]
+        for name, f in counted.items():
+            pos = {b: i for i, b in enumerate(f["tokens"])}
+            cells = [f"{f['mean'][pos[b]]:.1f} ({f['min'][pos[b]]})" if b in pos else "–" for b in budgets]
+            bon = f"{f['bon_expected'][-1]:.1f}" if f.get("bon_expected") else "–"
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {bon} |")
     lines += [
         "",
         "Final pick (among the answers found within the budget): its true w*ᵀr and how often it is a true best of them.",

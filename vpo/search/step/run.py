@@ -12,7 +12,14 @@ the same settings resumes after the finished prompts). :func:`search_metrics` tu
   keeps among those found within the budget (0 when none was found), and its hit rate (how often it
   is a true best of them, over the prompts where an answer was found);
 * ``tokens``: tokens generated per prompt (all of them, over-budget calls included), generation
-  calls, answers found.
+  calls, answers found, and ``per_answer``: what one answer took the completion that closed it
+  (tokens over the answers it held, mean over the run's answers);
+* ``finished``: answers finished within each budget point, per prompt (mean, min, and the prompts
+  with none), beside ``bon_expected``: what a best-of-n writing answers of ``per_answer`` tokens
+  would finish there (b / ``per_answer``);
+* ``warnings``: :data:`FEW_ANSWERS` says so when, at the full budget, the search finished fewer than
+  half of ``bon_expected`` per prompt, or some prompts finished none: its best@b then measures how
+  few answers it wrote, not how well it searched.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ import numpy as np
 from vpo.errors import UserError
 from vpo.search.step.search import SearchConfig, search_prompt
 
-__all__ = ["run_search", "search_metrics", "load_records", "SEARCH_DIR"]
+__all__ = ["run_search", "search_metrics", "load_records", "SEARCH_DIR", "FEW_ANSWERS", "few_answer_warnings"]
 
 SEARCH_DIR = "search"
+FEW_ANSWERS = 0.5
+"""A search that finished fewer than this share of what best-of-n would finish in its budget is warned about."""
 _MATCH = ("task", "model", "search", "split", "sampling")
 
 
@@ -269,7 +278,19 @@ def search_metrics(
             for n, k in enumerate(("selected", "hit_rate"))
         }
     tokens = np.asarray([r["tokens_generated"] for r in records], dtype=np.float64)
-    return {
+    finished = np.asarray(
+        [[int((_arrays(rec, w)[1] <= b).sum()) for rec in records] for b in points], dtype=np.float64
+    ).reshape(len(points), len(records))
+    per = [a["tokens_per_answer"] for r in records for a in r["answers"] if a.get("tokens_per_answer")]
+    per_answer = float(np.mean(per)) if per else None
+    fin = {
+        "tokens": points,
+        "mean": finished.mean(axis=1).tolist(),
+        "min": finished.min(axis=1).astype(int).tolist(),
+        "prompts_without": (finished == 0).sum(axis=1).astype(int).tolist(),
+        "bon_expected": [b / per_answer for b in points] if per_answer else None,
+    }
+    out = {
         "kind": "search",
         "search": meta["search"],
         "task": meta["task"],
@@ -285,7 +306,41 @@ def search_metrics(
             "over_budget_mean": float(np.maximum(tokens - budget, 0).mean()),
             "calls_mean": float(np.mean([r["calls"] for r in records])),
             "answers_mean": float(np.mean([len(r["answers"]) for r in records])),
+            "per_answer": per_answer,
         },
-        "per_prompt": {"prompt_ids": [r["prompt_id"] for r in records], "best_at_budget": best.T.tolist()},
+        "finished": fin,
+        "per_prompt": {
+            "prompt_ids": [r["prompt_id"] for r in records],
+            "best_at_budget": best.T.tolist(),
+            "finished": finished.T.astype(int).tolist(),
+        },
         "config": {"bootstrap": bootstrap, "ci_level": ci_level, "bootstrap_seed": bootstrap_seed},
     }
+    warns = few_answer_warnings(out)
+    if warns:
+        out["warnings"] = warns
+    return out
+
+
+def few_answer_warnings(res: dict) -> list[str]:
+    """The lines that say a search run finished few answers within its budget (see the module docstring)."""
+    fin = res.get("finished")
+    if not fin:
+        return []
+    b, got, none = fin["tokens"][-1], fin["mean"][-1], fin["prompts_without"][-1]
+    p = res["num_prompts"]
+    out = []
+    if none:
+        out.append(
+            f"{none} of {p} prompt(s) finished no answer within {b} generated tokens: their best@{b} is 0 for want "
+            "of an answer, not for a wrong one"
+        )
+    want = fin["bon_expected"][-1] if fin.get("bon_expected") else None
+    if want and got < FEW_ANSWERS * want:
+        out.append(
+            f"few answers finished: {got:.1f} per prompt within {b} tokens, where best-of-n writing answers of "
+            f"{res['tokens']['per_answer']:.1f} tokens would finish about {want:.1f}; best@b here measures how few "
+            "answers the search wrote more than how well it searched. Use --step answer (every step closes an "
+            "answer), a narrower beam (--beam-width/--beam-expand) or a larger --budget-tokens (docs/eval.md)"
+        )
+    return out

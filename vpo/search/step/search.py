@@ -21,9 +21,19 @@ within ``b`` tokens, the same definition for every search, so curves compare at 
   batch). ``pip install -e ".[tree]"`` in the clone.
 
 Token accounting: each generation call's tokens (``Generation.num_tokens``, through the first EOS
-or stop string) are added once, in call order, whether its candidate is later kept or pruned.
-Calls may run past ``B`` (the last one is not cut short); ``tokens_generated`` reports all of them,
-and an answer finished past ``B`` is never counted at ``B``.
+or stop string) are added once, in call order, whether its candidate is later kept or pruned. An
+answer finished past ``B`` is never counted at ``B``; ``tokens_generated`` reports every call.
+
+The budget in beam and tree: every call is fitted to what is left (:meth:`Stepper.fit`: rows x
+per-row token limit <= the budget left; the best parents keep their samples when not all fit), so
+they spend exactly ``B`` (a backend that counts each completion's tokens; an endpoint's choice
+average may round). Over ``tokens:N`` and ``delim:TEXT`` steps they step while the budget left holds
+the next call and the tokens their best candidates (the beam; the tree's ``beam_width`` best open
+nodes) need to close the answer each is writing, then spend the rest closing those answers
+(:meth:`Stepper.finish`), so a small budget still ends in finished answers. An answer's expected
+length is measured as the search goes (:meth:`Ledger.answer_tokens`); before any answer has closed
+it is guessed as ``max_new_tokens / m`` and the first finishing call closes one candidate only.
+bon sizes its calls from the rollouts so far and its last call may run past ``B``.
 
 Simplifications: a continuation is the chat-formatted prompt plus the completion so far, re-encoded
 by the backend (exact for a tokenizer that encodes a decoded text back to the same tokens, such as
@@ -157,6 +167,10 @@ class Answer:
     reward: list[float]
     valid: bool
     tokens_at: int
+    tokens_per_answer: float | None = None
+    """Tokens of the completion that closed it, over the answers that completion holds: what one answer
+    costs a rollout written on its own (the report's yardstick for how many answers best-of-n would
+    finish in the budget)."""
 
 
 @dataclass
@@ -179,6 +193,7 @@ class Ledger:
         self.spent = 0
         self.calls = 0
         self.answers: list[Answer] = []
+        self._per_answer: list[float] = []
         self.score_errors = 0
         """Answers found whose scorer raised (kept as invalid zeros; :func:`run_search` warns)."""
         self.first_error: BaseException | None = None
@@ -200,13 +215,25 @@ class Ledger:
             return
         rows = self.task.score_answers([self.example], [new])[0]
         d = self.task.d
+        per = cand.tokens / len(answers)
+        self._per_answer.append(per)
         for text, r in zip(new, rows):
             if isinstance(r, BaseException) or r is None:
                 self.score_errors += 1
                 self.first_error = self.first_error or (r if isinstance(r, BaseException) else None)
             ok = isinstance(r, np.ndarray) and r.shape == (d,)
             vec = [float(x) for x in r] if ok else [0.0] * d
-            self.answers.append(Answer(text, vec, bool(ok), self.spent))
+            self.answers.append(Answer(text, vec, bool(ok), self.spent, per))
+
+    @property
+    def measured(self) -> bool:
+        """Whether an answer has closed, so :meth:`answer_tokens` is a measurement."""
+        return bool(self._per_answer)
+
+    def answer_tokens(self, fallback: float) -> float:
+        """Tokens one answer takes, as measured on the completions that closed answers so far (their tokens
+        over their answers, mean); ``fallback`` before any did."""
+        return float(np.mean(self._per_answer)) if self._per_answer else float(fallback)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +242,10 @@ class Ledger:
 
 
 class Stepper:
-    """Writes one step of many candidates of one prompt with a backend, charging the ledger."""
+    """Writes one step of many candidates of one prompt with a backend, charging the ledger.
+
+    Every call of beam and tree is fitted to the budget left (:meth:`fit`): its rows times its per-row
+    token limit never exceed it, so those searches spend at most ``budget_tokens``."""
 
     def __init__(self, gen, prompt, cfg: SearchConfig, task, ledger: Ledger, scorer: StepScorer, seed: int) -> None:
         self.gen, self.prompt, self.cfg, self.ledger, self.scorer = gen, prompt, cfg, ledger, scorer
@@ -225,51 +255,119 @@ class Stepper:
         self.kind, self.arg = parse_step(cfg.step)
         m = cfg.num_answers
         self.final_tags = ["</answer>"] if m == 1 else [f"</answer_{m}>"]
+        tags = task.answer_format == "tags"
+        self.answer_stop = (["</answer>"] if m == 1 else [f"</answer_{i}>" for i in range(1, m + 1)]) if tags else []
+        """Where a finishing call stops: the end of the answer being written (EOS without answer tags)."""
         self.stop: list[str] = []
         if cfg.search == "bon":
             return
         if self.kind == "answer":
-            if task.answer_format != "tags":
+            if not tags:
                 raise UserError(
                     f"--step answer needs the tags answer format; task {task.name!r} uses {task.answer_format!r}: "
                     "use --step tokens:N or delim:TEXT"
                 )
-            self.stop = ["</answer>"] if m == 1 else [f"</answer_{i}>" for i in range(1, m + 1)]
+            self.stop = list(self.answer_stop)
         else:  # a step also ends at the m-th answer's closing tag: nothing is written after it
-            self.stop = ([self.arg] if self.kind == "delim" else []) + (
-                self.final_tags if task.answer_format == "tags" else []
-            )
+            self.stop = ([self.arg] if self.kind == "delim" else []) + (self.final_tags if tags else [])
         if isinstance(prompt, list):
             raise UserError(
                 "beam and tree search continue a partial completion, which the chat API cannot do: use --api "
                 "completions with the endpoint"
             )
 
-    def _cap(self, cands: list[Candidate]) -> int:
-        room = max(1, min(self.cfg.max_new_tokens - c.tokens for c in cands))
-        return min(room, self.arg) if self.kind == "tokens" else room
+    # -- the budget ---------------------------------------------------------------------------------
 
-    def expand(self, parents: list[Candidate], n: int) -> list[Candidate]:
-        """``n`` sampled next steps of each parent (all unfinished), scored; in call order."""
-        cap = self._cap(parents)
+    def _room(self, c: Candidate) -> int:
+        return max(1, self.cfg.max_new_tokens - c.tokens)
+
+    def need(self, c: Candidate) -> int:
+        """Tokens ``c`` is expected to need to close the answer it is writing: the answers' measured length
+        (:meth:`Ledger.answer_tokens`; before any answer closed, the rollout limit's share of one answer,
+        ``max_new_tokens / m``) times the answers it will then hold, less what it has written; at least a
+        quarter of an answer (it is running long), at most its room."""
+        per = self.ledger.answer_tokens(self.cfg.max_new_tokens / self.cfg.num_answers)
+        done = len(self.task.parse(c.text, self.cfg.num_answers)) if c.text else 0
+        return int(min(self._room(c), max(math.ceil(per * (done + 1) - c.tokens), math.ceil(per / 4), 1)))
+
+    def step_cost(self, parents: list[Candidate], n: int) -> int:
+        """Tokens ``n`` next steps of each parent may take: N each for ``tokens:N``; else what closing the
+        answer is expected to take."""
+        if self.kind == "tokens":
+            return n * sum(min(self.arg, self._room(c)) for c in parents)
+        return n * sum(self.need(c) for c in parents)
+
+    def must_finish(self, cands: list[Candidate], left: int, step: int) -> bool:
+        """Whether the budget ``left`` no longer holds the next call (``step`` tokens, :meth:`step_cost`) and
+        then the tokens the answers of ``cands`` need to close: the search then spends it closing them.
+        Never for ``--step answer``, whose every step closes an answer."""
+        if self.kind == "answer" or not cands:
+            return False
+        return left < step + sum(self.need(c) for c in cands)
+
+    def fit(self, parents: list[Candidate], n: int, left: int, finish: bool = False, keep_rows: bool = False):
+        """``(parents, n, cap)`` of a call that spends at most ``left`` tokens: rows (parents x n) x cap <= left.
+
+        A row is given what its step may take (``tokens:N``: N; an answer or delimiter step or a finishing
+        call: 1.5 x the answer's expected need, see :meth:`need`); when the rows do not fit, the best
+        parents (listed first) keep their ``n`` samples and the others wait, down to one row; every row's
+        limit is then the budget left over the rows, if that is below its room (or N). ``keep_rows``: keep
+        every row (the caller has at most ``left`` of them), only the limit shrinks."""
+        if self.kind == "tokens" and not finish:
+            full = max(1, min(min(self.arg, self._room(c)) for c in parents))
+            want = full
+        else:
+            full = max(1, min(self._room(c) for c in parents))
+            want = min(full, max(math.ceil(1.5 * self.need(c)) for c in parents))
+        allowed = max(1, left // max(want, 1))
+        if len(parents) * n > allowed and not keep_rows:
+            parents, n = (parents[: allowed // n], n) if allowed >= n else (parents[:1], allowed)
+        cap = max(1, min(full, left // (len(parents) * n)))
+        return parents, n, cap
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def expand(self, parents: list[Candidate], n: int, cap: int | None = None, finish: bool = False):
+        """``n`` sampled next steps of each parent (all unfinished), scored; in call order. ``cap``: the
+        per-row token limit (:meth:`fit`; by default the step's, within the rollout's limit); ``finish``:
+        write each parent's answer to its end (its closing tag) instead of one step."""
+        full = max(1, min(self._room(c) for c in parents))
+        if not finish and self.kind == "tokens":
+            full = min(full, self.arg)
+        cap = full if cap is None else min(cap, full)
+        stop = self.answer_stop if finish else self.stop
         prompts = [self.prompt + p.text for p in parents]
         seed = self.seed + CALL_SEED_STRIDE * self.ledger.calls
         self.ledger.calls += 1
-        stop = {"stop": self.stop} if self.stop else {}
-        outs = self.gen.generate(prompts, n, seed=seed, max_new_tokens=cap, **stop)
+        kw = {"stop": stop} if stop else {}
+        outs = self.gen.generate(prompts, n, seed=seed, max_new_tokens=cap, **kw)
         children = []
         for parent, row in zip(parents, outs):
             for g in row:
                 self.ledger.charge(g.num_tokens)
-                child = self._child(parent, g, cap)
+                child = self._child(parent, g, cap, stop)
                 self.ledger.register(child)
                 children.append(child)
         return children
 
-    def _child(self, parent: Candidate, g, cap: int) -> Candidate:
+    def finish(self, cands: list[Candidate], left: int) -> list[Candidate]:
+        """Close the answer each of the best ``cands`` (listed best first) is writing, within ``left`` tokens:
+        as many of them as their expected needs fit (at least one), each given an equal share of ``left``.
+        Before any answer has closed (the need is then a guess from the rollout limit) only the best one is
+        closed, which measures what an answer takes; the caller keeps the others."""
+        take, total = [], 0
+        for c in cands if self.ledger.measured else cands[:1]:
+            if take and total + self.need(c) > left:
+                break
+            take.append(c)
+            total += self.need(c)
+        parents, n, cap = self.fit(take, 1, left, finish=True)
+        return self.expand(parents, n, cap, finish=True)
+
+    def _child(self, parent: Candidate, g, cap: int, stop: list[str]) -> Candidate:
         text = parent.text + g.text
         tokens = parent.tokens + int(round(g.num_tokens))
-        hit_stop = any(g.text.endswith(s) for s in self.stop)
+        hit_stop = any(g.text.endswith(s) for s in stop)
         eos = not hit_stop and int(round(g.num_tokens)) < cap
         done = eos or tokens >= self.cfg.max_new_tokens or any(t in text for t in self.final_tags)
         child = Candidate(text, tokens, list(parent.scores), done, parent.answers_registered)
@@ -305,11 +403,20 @@ def _bon(stepper: Stepper, budget: int) -> None:
 
 
 def _beam(stepper: Stepper, budget: int) -> None:
+    """Step the beam while the budget holds a step and closing its answers; then close them (:meth:`Stepper.finish`)."""
     cfg, ledger = stepper.cfg, stepper.ledger
     beam = [Candidate()]
     while ledger.spent < budget:
-        children = stepper.expand(beam, cfg.expand)
-        alive = [c for c in children if not c.done]
+        left, before = budget - ledger.spent, ledger.spent
+        waiting: list[Candidate] = []  # beam members a finishing call left for later
+        if stepper.must_finish(beam, left, stepper.step_cost(beam, cfg.expand)):
+            children = stepper.finish(beam, left)
+            waiting = beam[len(children) :]
+        else:
+            children = stepper.expand(*stepper.fit(beam, cfg.expand, left))
+        if ledger.spent == before:  # a backend that counted no token: nothing would ever end the loop
+            break
+        alive = waiting + [c for c in children if not c.done]
         order = sorted(range(len(alive)), key=lambda i: (-stepper.score(alive[i]), i))
         beam = [alive[i] for i in order[: cfg.beam_width]] or [Candidate()]
 
@@ -345,31 +452,48 @@ def _tree_algo(cfg: SearchConfig):
 
 
 def _tree(stepper: Stepper, budget: int) -> None:
+    """Expand the tree while the budget holds a step and closing its best open nodes' answers (the
+    ``beam_width`` best unfinished nodes by score); then close those (:meth:`Stepper.finish`)."""
     cfg, ledger = stepper.cfg, stepper.ledger
     algo = _tree_algo(cfg)
+    open_nodes: list[Candidate] = []  # unfinished nodes not yet closed by a finishing call
 
     def start_of(parent: Candidate | None) -> Candidate:
         return Candidate() if parent is None else (_drop_weakest(stepper, parent) if parent.done else parent)
 
     def scored(child: Candidate) -> tuple[Candidate, float]:
+        if not child.done:
+            open_nodes.append(child)
         return child, min(1.0, max(0.0, stepper.score(child)))
 
+    def write(starts: list[Candidate]) -> list[Candidate]:
+        left = budget - ledger.spent
+        return stepper.expand(starts, 1, stepper.fit(starts, 1, left, keep_rows=True)[2])
+
     def step(parent: Candidate | None):
-        return scored(stepper.expand([start_of(parent)], 1)[0])
+        return scored(write([start_of(parent)])[0])
 
     state = algo.init_tree()
     rng_state = np.random.get_state()  # AB-MCTS samples with numpy's global RNG: seed it, then put it back
     np.random.seed(stepper.seed % 2**32)
     try:
         while ledger.spent < budget:
-            if cfg.tree_batch == 1:
+            left, before = budget - ledger.spent, ledger.spent
+            batch = max(1, min(cfg.tree_batch, left))
+            best = sorted(open_nodes, key=lambda c: -stepper.score(c))[: cfg.beam_width]
+            if stepper.must_finish(best, left, stepper.step_cost(best[:1], batch)):
+                closed = stepper.finish(best, left)
+                for c in best[: len(closed)]:
+                    open_nodes.remove(c)
+            elif batch == 1:
                 state = algo.step(state, {"step": step}, inplace=True)
-                continue
-            # tree_batch expansions chosen at once and generated in one call (each told back in order)
-            state, trials = algo.ask_batch(state, cfg.tree_batch, ["step"])
-            children = stepper.expand([start_of(t.parent_state) for t in trials], 1)
-            for t, child in zip(trials, children):
-                state = algo.tell(state, t.trial_id, scored(child))
+            else:  # `batch` expansions chosen at once and generated in one call (each told back in order)
+                state, trials = algo.ask_batch(state, batch, ["step"])
+                children = write([start_of(t.parent_state) for t in trials])
+                for t, child in zip(trials, children):
+                    state = algo.tell(state, t.trial_id, scored(child))
+            if ledger.spent == before:  # a backend that counted no token: nothing would ever end the loop
+                break
     finally:
         np.random.set_state(rng_state)
 
