@@ -1,0 +1,125 @@
+"""Reward hacks against the toolrl task (issue #50, class 3), scored through
+``Task.score_completions`` (the trainer's and the veRL reward's path) on the rlla_4k-schema fixture
+rows: each scores no more than it deserves, component by component (no more than the plain wrong
+answer it pads, no more than the worst of the candidates it lists). The reason is beside each."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vpo.tasks
+from vpo.tasks.toolrl import MAX_SUBSETS, format_tool_answer
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "toolrl"
+PARIS = {"city": "Paris", "unit": "celsius"}
+
+
+@pytest.fixture(scope="module")
+def tool():
+    t = vpo.tasks.get("toolrl", path=str(FIX))
+    weather, stocks, flights, bye, clock, mixed, alarm = t.load("test")
+    return t, dict(weather=weather, stocks=stocks, flights=flights, bye=bye, clock=clock, mixed=mixed, alarm=alarm)
+
+
+def call(name, params):
+    return json.dumps({"name": name, "parameters": params})
+
+
+def tc(*calls):
+    return "<tool_call>\n" + "\n".join(calls) + "\n</tool_call>"
+
+
+def scored(task, ex, *answers) -> np.ndarray:
+    batch = task.score_completions([ex] * len(answers), [f"<answer_1>{a}</answer_1>" for a in answers], m=1)
+    assert batch.valid.all() and batch.score_errors == 0
+    return batch.rewards[:, 0, :]
+
+
+def at_most(hacked, *deserved):
+    for d in deserved:
+        assert np.all(hacked <= d + 1e-12), (hacked.tolist(), d.tolist())
+
+
+def test_candidate_calls_score_no_more_than_the_worst(tool):
+    # one call per candidate value: it used to earn the best candidate's value (and most of the
+    # name and key F1)
+    t, ex = tool
+    cands = [call("get_weather", {"city": "Paris", "unit": u}) for u in ("fahrenheit", "celsius", "kelvin")]
+    members = scored(t, ex["weather"], *(tc(c) for c in cands))
+    plain_wrong = scored(t, ex["weather"], tc(cands[0]))[0]
+    for order in (cands, cands[::-1]):
+        for body in (tc(*order), "\n".join(tc(c) for c in order)):  # one block, or a block per call
+            hacked = scored(t, ex["weather"], body)[0]
+            at_most(hacked, *members)
+            at_most(hacked, plain_wrong)
+    # candidate tool names: no more than the wrong tool's
+    hacked = scored(t, ex["weather"], tc(call("get_forecast", PARIS), call("get_weather", PARIS)))[0]
+    assert hacked[1:].tolist() == [0, 0, 0]
+    # the right call twice: not the right answer
+    assert scored(t, ex["weather"], tc(call("get_weather", PARIS), call("get_weather", PARIS)))[0][1] == 0.5
+    # a flood of calls, past MAX_SUBSETS choices for a two-call gold: nothing but the format
+    many = tc(*(call("get_stock_price", {"symbol": s}) for s in ("MSFT", "AAPL", *(f"X{i}" for i in range(30)))))
+    assert scored(t, ex["stocks"], many)[0][1:].tolist() == [0, 0, 0] and MAX_SUBSETS < 32 * 31 / 2
+
+
+def test_wrong_tool_without_arguments_earns_nothing_on_arguments(tool):
+    # get_current_time takes no arguments; a wrong tool scored [1, 0, 1, 1] (0.75) since the empty
+    # key and value comparisons counted as perfect
+    t, ex = tool
+    assert scored(t, ex["clock"], tc(call("get_weather", {})))[0].tolist() == [1, 0, 0, 0]
+    assert scored(t, ex["clock"], tc(call("get_current_time", {})))[0].tolist() == [1, 1, 1, 1]
+
+
+def test_calling_tools_when_the_gold_responds_earns_nothing(tool):
+    # the gold answers with a response only; a call used to score arg_value 1
+    t, ex = tool
+    assert scored(t, ex["bye"], tc(call("get_weather", {"city": "Oslo"})))[0].tolist() == [0, 0, 0, 0]
+
+
+def test_lists_compare_in_order(tool):
+    # ToolRL compares values with ==: ["urgent", "work"] is not ["work", "urgent"]; the multiset
+    # comparison also let a reordered list pass wherever order matters
+    t, ex = tool
+    currency = call("convert_currency", {"amount": 250.5, "from": "USD", "to": "EUR"})
+    right = scored(t, ex["mixed"], tc(call("add_tags", {"note_id": 42, "tags": ["work", "urgent"]}), currency))[0]
+    swapped = scored(t, ex["mixed"], tc(call("add_tags", {"note_id": 42, "tags": ["urgent", "work"]}), currency))[0]
+    padded = tc(call("add_tags", {"note_id": 42, "tags": ["work", "urgent", "work"]}), currency)
+    assert right.tolist() == [1, 1, 1, 1] and swapped[3] < 1
+    at_most(scored(t, ex["mixed"], padded)[0], swapped)  # a list padded with a repeat
+
+
+def test_extra_keys_never_raise_arg_key_and_dropped_values_never_raise_arg_value(tool):
+    t, ex = tool
+    w = ex["weather"]
+    plain = scored(t, w, tc(call("get_weather", {"city": "Paris", "unit": "kelvin", "days": 3})))[0]
+    padded = scored(t, w, tc(call("get_weather", {"city": "Paris", "unit": "kelvin", "days": 3, "lang": "en"})))[0]
+    at_most(padded, plain)  # key F1 over (name, key) pairs could be diluted by keys of other calls
+    given, dropped = scored(
+        t, w, tc(call("get_weather", {"city": "Lyon", "unit": "celsius"})), tc(call("get_weather", {"unit": "celsius"}))
+    )
+    at_most(dropped, given)  # leaving a wrong value out is no better than giving it
+
+
+def test_candidates_on_every_fixture_row_score_no_more_than_any_choice(tool):
+    """Every fixture row with calls: the gold calls plus a copy of each with one value changed
+    (a candidate for every call), in both orders: no more than any choice of as many calls as the
+    gold has, on the three call components."""
+    t, ex = tool
+    for row in ex.values():
+        gold, response = t.gold(row)
+        if not gold:
+            continue
+        extra = copy.deepcopy(gold)
+        for _, params in extra:
+            for k in list(params)[:1]:
+                params[k] = f"{params[k]} zz"
+        for calls in (gold + extra, extra + gold):
+            hacked = t.score(row, format_tool_answer(calls, response))
+            for chosen in itertools.combinations(calls, len(gold)):
+                at_most(hacked[1:], t.score(row, format_tool_answer(list(chosen), response))[1:])
