@@ -601,3 +601,12 @@ def test_vpo_eval_search_warns_on_the_console_and_in_the_report_when_the_budget_
     assert "**Warning**" in (tmp_path / "s" / "search.md").read_text()
     res = next(iter(json.loads((tmp_path / "s" / "search.json").read_text())["results"].values()))
     assert res["warnings"] and res["finished"]["mean"][-1] == 0.0
+
+
+def test_the_step_note_names_a_beam_that_samples_as_best_of_n():
+    from vpo.search.step.cli import step_note
+
+    assert "samples as best-of-n does" in step_note(_cfg("beam", 96))  # m = 1, --step answer (the default)
+    assert step_note(_cfg("tree", 96, num_answers=3)) is None  # answer steps of a 3-answer rollout: each closes one
+    assert "closes them" in step_note(_cfg("tree", 96, step="tokens:4"))
+    assert step_note(_cfg("bon", 96)) is None

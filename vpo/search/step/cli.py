@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vpo.errors import UserError
 
-__all__ = ["SEARCH_FLAGS", "searching", "run_search_eval", "compare_searches"]
+__all__ = ["SEARCH_FLAGS", "searching", "run_search_eval", "compare_searches", "step_note"]
 
 SEARCH_FLAGS = {
     "--search": "search",
@@ -40,6 +40,25 @@ def _search_config(args, m: int):
 
     flags = {field: getattr(args, _dest(flag)) for flag, field in SEARCH_FLAGS.items()}
     return SearchConfig(**flags, max_new_tokens=args.max_new_tokens, num_answers=m, seed=args.seed)
+
+
+def step_note(cfg) -> str | None:
+    """What a first user should know about the step chosen, before the run: with m = 1, answer steps make
+    beam and tree best-of-n; token and delimiter steps guide the search but finish answers later."""
+    if cfg.search == "bon":
+        return None
+    if cfg.step == "answer" and cfg.num_answers == 1:
+        return (
+            f"with m = 1 and --step answer every {cfg.search} step is a whole rollout, so this {cfg.search} search "
+            "samples as best-of-n does; --step tokens:N lets the step scorer guide it within an answer"
+        )
+    if cfg.step != "answer":
+        return (
+            f"--step {cfg.step}: answers close only after several steps; the search stops stepping when the budget "
+            "left holds no further step and closing its best candidates' answers, then closes them. search.md "
+            "counts the answers finished and warns when few were"
+        )
+    return None
 
 
 def _check_args(args) -> None:
@@ -79,6 +98,11 @@ def run_search_eval(args) -> int:
     cfg = _search_config(args, m)
     if cfg.search == "tree":
         require_treequest()  # before loading a model
+    note = step_note(cfg)
+    if note and not args.quiet:
+        from vpo.search import evalsetup
+
+        print(f"{evalsetup.PROG}: note: {note}", file=sys.stderr)
     scorer = make_step_scorer(cfg.step_scorer, task, m)
     examples = load_split(task, args.split, n=args.num_prompts, spec=args.task, required=True, purpose="search")
     pcfg = pool_config(args, m)
