@@ -202,7 +202,7 @@ def test_hashed_weightings_error_vs_exact_matches_core_sampler():
 def test_score_function_keys_fixed_length_and_values():
     out = _score(_completion(["9 0 0", "0 9 0", "9 0 0"]), "g1")  # third is a duplicate
     expected_keys = {f"vpo_r{i}_{o}" for i in range(3) for o in OBJ} | {f"vpo_valid{i}" for i in range(3)}
-    expected_keys |= {"score", "vpo_num_answers", "vpo_num_parsed", "vpo_best_target"}
+    expected_keys |= {"score", "vpo_num_answers", "vpo_num_parsed", "vpo_best_target", "vpo_unscored"}
     assert set(out) == expected_keys
     assert all(isinstance(v, float) for v in out.values())
     assert out["vpo_num_parsed"] == 3.0 and out["vpo_num_answers"] == 2.0
@@ -347,6 +347,52 @@ def test_estimator_gives_veRLs_padding_and_lone_survivors_zero_and_leaves_the_re
     # a batch whose every prompt has one rollout is still the configuration error it was
     with pytest.raises(ValueError, match="rollout.n"):
         est(*_veRL_batch([0.1, 0.2, 0.0], ["a", "b", "pad"], [2, 2, 0]))
+
+
+FLAKY = "verl_test_flaky"
+
+
+def _make_flaky():
+    """Test-only task (named as such): the sandbox "fails" on the answer ``down``."""
+    from vpo.errors import ScoringUnavailable
+
+    def f(ex, a):
+        if a == "down":
+            raise ScoringUnavailable("sandbox worker died")
+        return 1.0 if a == "good" else 0.0
+
+    return FunctionTask(FLAKY, objectives={"right": f}, examples=[{"id": 0, "question": "q"}])
+
+
+register_task(FLAKY, _make_flaky)
+
+
+def test_an_unscored_rollout_scores_nan_and_the_estimator_leaves_it_out():
+    """An answer the task could not score (ScoringUnavailable) is no false zero in veRL either: the
+    score function returns NaN (vpo_unscored 1), the estimator gives that rollout advantage 0 and
+    computes its group's statistics without it; a group left with one scored rollout gets 0, with
+    a warning; the step metrics count it and keep it out of vpo/score. Mutation: compute_score
+    returning invalid_score for it (the rollout would get a negative advantage)."""
+    kw = dict(method="vpo_grpo", num_answers=1)
+    down = compute_score(f"vpo/{FLAKY}", _completion(["down"]), GT, {"index": 0, "vpo_group": "a"}, **kw)
+    good = compute_score(f"vpo/{FLAKY}", _completion(["good"]), GT, {"index": 0, "vpo_group": "a"}, **kw)
+    assert np.isnan(down["score"]) and down["vpo_unscored"] == 1.0 and down["vpo_valid0"] == 0.0
+    assert good["score"] == 1.0 and good["vpo_unscored"] == 0.0
+    est = make_estimator("vpo_grpo")
+    scores = [1.0, 0.0, float("nan"), 0.5, 0.2, float("nan"), float("nan"), float("nan")]
+    uids = ["a"] * 4 + ["b"] * 4
+    with pytest.warns(RuntimeWarning, match="4 of 8 rollouts could not be scored.*they and 1 rollout"):
+        adv, _ = est(*_veRL_batch(scores, uids, [3] * 8))
+    per = adv[:, 0]
+    assert torch.isfinite(adv).all() and torch.all(per[[2, 4, 5, 6, 7]] == 0)
+    ref, _ = est(*_veRL_batch([1.0, 0.0, 0.5], ["a"] * 3, [3] * 3))
+    assert torch.allclose(per[[0, 1, 3]], ref[:, 0])
+    from vpo.integrations.verl_metrics import step_metrics
+
+    infos = [dict(good, score=s, vpo_unscored=float(np.isnan(s))) for s in scores]
+    mets = step_metrics(infos, uids)
+    assert mets["vpo/unscored_frac"] == pytest.approx(4 / 8) and np.isfinite(mets["vpo/score"])
+    assert step_metrics([dict(down)] * 2, ["a", "a"])["vpo/flat_group_frac"] == 1.0  # nothing to learn from
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,13 +13,15 @@ before veRL clears it):
   ``w*^T r`` of a rollout's answers;
 * ``vpo/score``: mean per-rollout score (VPO: the set score), ``vpo/group_std``: mean population std
   of the scores within a group, ``vpo/flat_group_frac``: share of groups whose rollouts all scored
-  alike (their advantages are 0);
+  alike (their advantages are 0), all three over the scored rollouts; ``vpo/unscored_frac``: share of
+  rollouts with an answer the task could not score (score NaN; their advantage is 0);
 * ``vpo/flat_group_batches``: steps so far in which every group was flat (no gradient from the
   advantage at all), with a ``RuntimeWarning`` in the run's log at the first such step and at most
   once every :data:`WARN_EVERY` steps after.
 
 The metrics are computed only where the step's rollouts were scored by
-:func:`vpo.integrations.verl_reward.compute_score` (any estimator, veRL's own ``grpo`` included).
+:func:`vpo.integrations.verl_reward.compute_score` (with vpo's estimators: an unscored rollout's score
+is NaN, which only they read as "leave it out").
 :mod:`vpo.integrations.verl_plugin` calls :func:`install` on import, which veRL does in every
 process; the method is wrapped when veRL's trainer module loads (or at once if it has).
 """
@@ -71,6 +73,12 @@ def step_metrics(infos: Sequence[Any], uids: Sequence[Any], eps: float = FLAT_EP
     for j, name in enumerate(objectives):
         out[f"vpo/objective/{name}"] = float(rewards[..., j][valid].mean()) if valid.any() else float("nan")
     scores = np.array([float(r.get("score", np.nan)) for r in rows])
+    out["vpo/unscored_frac"] = float(np.mean([float(r.get("vpo_unscored", 0.0)) > 0 for r in rows]))
+    scored = np.isfinite(scores)  # unscored rollouts (score NaN) are out of the statistics, as in the estimator
+    if not scored.any():  # nothing to learn from: every advantage is 0
+        out["vpo/flat_group_frac"] = 1.0
+        return out
+    scores, groups = scores[scored], [g for g, k in zip(groups, scored) if k]
     stds = [float(scores[[i for i, x in enumerate(groups) if x == g]].std()) for g in dict.fromkeys(groups)]
     flat = flat_groups(scores, groups, eps)
     out["vpo/score"] = float(scores.mean())
@@ -92,6 +100,8 @@ class SignalWatch(NoSignalWatch):
         why = (
             "no rollout had a parsable answer"
             if metrics.get("vpo/parse_failure_rate", 0.0) >= 1.0
+            else "no rollout could be scored: see vpo/unscored_frac and the scorer's warnings"
+            if metrics.get("vpo/unscored_frac", 0.0) >= 1.0
             else "the rollouts of each prompt got the same score"
         )
 

@@ -24,7 +24,10 @@ Each estimator is the veRL signature around :func:`vpo.core.compute_advantages`:
 * veRL's synthetic padding rows (a fresh uid, an all-zero response mask) and a prompt left with one
   rollout after its others failed get advantage 0 and leave the other groups' advantages as they
   would be without them (the second with a warning); a batch where every prompt has one rollout
-  (``rollout.n=1``) is refused.
+  (``rollout.n=1``) is refused;
+* an unscored rollout (score NaN: :func:`vpo.integrations.verl_reward.compute_score` could not score
+  one of its answers) gets advantage 0 and is left out of its group's statistics, and a group left
+  with one scored rollout gets 0 too (a warning counts them): no false zero is learned from.
 
 Importing this module also wraps veRL's per-step metrics (:mod:`vpo.integrations.verl_metrics`): the
 per-objective rewards, parse failures, flat-group share and set-score diagnostics at every training
@@ -127,9 +130,9 @@ def make_estimator(verl_name: str):
 
 def _per_rollout_advantages(verl_name, core_name, scores, ids, response_mask, cfg) -> torch.Tensor:
     """``[bs]`` float64: vpo.core's advantages of the rows :func:`_rows_with_signal` keeps, 0 elsewhere."""
-    rows = _rows_with_signal(verl_name, ids, response_mask)
+    rows = _scored_rows(verl_name, _rows_with_signal(verl_name, ids, response_mask), scores, ids)
     per_rollout = torch.zeros(len(ids), dtype=torch.float64)
-    if not rows:  # a batch of veRL's padding alone
+    if not rows:  # a batch of veRL's padding alone, or of unscored rollouts
         return per_rollout
     try:
         res = compute_advantages(
@@ -141,6 +144,27 @@ def _per_rollout_advantages(verl_name, core_name, scores, ids, response_mask, cf
         ) from None
     per_rollout[torch.as_tensor(rows, dtype=torch.int64)] = res.advantages.cpu()
     return per_rollout
+
+
+def _scored_rows(verl_name: str, rows: list[int], scores: torch.Tensor, ids: list[str]) -> list[int]:
+    """``rows`` less the unscored rollouts (a non-finite score: the score function could not score
+    an answer) and the rollouts of a group left with fewer than 2 scored ones; a warning counts them."""
+    finite = torch.isfinite(scores).tolist()
+    kept = [i for i in rows if finite[i]]
+    if len(kept) == len(rows):
+        return rows
+    per_group: dict[str, int] = {}
+    for i in kept:
+        per_group[ids[i]] = per_group.get(ids[i], 0) + 1
+    out = [i for i in kept if per_group[ids[i]] >= 2]
+    warnings.warn(
+        f"veRL estimator {verl_name!r}: {len(rows) - len(kept)} of {len(rows)} rollouts could not be scored "
+        f"(score NaN: see the score function's vpo_unscored); they and {len(kept) - len(out)} rollout(s) left "
+        "alone in their group get advantage 0 and stay out of the group statistics",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return out
 
 
 def _rows_with_signal(verl_name: str, ids: list[str], response_mask: torch.Tensor) -> list[int]:

@@ -281,7 +281,14 @@ def compute_score(
       extra_info['index'])``, the same w for the row all run); a set objective's score for
       ``vpo_<set objective>``; ``invalid_score`` when no answer parsed;
     * ``vpo_r{i}_{objective}`` / ``vpo_valid{i}`` (i < m): the ``[m, d]`` reward matrix and mask;
-    * ``vpo_num_answers``, ``vpo_num_parsed``, ``vpo_best_target`` (best ``w*^T r`` over the answers).
+    * ``vpo_num_answers``, ``vpo_num_parsed``, ``vpo_best_target`` (best ``w*^T r`` over the answers),
+      ``vpo_unscored`` (1.0 when an answer could not be scored).
+
+    A rollout with an answer the task could not score (``ScoredBatch.unscored``: the scorer raised,
+    returned :class:`~vpo.errors.ScoringUnavailable`, NaN, ...) gets ``score`` NaN: vpo's veRL
+    estimators (:mod:`vpo.integrations.verl_plugin`) give it advantage 0 and leave it out of its
+    group's statistics, rather than train on a false zero. veRL's own estimators do not know this
+    convention: pair this score function with vpo's (``VPORewardManager`` checks it).
 
     Keyword options come from ``reward.custom_reward_function.reward_kwargs``, under the names of
     ``vpo train`` (``num_answers``, ``num_weightings``, ``weight_alpha``, ``weight_sampler``,
@@ -350,7 +357,11 @@ def compute_score(
         sampler=HashedGroupSampler([group], num_weightings, weight_alpha, weight_sampler, weight_seed),
     )
     target = rewards @ np.asarray(t.target_weights, dtype=np.float64)
-    out: dict[str, float] = {"score": float(res.scores[0])}
+    unscored = bool(batch.unscored[0])
+    # an answer the scorer could not score (ScoringUnavailable, a scorer bug, NaN): the rollout's score is
+    # NaN, which vpo's veRL estimators read as "leave this rollout out" (advantage 0, outside its group's
+    # statistics); never a false zero
+    out: dict[str, float] = {"score": float("nan") if unscored else float(res.scores[0])}
     for i in range(m):
         for j, obj in enumerate(t.objectives):
             out[f"vpo_r{i}_{obj}"] = float(rewards[i, j])
@@ -358,6 +369,7 @@ def compute_score(
     out["vpo_num_answers"] = float(valid.sum())
     out["vpo_num_parsed"] = float(batch.num_parsed[0])
     out["vpo_best_target"] = float(target[valid].max()) if valid.any() else float(invalid_score)
+    out["vpo_unscored"] = float(unscored)
     _dump_score(group, name, rewards, valid, out["score"])
     return out
 
