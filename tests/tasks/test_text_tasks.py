@@ -202,13 +202,17 @@ def test_musique_hand_worked_scores(mus):
         (two, "Paragraphs: 4\nAnswer: Nolan", [0, 0, 1, 1, 1]),  # alias "Nolan"
         (two, "Paragraphs: 2, 4\nAnswer: Ang Lee", [1, 1, 1, 1, 0]),  # wrong answer
         (two, "Paragraphs: 2, 4\nAnswer: Christopher Nolan Jr", [1, 1, 1, 1, 0.8]),  # partial F1
-        (two, "Paragraphs: 99, 2, 4\nAnswer: Christopher Nolan", [1, 1, 1, 1, 1]),  # 99 ignored
+        (two, "Paragraphs: 99, 2, 4\nAnswer: Christopher Nolan", [2 / 3] * 4 + [1]),  # 99: a wrong citation
         (two, "Paragraphs: 2, 4", [0, 0, 0, 0, 0]),  # no answer: nothing
         (three, "Paragraphs: 2\nAnswer: won", [1, 1 / 3, 0, 0, 1]),  # step 1 of 3, alias
         (three, "Paragraphs: 4\nAnswer: South Korean won", [0, 2 / 3, 2 / 3, 0, 1]),  # step 2 of 3
         (three, "Paragraphs: 1\nAnswer: Korean won", [0, 0, 1 / 3, 1, 0.8]),  # step 3; F1 2·1·2/3/(5/3)
         (four, "Paragraphs: 6, 1\nAnswer: Asia", [0, 0, 1, 1, 0]),  # citation subset
-        (four, "Paragraphs: 1, 2, 3, 4, 5, 6\nAnswer: North America", [1, 1, 0, 1, 1]),  # flood: first 4
+        (
+            four,
+            "Paragraphs: 1, 2, 3, 4, 5, 6\nAnswer: North America",
+            [0.5, 0.5, 0, 0.5, 1],
+        ),  # flood: first 4 hit, precision 3/6
     ]
     for example, body, expected in cases:
         assert close(t.score(example, body), expected), (body, t.score(example, body))
@@ -225,7 +229,7 @@ def test_musique_short_chain_and_citation_options(mus):
     stretch = make("musique")
     assert close(stretch.score(three, "Answer: South Korean won"), [0, 0, 0, 0, 1])  # nothing free
     unlimited = make("musique", max_citations=None)
-    assert close(unlimited.score(four, "Paragraphs: 1, 2, 3, 4, 5, 6\nAnswer: North America"), np.ones(5))
+    assert close(unlimited.score(four, "Paragraphs: 1, 2, 3, 4, 5, 6\nAnswer: North America"), [2 / 3] * 4 + [1])
 
 
 def test_musique_prompt_has_numbered_paragraphs_question_and_format(mus):

@@ -1,13 +1,18 @@
 """MuSiQue (answerable): multi-hop QA over numbered paragraphs, scored per reasoning hop + answer F1.
 
 Reward vector (d = 5, docs/method.md §5): ``hop_1..hop_4`` (did the answer cite the gold supporting
-paragraph of reasoning step i) and ``answer_f1`` (SQuAD token F1 against the gold answer and its
-aliases); ``w* = (hop_1 + hop_2 + hop_3 + hop_4 + 3·answer_f1) / 7``. An answer body reads
+paragraph of reasoning step i, times the precision of its citations) and ``answer_f1`` (SQuAD token
+F1 against the gold answer and its aliases, no more than its worst part when it lists alternatives:
+:func:`answer_f1`); ``w* = (hop_1 + hop_2 + hop_3 + hop_4 + 3·answer_f1) / 7``. An answer body reads
 ``Paragraphs: 3, 7`` / ``Answer: ...``; :func:`parse_musique_answer` is lenient about labels, order
 and number formats. Choices the paper leaves open: 2- and 3-hop questions stretch their k steps over
 the four hop slots (``short_chains="stretch"``: every step weighs the same in ``w*`` and no slot is
 free reward; ``"pass"`` fills them with 1 like the authors' reference), only the first
-``max_citations`` distinct paragraphs count (no citation flooding), and no answer text scores 0.
+``max_citations`` distinct paragraphs can hit, and no answer text scores 0. Precision is MuSiQue's
+support-F1 precision: gold paragraphs hit over distinct numbers cited, where a number past the cap
+or naming no paragraph is a wrong citation; so the mean hop credit is recall × precision, never
+above the official support F1, and citing more than the gold (up to the cap with wrong paragraphs)
+lowers every hop instead of scoring like the exact answer.
 ``load("validation", n=300, seed=42)`` is the reference's hop-stratified eval split.
 docs/paper_tasks.md ("MuSiQue") has the parsing rules, the hand-worked vectors and the data layout.
 Simplification: paragraphs are shown in full, unshortened; there is no retrieval step.
@@ -98,6 +103,25 @@ def hop_slot_matrix(k: int, slots: int = MAX_HOPS) -> np.ndarray:
     lo = np.maximum(j / slots, i / k)
     hi = np.minimum((j + 1) / slots, (i + 1) / k)
     return np.clip(hi - lo, 0.0, None) * slots
+
+
+_ALTERNATIVES = re.compile(r"\s*(?:[,;/|&\n]|\b(?:or|and|nor|either|vs\.?|versus)\b)\s*", re.IGNORECASE)
+
+
+def answer_f1(text: str, golds: list[str]) -> float:
+    """SQuAD token F1 of ``text`` against the gold answer and its aliases (max over them), with one
+    guard against listing candidates: an answer that does not match a gold exactly and splits into
+    several parts on ``, ; / | &``, newlines, "or", "and", "nor", "either", "vs" scores no more than
+    its worst part (token F1 alone gives "Nolan or Lee" 2/3 where either name alone gets 1 or 0, so
+    listing candidates would beat committing to one)."""
+    whole = best_f1(text, golds)
+    norm = normalize_answer(text)
+    if whole == 1.0 or any(norm == normalize_answer(g) for g in golds if isinstance(g, str)):
+        return whole
+    parts = [p for p in _ALTERNATIVES.split(text) if normalize_answer(p)]
+    if len(parts) < 2:
+        return whole
+    return min(whole, *(best_f1(p, golds) for p in parts))
 
 
 class MusiqueTask(Task):
@@ -219,13 +243,16 @@ class MusiqueTask(Task):
         counted = set(self._counted_citations(cited, len(example["paragraphs"])))
         gold = self.gold_paragraphs(example)
         hits = np.array([float(g in counted) for g in gold])
+        # precision as MuSiQue's support F1 has it: every distinct number cited counts (past the cap
+        # or naming no paragraph: a wrong citation), so citing more than the gold lowers every hop
+        precision = len(counted & set(gold)) / len(set(cited)) if cited else 0.0
         k = len(gold)
         if self.short_chains == "pass" and k <= MAX_HOPS:
-            hops = np.concatenate([hits, np.ones(MAX_HOPS - k)])
+            hops = np.concatenate([hits * precision, np.ones(MAX_HOPS - k)])
         else:
-            hops = hop_slot_matrix(k) @ hits
+            hops = hop_slot_matrix(k) @ hits * precision
         golds = [example["answer"], *(example.get("answer_aliases") or [])]
-        f1 = best_f1(text, golds)
+        f1 = answer_f1(text, golds)
         return np.clip(np.round(np.append(hops, f1), 12), 0.0, 1.0)
 
     def canonical(self, answer: str) -> Any:
