@@ -68,7 +68,13 @@ class SandboxConfig:
     lets them reach host services on path unix sockets (a warning says so; docs/sandbox.md)."""
     cleanup_s: float = 10.0
     """How long the worker waits, after killing them, for a test's processes to be gone before the
-    next test; past it the sandbox stops (its remaining tests: ``sandbox_error``)."""
+    next test; past it the sandbox stops (an infrastructure failure: its remaining tests are
+    ``sandbox_error`` and ``ProgramResult.unavailable`` says why)."""
+    wipe_s: float = 2.0
+    """How long the worker spends emptying a test's working directory. Past it, or past
+    ``scratch_inodes`` entries, the test that left them fails (``cleanup_limit``: the program's
+    doing) and the remaining tests are ``not_run``. On tmpfs (namespace mode) 4,000 entries take
+    milliseconds; on a slow host disk (rlimits mode) a directory can cost milliseconds each."""
 
     def __post_init__(self) -> None:  # noqa: C901 (a flat list of independent setting checks)
         if not (self.timeout_s > 0):
@@ -101,8 +107,10 @@ class SandboxConfig:
             raise ValueError(
                 f"SandboxConfig.stop_after_timeouts must be None or an integer >= 1, got {self.stop_after_timeouts!r}"
             )
-        if isinstance(self.cleanup_s, bool) or not isinstance(self.cleanup_s, (int, float)) or not self.cleanup_s > 0:
-            raise ValueError(f"SandboxConfig.cleanup_s must be a number > 0, got {self.cleanup_s!r}")
+        for name in ("cleanup_s", "wipe_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"SandboxConfig.{name} must be a number > 0, got {v!r}")
         for name in ("cpu_time_s", "wall_timeout_s", "cpu_cores"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0)):

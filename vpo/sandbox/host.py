@@ -259,6 +259,7 @@ class Sandbox:
                 "cpu_usage": cg.cpu_usage if cg else None,
                 "inputs_fd": inputs_fd,
                 "cleanup_s": float(cfg.cleanup_s),
+                "wipe_s": float(cfg.wipe_s),
                 "tmpfs_bytes": tmpfs_bytes,
                 "tmpfs_inodes": cfg.scratch_inodes,
                 "stop_after_timeouts": cfg.stop_after_timeouts,

@@ -983,6 +983,21 @@ def _copy_input(src: int, dst_path: str, span) -> int:
     return os.open(dst_path, os.O_RDONLY)
 
 
+def _clear_after_test(job: dict, libc) -> tuple[str | None, str | None]:
+    """Kill and reap the test's processes, wipe its directory, drop its IPC objects. Returns ``(why
+    the test left more than the sandbox clears, or None; why the cleanup failed, or None)``: the
+    first is the test's failure (``cleanup_limit``), the second the sandbox's (it stops after
+    reporting the test, which keeps its verdict)."""
+    try:
+        _reap_all(job)
+        left = _wipe(job)
+        if left is None:
+            _fresh_ipc_if_used(job, libc, _IPC_BUF)
+        return left, None
+    except _CleanupError as e:
+        return None, f"sandbox cleanup failed: {e}"
+
+
 def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clocks) -> tuple[dict, list]:
     """Run test ``i``; returns its result record and the ``(path, offset, length)`` of the output
     bytes that follow it on the result pipe (stdout, the stderr tail, the returned value's JSON)."""
@@ -1009,10 +1024,7 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clocks) -> tup
     why, status, cpu = _wait_test(pid, t0, lim, clocks)
     elapsed = time.monotonic() - t0
     setup_failed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _EXIT_SETUP and _setup_failed(job)
-    _reap_all(job)
-    left = _wipe(job)
-    if left is None:
-        _fresh_ipc_if_used(job, libc, _IPC_BUF)
+    left, failed = _clear_after_test(job, libc)
     cap = lim["output_bytes"]
     sizes = [_size(p) for p in paths[1:4]]
     res = {
@@ -1026,6 +1038,8 @@ def _run_test(i: int, job: dict, test: dict, code, prelude, libc, clocks) -> tup
         res["limit"] = why
     if left is not None:  # the test's own mess: its failure, and the sandbox stops (its directory is not clean)
         res["status"], res["stop"] = "cleanup_limit", left
+    if failed is not None:
+        res["fatal_after"] = failed
     if res["status"] == "ok" and sizes[0] >= cap:
         res["status"] = "output_limit"
     if res["status"] == "killed" and _memcg_oom(job):
@@ -1132,11 +1146,12 @@ def _wipe(job: dict) -> str | None:
     extended attributes). An empty directory goes by one ``rmdir``; one with entries is emptied first
     by a forked helper (:func:`empty_tree`: the names were chosen by the program and may spell its
     input, so they never enter the worker's memory), in time linear in the entries and bounded: past
-    ``job["tmpfs_inodes"]`` entries (``scratch_inodes``; the tmpfs of namespace mode holds no more) the
-    helper stops and this returns why: the test that left them fails (``cleanup_limit``) and no further
-    test runs (the program's own doing, not the sandbox's). Returns None when the directory is fresh.
-    Fails closed: raises :class:`_CleanupError` when the directory cannot be removed or made again for
-    another reason, or the helper outlives ``job["cleanup_s"]``, and no further test runs."""
+    ``job["tmpfs_inodes"]`` entries (``scratch_inodes``; the tmpfs of namespace mode holds no more) or
+    ``job["wipe_s"]`` seconds (``SandboxConfig.wipe_s``; what a slow host disk costs in rlimits mode)
+    the helper stops and this returns why: the test that left them fails (``cleanup_limit``) and no
+    further test runs (the program's own doing, not the sandbox's). Returns None when the directory is
+    fresh. Fails closed: raises :class:`_CleanupError` when the directory cannot be removed or made
+    again for another reason, and no further test runs."""
     path, uid = os.path.join(job["scratch"], "work"), job.get("uid")
     try:
         os.rmdir(path)
@@ -1158,9 +1173,12 @@ def _wipe(job: dict) -> str | None:
                 code = _EXIT_TOO_MANY
             finally:
                 os._exit(code)
-        code = _wait_helper(pid, float(job.get("cleanup_s", 10.0)))
+        budget = float(job.get("wipe_s", 2.0))
+        code = _wait_helper(pid, budget)
         if code == _EXIT_TOO_MANY:
             return f"the test left more than {cap} entries in its working directory (SandboxConfig.scratch_inodes)"
+        if code is None:
+            return f"emptying the test's working directory took more than {budget} s (SandboxConfig.wipe_s)"
         try:
             os.rmdir(path)  # the check that counts: whatever the helper said, nothing may be left
         except OSError as e2:
@@ -1183,9 +1201,9 @@ class _TooManyEntries(OSError):
     """:func:`empty_tree` met more entries than its ``max_entries``."""
 
 
-def _wait_helper(pid: int, deadline_s: float) -> int:
-    """Reap the wipe helper ``pid``; SIGKILL it past ``deadline_s`` seconds and raise
-    :class:`_CleanupError`. Returns its exit code."""
+def _wait_helper(pid: int, deadline_s: float) -> int | None:
+    """Reap the wipe helper ``pid``; returns its exit code, or None when it ran past ``deadline_s``
+    seconds (then it is SIGKILLed and reaped first)."""
     end = time.monotonic() + deadline_s
     pause = 0.0005
     while True:
@@ -1195,7 +1213,7 @@ def _wait_helper(pid: int, deadline_s: float) -> int:
         if time.monotonic() > end:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            raise _CleanupError(errno.ETIMEDOUT, f"emptying the working directory took more than {deadline_s} s")
+            return None
         time.sleep(pause)
         pause = min(pause * 2, 0.01)
 
@@ -1378,13 +1396,13 @@ def _worker_main(result_fd: int) -> None:
                 },
             )
             continue
-        try:
-            res, payload = _run_test(i, job, test, code, prelude, libc, clocks)
-        except _CleanupError as e:
-            _emit(result_fd, {"fatal": f"sandbox cleanup failed: {e}"})
-            return
+        res, payload = _run_test(i, job, test, code, prelude, libc, clocks)
         timeouts += res["status"] == "timeout"
+        fatal = res.pop("fatal_after", None)
         _emit_test(result_fd, res, payload)
+        if fatal is not None:  # an infrastructure failure after this test: it keeps its verdict, no more run
+            _emit(result_fd, {"fatal": fatal})
+            return
         if res.get("stop"):
             for k in range(i + 1, len(job["tests"])):
                 _emit(result_fd, {"i": k, "status": "not_run", "stdout": "", "time_s": 0.0, "stderr": res["stop"]})
