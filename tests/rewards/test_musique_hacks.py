@@ -1,0 +1,115 @@
+"""Reward hacks against the musique task (issue #50, class 3), scored through
+``Task.score_completions`` (the trainer's and the veRL reward's path) on the MuSiQue-schema fixture
+rows: padding an answer with wrong citations or candidate answers never raises a component, and
+honest answers keep their scores. The reason is beside each."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vpo.tasks
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "musique"
+
+
+@pytest.fixture(scope="module", params=["stretch", "pass"])
+def mus(request):
+    t = vpo.tasks.get("musique", path=str(FIX), short_chains=request.param)
+    return t, {ex["id"]: ex for ex in t.load("validation")}
+
+
+def scored(task, ex, *answers) -> np.ndarray:
+    batch = task.score_completions([ex] * len(answers), [f"<answer_1>{a}</answer_1>" for a in answers], m=1)
+    assert batch.valid.all() and batch.score_errors == 0
+    return batch.rewards[:, 0, :]
+
+
+def at_most(hacked, *deserved):
+    for d in deserved:
+        assert np.all(hacked <= d + 1e-12), (hacked.tolist(), d.tolist())
+
+
+TWO = "2hop__482757_12019"  # gold paragraphs 2, 4; answer Christopher Nolan (alias Nolan)
+
+
+def test_citing_up_to_the_cap_with_wrong_paragraphs_is_not_the_exact_answer(mus):
+    # hop credit was recall only: 4 paragraphs cited, 2 of them wrong, scored like the exact answer
+    t, ex = mus
+    exact, padded = scored(
+        t, ex[TWO], "Paragraphs: 2, 4\nAnswer: Christopher Nolan", "Paragraphs: 2, 4, 1, 3\nAnswer: Christopher Nolan"
+    )
+    assert exact.tolist() == [1] * 5
+    assert np.all(padded[:2] < 1) and np.all(padded <= exact)  # the two slots of the two steps
+    if t.short_chains == "stretch":  # mean hop credit = recall x precision: 1 x 2/4
+        assert padded[:4].mean() == pytest.approx(0.5)
+
+
+def test_padding_citations_never_raises_a_hop_on_any_row(mus):
+    """Every fixture row, every subset of its gold paragraphs cited, padded with 1 to 6 wrong
+    numbers (other paragraphs, numbers naming no paragraph, past the cap): no hop rises."""
+    t, ex = mus
+    rng = random.Random(0)
+    for row in ex.values():
+        gold = t.gold_paragraphs(row)
+        wrong = [i for i in range(1, len(row["paragraphs"]) + 1) if i not in gold] + [99, 0, 1234]
+        for r in range(len(gold) + 1):
+            for chosen in itertools.combinations(dict.fromkeys(gold), r):
+                plain = t.score(row, f"Paragraphs: {', '.join(map(str, chosen))}\nAnswer: {row['answer']}")
+                for _ in range(3):
+                    pad = rng.sample(wrong, rng.randint(1, min(6, len(wrong))))
+                    cited = list(chosen) + pad
+                    rng.shuffle(cited)
+                    padded = t.score(row, f"Paragraphs: {', '.join(map(str, cited))}\nAnswer: {row['answer']}")
+                    at_most(padded, plain)
+
+
+def test_flooding_every_paragraph_scores_less_than_one_honest_citation(mus):
+    # citing every paragraph (the two gold ones among them) is worth less on the gold's hop slots
+    # than citing one gold paragraph and nothing else
+    t, ex = mus
+    row = ex[TWO]
+    every = ", ".join(str(i) for i in range(1, len(row["paragraphs"]) + 1))
+    flood = scored(t, row, f"Paragraphs: {every}\nAnswer: Christopher Nolan")[0]
+    one = scored(t, row, "Paragraphs: 2\nAnswer: Christopher Nolan")[0]
+    at_most(flood, scored(t, row, "Paragraphs: 2, 4\nAnswer: Christopher Nolan")[0])
+    slots = 4 if t.short_chains == "stretch" else 2
+    assert flood[:slots].sum() < one[:slots].sum()
+
+
+def test_listing_candidate_answers_scores_no_more_than_the_worst(mus):
+    # token F1 gave "Christopher Nolan or Ang Lee" 0.67 where committing to the wrong name gets 0:
+    # listing candidates beat choosing one
+    t, ex = mus
+    row = ex[TWO]
+    wrong = scored(t, row, "Paragraphs: 2, 4\nAnswer: Ang Lee")[0]
+    for listed in (
+        "Christopher Nolan or Ang Lee",
+        "Ang Lee, Christopher Nolan",
+        "Ang Lee / Nolan",
+        "either Nolan or Lee",
+        "Christopher Nolan and Ang Lee",
+        "Nolan; Ang Lee; Steven Spielberg",
+        "Nolan (or Ang Lee)",
+        "Christopher Nolan vs Ang Lee",
+    ):
+        at_most(scored(t, row, f"Paragraphs: 2, 4\nAnswer: {listed}")[0], wrong)
+    # repeating the right answer is not better than saying it once
+    at_most(
+        scored(t, row, "Paragraphs: 2, 4\nAnswer: Nolan, Nolan")[0],
+        scored(t, row, "Paragraphs: 2, 4\nAnswer: Nolan")[0],
+    )
+
+
+def test_honest_answers_keep_their_scores(mus):
+    t, ex = mus
+    row = ex[TWO]
+    assert scored(t, row, "Paragraphs: 2, 4\nAnswer: Christopher Nolan")[0].tolist() == [1] * 5
+    assert scored(t, row, "Paragraphs: 4, 2\nAnswer: Nolan")[0].tolist() == [1] * 5  # order, alias
+    assert scored(t, row, "Paragraphs: 2, 4\nAnswer: Christopher Nolan Jr")[0][4] == pytest.approx(0.8)  # no list
+    for row in ex.values():  # every reference answer scores all ones
+        assert scored(t, row, t.reference_answer(row))[0].tolist() == [1] * 5
