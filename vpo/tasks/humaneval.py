@@ -218,6 +218,7 @@ def read_problems(trivial_asserts: str = "drop") -> list[Example]:
                     "prompt": row["prompt"],
                     "entry_point": row["entry_point"],
                     "canonical_solution": row["canonical_solution"],
+                    "test": row["test"],
                     "check": check,
                     "num_asserts": n,
                 }
