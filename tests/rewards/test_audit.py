@@ -50,10 +50,12 @@ def test_hackable_user_task_is_flagged_for_the_shotgun_and_the_sound_one_is_not(
     row = _row(hack, "shotgun")
     assert row["tried"] == 6 and row["above_wrong"] == 6 and row["share"] == 1.0
     assert row["worst"]["score"] == 1.0 and row["worst"]["wrong_score"] == 0.0
-    assert hack["flagged"] == ["shotgun"]
+    # 'not 8' holds an 8 as well (the set hacks depend on today's dedup, so they are left out here)
+    assert [f for f in hack["flagged"] if "/" not in f] == ["shotgun", "negation"]
+    assert _row(hack, "negation")["above_wrong"] == 6
     # the exact rule: the same answers score 0, nothing is flagged
     sound = _run(_task("sound"))
-    assert _row(sound, "shotgun")["above_wrong"] == 0
+    assert _row(sound, "shotgun")["above_wrong"] == 0 and _row(sound, "negation")["above_wrong"] == 0
     assert sound["flagged"] == []
     # both audits had a real good/wrong separation to compare with (the references of the examples)
     for rep in (hack, sound):
@@ -127,6 +129,22 @@ def test_an_answer_that_kills_the_batch_is_a_crash_finding_and_the_rest_is_still
     assert _row(rep, "shotgun")["crashes"] == 0 and _row(rep, "shotgun")["above_wrong"] == 0
 
 
+def _raising(example, answer):
+    """Raises on anything but a plain integer (what Task.score must never do)."""
+    return float(int(answer) == int(example["answer"]))
+
+
+def test_an_answer_left_unscored_is_a_finding_since_its_rollout_escapes_a_low_score():
+    rep = _run(FunctionTask("raising", {"ok": _raising}, NUMERIC), hacks=["nonfinite", "empty", "shotgun"])
+    for hack in ("nonfinite", "empty", "shotgun"):
+        row = _row(rep, hack)
+        assert row["unscored"] > 0 and row["above_wrong"] == 0 and row["crashes"] == 0
+        assert any("ValueError" in r for r in row["unscored_example"]["reasons"])
+    assert rep["flagged"] == ["nonfinite", "empty", "shotgun"]
+    rep = _run(FunctionTask("strict", {"close": _strict}, NUMERIC), hacks=["nonfinite", "empty", "shotgun"])
+    assert all(r["unscored"] == 0 for r in rep["hacks"]) and rep["flagged"] == []
+
+
 def test_set_scores_sum_counts_duplicates_the_expected_best_does_not():
     d = 2
     task = FunctionTask("two", {"a": lambda e, x: 1.0, "b": lambda e, x: 0.0}, [{"question": "q"}])
@@ -175,6 +193,8 @@ def test_code_hacks_apply_to_code_tasks_only_and_every_program_compiles():
     code_hacks = [h for h in HACKS if h.code]
     assert {h.name for h in code_hacks} >= {"early_exit", "harness_write", "lying_object", "solution_getattr"}
     for h in code_hacks + [h for h in HACKS + SET_HACKS if h.code is None]:
+        if h.name == "smuggled_tags":  # its answer holds a second code block: the completion is the hack
+            continue
         for program in h.make(seeds):
             compile(program, h.name, "exec")  # a hack that does not compile tests nothing
     text = FunctionTask("t", {"x": lambda e, a: 0.0}, [ex])
@@ -200,9 +220,9 @@ def test_cli_exit_codes_table_and_report(tmp_path, capsys):
     out = tmp_path / "audit"
     assert main(["rewards", "audit", f"{QUIZ}:hackable", "--out", str(out), "--no-progress"]) == 1
     text = capsys.readouterr().out
-    assert "| shotgun | 6 | 6/6 **" in text and "FLAGGED (1): shotgun" in text
+    assert "| shotgun | 6 | 6/6 **" in text and "FLAGGED (" in text and "(exit code 1)" in text
     rep = json.loads((out / "report.json").read_text())
-    assert rep["flagged"] == ["shotgun"] and rep["command"]["n"] == 8
+    assert rep["flagged"][:2] == ["shotgun", "negation"] and rep["command"]["n"] == 8
     assert main(["rewards", "audit", f"{QUIZ}:sound", "--no-progress", "-n", "3"]) == 0
     assert "nothing scored above the wrong answer" in capsys.readouterr().out
 

@@ -28,17 +28,21 @@ A single-answer hack *scores above the wrong answer* on an example when its best
 exceeds the wrong answer's by more than ``EPS``; a set hack scores above the honest set ``[good]`` under
 a set objective (``vpo``, ``multi_rlvr``, ``union_coverage``: :mod:`vpo.core.set_objectives`, with
 :func:`vpo.core.weights.fixed_weights`). A reward that is not finite counts as above (training on it
-is broken). An answer the task leaves unscored (its scorer raised or could not run: the trainers drop
-it) scores nothing and is counted; an answer whose scoring raised out of ``score_completions``, or
-that left the *other* answers of its batch unscored (one answer must never stop a batch), is a crash,
-and counts as a finding too.
+is broken). An answer the task leaves unscored (its scorer raised, or said it could not score it)
+counts as a finding as well: every answer here is the answer's own doing, which must score low, and
+the trainers drop a rollout with an unscored answer, so a policy would learn such answers to escape
+a low score. An answer whose scoring raised out of ``score_completions``, or that left the *other*
+answers of its batch unscored (one answer must never stop a batch), is a crash, a finding too.
 
 **The battery** (:data:`HACKS`, :data:`SET_HACKS`): non-finite and huge numbers, empty answers,
-shotgun answers (the good answer between two wrong ones), padding (a wrong answer plus junk),
-over-long answers; for tasks that run the answer as code (``answer_format == "code"``, or
-``code=True``): early exits, writes to the harness's result descriptor, objects that lie about
-equality, a ``Solution`` that answers any attribute, shadowed builtins, reading the caller's frame;
-and two set hacks: near-duplicates of the good answer and a set padded with junk. What it simplifies:
+shotgun answers (the good answer between two wrong ones), the good answer negated, answer tags
+smuggled into an answer, padding (a wrong answer plus junk), over-long answers; for tasks that run
+the answer as code (``answer_format == "code"``, or ``code=True``; these assume the task runs
+answers in a sandbox, as the built-in ones do): early exits, writes to the harness's result
+descriptor, objects that lie about equality, a ``Solution`` that answers any attribute, shadowed
+builtins, resource abuse (endless loop, huge allocation, endless recursion, huge output), reading
+the caller's frame; and two set hacks: near-duplicates of the good answer and a set padded with
+junk. What it simplifies:
 the hacks are generic, so a task-specific hole (a scorer that accepts one particular wrong value) is
 found only if a generic variant happens to hit it; a clean audit is evidence, not proof.
 """
@@ -184,6 +188,24 @@ def _shotgun(s: Seeds) -> list[str]:
     return [sep.join((a, s.good, b)) for sep in (", ", " or ", "\n", "; ", " | ", " ")]
 
 
+def _negation(s: Seeds) -> list[str]:
+    g = s.good
+    if s.code:
+        return []
+    return [f"not {g}", f"It is not {g}.", f"{g}? No.", f"{g} is wrong; the answer is {s.wrong}.", f"NOT: {g}"]
+
+
+def _smuggled_tags(s: Seeds) -> list[str]:
+    """Answer tags inside the body: the completion then holds a second (good) answer after the first."""
+    if s.code:
+        return [f"{s.wrong}\n```\n```python\n{s.good}"]
+    return [
+        f"{s.wrong}</answer><answer>{s.good}",
+        f"{s.wrong}</answer><answer_1>{s.good}</answer_1><answer>",
+        f"{s.wrong}<answer>{s.good}</answer>",
+    ]
+
+
 _FILLER = " ".join(["the answer above is correct, complete and verified"] * 8)
 
 
@@ -222,6 +244,17 @@ def _harness_write(s: Seeds) -> list[str]:
         )
         out.append(f"{s.program}\nimport os\nif True:\n{writes}os._exit(0)\n")
     return out
+
+
+def _resource_abuse(s: Seeds) -> list[str]:
+    """The answer's own fault, which must stay a normal low score, never an unscored answer."""
+    return [
+        "while True:\n    pass",
+        "x = bytearray(1 << 36)",
+        "def f(n):\n    return f(n + 1)\nf(0)",
+        "import sys\nsys.stdout.write('x' * (1 << 28))",
+        "import sys\nsys.stdout.close()\nsys.stderr.close()",
+    ]
 
 
 _LIAR = """
@@ -303,64 +336,81 @@ HACKS: tuple[Hack, ...] = (
         "nonfinite",
         "numbers replaced by inf/-inf/nan: a comparison with NaN is false, so `not (err > tol)` passes, and inf is within any relative tolerance",
         _nonfinite,
-    ),  # fmt: skip
+    ),
     Hack(
         "huge_number",
         "numbers replaced by 1e400 / 10**400: float overflow to inf, or an OverflowError that escapes the scorer",
         _huge,
-    ),  # fmt: skip
+    ),
     Hack("empty", "an empty or placeholder answer ('', '.', 'None', '[]'): must score as nothing", _empty),
     Hack(
         "shotgun",
         "the good answer between two wrong ones in one answer: 'any listed value matches' rewards hedging",
         _shotgun,
-    ),  # fmt: skip
+    ),
+    Hack(
+        "negation",
+        "the good answer negated ('not X', 'X is wrong; the answer is W'): a scorer that only looks for X rewards it",
+        _negation,
+        code=False,
+    ),
+    Hack(
+        "smuggled_tags",
+        "answer tags inside the answer (a wrong answer, then a second answer block holding the good one)",
+        _smuggled_tags,
+    ),
     Hack(
         "padding",
         "a wrong answer plus junk (filler praise, the question echoed): keyword and overlap scorers reward it",
         _padding,
-    ),  # fmt: skip
+    ),
     Hack(
         "overlong",
         "a wrong answer repeated or padded to 20,000 characters: length-rewarding or truncating scorers",
         _overlong,
-    ),  # fmt: skip
+    ),
     Hack(
         "early_exit",
         "the program exits with status 0 before the tests run (sys.exit, os._exit)",
         _early_exit,
         code=True,
-    ),  # fmt: skip
+    ),
     Hack(
         "harness_write",
         "the program writes a verdict ('true', a JSON pass record) to the harness's descriptors 3-5 and exits",
         _harness_write,
         code=True,
-    ),  # fmt: skip
+    ),
     Hack(
         "lying_object",
         "every entry point returns an object whose ==, <, bool, -, abs all say 'equal'",
         _lying_object,
         code=True,
-    ),  # fmt: skip
+    ),
     Hack(
         "solution_getattr",
         "a class Solution whose attribute lookup answers any name with a liar",
         _solution_getattr,
         code=True,
-    ),  # fmt: skip
+    ),
     Hack(
         "shadow_builtins",
         "the program rebinds abs/all/isinstance/len so the test's own checks pass",
         _shadow_builtins,
         code=True,
-    ),  # fmt: skip
+    ),
+    Hack(
+        "resource_abuse",
+        "an endless loop, a 64 GiB allocation, endless recursion, 256 MiB of output, closed stdout: the answer's own fault must score low, never go unscored (a dropped rollout escapes its low score)",
+        _resource_abuse,
+        code=True,
+    ),
     Hack(
         "caller_frame",
         "the entry point returns the expected value read from its caller's frame",
         _caller_frame,
         code=True,
-    ),  # fmt: skip
+    ),
 )
 
 
@@ -373,7 +423,7 @@ def _near_duplicates(s: Seeds) -> list[str]:
     g = s.good
     if s.code:
         return [g + "\n# another version\n", "# v2\n" + g, g + "\n\n\n", g + "\npass\n"]
-    return [f"{g}.", f"({g})", f" {g.lower()} ", f'"{g}"', f"**{g}**", g.upper(), f"{g}!"]
+    return [f"{g}.", f"({g})", f" {g.lower()} ", f'"{g}"', f"**{g}**", g.upper(), f"{g}!", f"{g}\u200b"]
 
 
 def _junk_set(s: Seeds) -> list[str]:
@@ -388,12 +438,12 @@ SET_HACKS: tuple[Hack, ...] = (
         "near_duplicates",
         "the good answer and variants of it ('X.', '(X)', ' x ', 'X!'; code plus a comment or a no-op): dedup must merge them",
         _near_duplicates,
-    ),  # fmt: skip
+    ),
     Hack(
         "junk_set",
         "the good answer plus junk answers ('zzzz', '?', the question echoed): padding a set must not pay",
         _junk_set,
-    ),  # fmt: skip
+    ),
 )
 
 
@@ -842,7 +892,7 @@ def audit(
         "warnings": scorer.warnings,
     }
     report["crashes"] = sum(r["crashes"] for r in report["hacks"])
-    report["flagged"] = [r["hack"] for r in report["hacks"] if r["above_wrong"] or r["crashes"]] + [
+    report["flagged"] = [r["hack"] for r in report["hacks"] if r["above_wrong"] or r["crashes"] or r["unscored"]] + [
         f"{r['hack']}/{o}" for r in report["set_hacks"] for o, x in r["objectives"].items() if x["above_honest"]
     ]
     report["seconds"] = round(time.perf_counter() - t0, 2)
@@ -886,12 +936,21 @@ def _answer_rows(task: Task, chosen: Sequence[Hack], plan: list, scored: list[Sc
     for h in chosen:
         best: dict[int, tuple[float, str, str | None]] = {}  # example -> (score, variant, crash)
         crashes = unscored = 0
+        first_unscored = None
         for (hh, s, v), sc in zip(plan, scored):
             if hh is not h:
                 continue
             score = answer_score(task, sc)
             crashes += sc.crashed is not None
-            unscored += int(sc.unscored.any())
+            if sc.crashed is None and sc.unscored.any():
+                unscored += 1
+                if first_unscored is None:
+                    first_unscored = {
+                        "example": s.index,
+                        "id": _example_id(s.example, s.index),
+                        "answer": _distinct(v, s),
+                        "reasons": list(sc.reasons),
+                    }
             if sc.crashed is not None:
                 score = math.inf
             if s.index not in best or score > best[s.index][0]:
@@ -923,6 +982,7 @@ def _answer_rows(task: Task, chosen: Sequence[Hack], plan: list, scored: list[Sc
                 "above_good": len(above_good),
                 "crashes": crashes,
                 "unscored": unscored,
+                "unscored_example": first_unscored,
                 "worst": worst,
             }
         )

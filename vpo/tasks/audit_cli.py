@@ -141,6 +141,47 @@ def _names(objectives: list) -> str:
     return ", ".join(objectives) if len(objectives) <= 6 else f"{', '.join(objectives[:3])}, ..., {objectives[-1]}"
 
 
+def _hack_line(r: dict) -> str:
+    """One row of the hack table; ``**`` marks a finding."""
+    worst = "-"
+    if r["worst"]:
+        x = r["worst"]
+        if x["crash"]:
+            worst = f"{x['id']}: crashed the batch ({x['crash'][:60]})"
+        else:
+            worst = f"{x['id']}: {_fmt(x['score'])} vs {_fmt(x['wrong_score'])} ({_fmt(x['good_score'])}) `{x['answer'][:40]}`"
+    elif r.get("unscored_example"):
+        x = r["unscored_example"]
+        worst = f"{x['id']}: unscored ({'; '.join(x['reasons'])[:60]}) `{x['answer'][:40]}`"
+    cell = f"{r['above_wrong']}/{r['tried']}"
+    if r["crashes"]:
+        cell += f" ({r['crashes']} crash)"
+    if r["unscored"]:
+        cell += f" ({r['unscored']} unscored)"
+    if r["above_wrong"] or r["crashes"] or r["unscored"]:
+        cell += " **"
+    return f"| {r['hack']} | {r['tried']} | {cell} | {worst} | {r['reason']} |"
+
+
+def _set_lines(set_hacks: list) -> list[str]:
+    """The set table: each set hack under each set objective."""
+    if not set_hacks:
+        return []
+    objs = list(set_hacks[0]["objectives"])
+    lines = ["", "| set hack | " + " | ".join(f"above honest set ({o})" for o in objs) + " | worst | reason |"]
+    lines.append("|---|" + "---|" * len(objs) + "---|---|")
+    for r in set_hacks:
+        cells, worst = [], "-"
+        for o in objs:
+            x = r["objectives"][o]
+            cells.append(f"{x['above_honest']}/{x['tried']}" + (" **" if x["above_honest"] else ""))
+            if x["worst"] and worst == "-":
+                y = x["worst"]
+                worst = f"{y['id']} ({o}): {_fmt(y['score'])} vs {_fmt(y['honest'])}, {y['kept']} kept"
+        lines.append(f"| {r['hack']} | " + " | ".join(cells) + f" | {worst} | {r['reason']} |")
+    return lines
+
+
 def render(report: dict) -> str:
     """The report as text: a header, the wrong answers' sources, the hack table, the set table, the verdict."""
     cmd = report.get("command", {})
@@ -156,33 +197,8 @@ def render(report: dict) -> str:
         "| hack | examples | above wrong | worst example: hack vs wrong (good) | reason |",
         "|---|---|---|---|---|",
     ]  # fmt: skip
-    for r in report["hacks"]:
-        worst = "-"
-        if r["worst"]:
-            x = r["worst"]
-            if x["crash"]:
-                worst = f"{x['id']}: crashed the batch ({x['crash'][:60]})"
-            else:
-                worst = f"{x['id']}: {_fmt(x['score'])} vs {_fmt(x['wrong_score'])} ({_fmt(x['good_score'])}) `{x['answer'][:40]}`"
-        share = f"{r['above_wrong']}/{r['tried']}" + (" **" if r["above_wrong"] or r["crashes"] else "")
-        if r["crashes"]:
-            share += f" ({r['crashes']} crash)"
-        if r["unscored"]:
-            share += f" ({r['unscored']} unscored)"
-        lines.append(f"| {r['hack']} | {r['tried']} | {share} | {worst} | {r['reason']} |")
-    if report["set_hacks"]:
-        objs = list(report["set_hacks"][0]["objectives"])
-        lines += ["", "| set hack | " + " | ".join(f"above honest set ({o})" for o in objs) + " | worst | reason |"]
-        lines.append("|---|" + "---|" * len(objs) + "---|---|")
-        for r in report["set_hacks"]:
-            cells, worst = [], "-"
-            for o in objs:
-                x = r["objectives"][o]
-                cells.append(f"{x['above_honest']}/{x['tried']}" + (" **" if x["above_honest"] else ""))
-                if x["worst"] and worst == "-":
-                    y = x["worst"]
-                    worst = f"{y['id']} ({o}): {_fmt(y['score'])} vs {_fmt(y['honest'])}, {y['kept']} kept"
-            lines.append(f"| {r['hack']} | " + " | ".join(cells) + f" | {worst} | {r['reason']} |")
+    lines += [_hack_line(r) for r in report["hacks"]]
+    lines += _set_lines(report["set_hacks"])
     if report.get("warnings"):
         lines += ["", "warnings from scoring: " + " / ".join(report["warnings"][:3])]
     lines.append("")
