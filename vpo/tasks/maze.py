@@ -224,10 +224,11 @@ class MazeTask(Task):
         moves = parse_route(answer)
         if moves is None:
             return ("unparsed", super().canonical(answer))
-        out = run_route(Maze.from_example(example), moves)
+        maze = Maze.from_example(example)
+        out = run_route(maze, moves)
         if not out.reached:
             return ("no exit",)
-        path, last = [], None
+        path, last = [], maze.start
         for cell in out.path:
             if cell != last:
                 path.append(cell)
