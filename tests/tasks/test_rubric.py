@@ -252,4 +252,6 @@ def test_the_example_runs(capsys):
     )
     module.main()
     out = capsys.readouterr().out
-    assert "w*ᵀr = 0.867 = (R - (-0.20)) / 1.50" in out and "vector r = [1.0, 1.0, 0.0]" in out
+    assert "'7'\n  rubric R = +1.300   vector r = [1.0, 1.0, 1.0]   w*ᵀr = 1.000 = (R - (-0.20)) / 1.50" in out
+    assert "'Probably 7, I think.'\n  rubric R = +0.100   vector r = [0.0, 1.0, 0.0]" in out  # hedged: no commitment
+    assert "'6, 7 or 8'\n  rubric R = +0.300   vector r = [0.0, 1.0, 1.0]" in out  # candidates: a wrong answer
