@@ -249,3 +249,31 @@ def test_a_real_trl_step_drops_the_unscored_rollouts(tmp_path, tiny_model_dir):
     logs = [h for h in tr.state.log_history if "loss" in h]
     assert logs and logs[0]["vpo/unscored_frac"] == pytest.approx(unscored.mean())
     assert np.isfinite(logs[0]["loss"])
+
+
+def test_a_pool_lists_and_counts_the_answers_it_could_not_score():
+    """vpo eval's pools: an answer the task could not score is invalid in the pool (no reward to
+    store), listed under the prompt record's "unscored" and counted in one warning, so a pool never
+    reads an infrastructure failure as the model's mistake without saying so. Mutation: the record
+    without "unscored" (the pool would silently undercount)."""
+    from vpo.search.backends import Generation
+    from vpo.search.generate import generate_pool
+
+    class Canned:
+        """A backend that answers every prompt with the same rollouts."""
+
+        name = "canned"
+
+        def format(self, prompt, system):
+            return prompt
+
+        def generate(self, prompts, n, seed=0, **kw):
+            texts = [_tags("good", "down"), _tags("meh")]
+            return [[Generation(texts[k % 2], 3.0) for k in range(n)] for _ in prompts]
+
+    with pytest.warns(RuntimeWarning, match=r"pool flaky: 2 answer\(s\) could not be scored"):
+        pool = generate_pool(
+            task=_task(), examples=[{"question": "q"}], generator=Canned(), progress=False,
+            num_answers=2, n_rollouts=4,
+        )  # fmt: skip
+    assert pool.valid.tolist() == [[True, False], [True, False]] * 2

@@ -8,7 +8,9 @@ directory after every prompt (see :mod:`vpo.search.pools`): an interrupted run k
 prompts and a rerun with the same settings skips them. A batch is seeded with ``seed`` + 7919 × the
 index of its first prompt (vLLM and endpoints add each prompt's position in the batch).
 ``stop_at_last_answer`` ends each rollout at its m-th answer's closing tag. The backends' public
-names are importable from here.
+names are importable from here. Answers the task could not score (``ScoredBatch.unscored``) are
+invalid in the pool, listed in their prompt record under ``unscored`` (``[R, m]`` bools, present
+only when there are some) and counted in one warning at the end, so a pool never hides them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict, fields
 from typing import Callable, Sequence
+
+import numpy as np
 
 from vpo.search.backends import (
     OpenAIGenerator,
@@ -123,6 +128,15 @@ def generate_pool(
         bar.close()
         if writer:
             writer.close()
+    unscored = sum(int(np.sum(rec.get("unscored") or 0)) for rec in records)
+    if unscored:
+        warnings.warn(
+            f"pool {task.name}: {unscored} answer(s) could not be scored (the scorer raised or gave no usable "
+            "reward; see the scoring warnings): they are invalid in this pool, which undercounts the model; "
+            "each prompt record's 'unscored' lists them; rescore the pool once the cause is fixed",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if writer:
         return writer.finish(order=ids)
     pos = {pid: k for k, pid in enumerate(ids)}
@@ -200,7 +214,7 @@ def _batch_records(gen, task, examples: list[dict], ids: list[str], batch: list[
     scored = task.score_completions(flat_ex, [g.text for g in flat], cfg.num_answers, dedup_answers=cfg.dedup_answers)
     for bi, i in enumerate(batch):
         sl = slice(bi * n, (bi + 1) * n)
-        yield {
+        rec = {
             "prompt_id": ids[i],
             "example_index": i,
             "prompt": prompts[bi] if isinstance(prompts[bi], str) else json.dumps(prompts[bi]),
@@ -210,3 +224,6 @@ def _batch_records(gen, task, examples: list[dict], ids: list[str], batch: list[
             "valid": scored.valid[sl].tolist(),
             "num_tokens": [None if g.num_tokens != g.num_tokens else g.num_tokens for g in flat[sl]],
         }
+        if scored.unscored_answers[sl].any():  # answers the task could not score: invalid here, but said so
+            rec["unscored"] = scored.unscored_answers[sl].tolist()
+        yield rec
