@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 SEARCHES = ("bon", "beam", "tree")
+SLACK = 1.5
+"""A row closing an answer is given this many times the tokens the answer is expected to need (:meth:`Stepper.need`),
+and the budget kept for closing answers holds as much."""
 CALL_SEED_STRIDE = 104_729
 """A generation call's seed is the prompt's seed + this prime x the calls made for the prompt before it."""
 TREE_ALGOS = ("abmcts", "best_first")
@@ -290,35 +293,38 @@ class Stepper:
         done = len(self.task.parse(c.text, self.cfg.num_answers)) if c.text else 0
         return int(min(self._room(c), max(math.ceil(per * (done + 1) - c.tokens), math.ceil(per / 4), 1)))
 
+    def _after(self, c: Candidate) -> int:
+        """Tokens ``c``'s answer is expected to need after its next step (0 once a ``tokens:N`` step closes it)."""
+        return max(self.need(c) - self.arg, 0) if self.kind == "tokens" else self.need(c)
+
     def step_cost(self, parents: list[Candidate], n: int) -> int:
-        """Tokens ``n`` next steps of each parent may take: N each for ``tokens:N``; else what closing the
-        answer is expected to take."""
+        """Tokens ``n`` next steps of each parent are expected to take: for ``tokens:N`` N each, or less where
+        the answer is expected to close sooner (a step ends at its closing tag); else what closing the answer
+        is expected to take."""
         if self.kind == "tokens":
-            return n * sum(min(self.arg, self._room(c)) for c in parents)
+            return n * sum(min(self.arg, self.need(c)) for c in parents)
         return n * sum(self.need(c) for c in parents)
 
     def must_finish(self, cands: list[Candidate], left: int, step: int) -> bool:
         """Whether the budget ``left`` no longer holds the next call (``step`` tokens, :meth:`step_cost`) and
-        then the tokens the answers of ``cands`` need to close: the search then spends it closing them.
-        Never for ``--step answer``, whose every step closes an answer."""
+        then what the answers of ``cands`` are expected to need after it to close (with :data:`SLACK`): the
+        search then spends it closing them. Never for ``--step answer``, whose every step closes an answer."""
         if self.kind == "answer" or not cands:
             return False
-        return left < step + sum(self.need(c) for c in cands)
+        return left < step + SLACK * sum(self._after(c) for c in cands)
 
     def fit(self, parents: list[Candidate], n: int, left: int, finish: bool = False, keep_rows: bool = False):
         """``(parents, n, cap)`` of a call that spends at most ``left`` tokens: rows (parents x n) x cap <= left.
 
-        A row is given what its step may take (``tokens:N``: N; an answer or delimiter step or a finishing
-        call: 1.5 x the answer's expected need, see :meth:`need`); when the rows do not fit, the best
-        parents (listed first) keep their ``n`` samples and the others wait, down to one row; every row's
-        limit is then the budget left over the rows, if that is below its room (or N). ``keep_rows``: keep
-        every row (the caller has at most ``left`` of them), only the limit shrinks."""
+        A row is to be given what its step is expected to take with some slack: :data:`SLACK` x the tokens
+        its answer is expected to need to close (:meth:`need`), at most N for ``tokens:N``. When the rows do not fit,
+        the best parents (listed first) keep their ``n`` samples and the others wait, down to one row; every
+        row's limit is then the budget left over the rows, where that is below its room (or N).
+        ``keep_rows``: keep every row (the caller has at most ``left`` of them), only the limit shrinks."""
+        full = max(1, min(self._room(c) for c in parents))
         if self.kind == "tokens" and not finish:
-            full = max(1, min(min(self.arg, self._room(c)) for c in parents))
-            want = full
-        else:
-            full = max(1, min(self._room(c) for c in parents))
-            want = min(full, max(math.ceil(1.5 * self.need(c)) for c in parents))
+            full = min(full, self.arg)
+        want = min(full, max(math.ceil(SLACK * self.need(c)) for c in parents))
         allowed = max(1, left // max(want, 1))
         if len(parents) * n > allowed and not keep_rows:
             parents, n = (parents[: allowed // n], n) if allowed >= n else (parents[:1], allowed)
@@ -350,19 +356,22 @@ class Stepper:
                 children.append(child)
         return children
 
-    def finish(self, cands: list[Candidate], left: int) -> list[Candidate]:
+    def finish(self, cands: list[Candidate], left: int, n: int = 1) -> tuple[list[Candidate], int]:
         """Close the answer each of the best ``cands`` (listed best first) is writing, within ``left`` tokens:
-        as many of them as their expected needs fit (at least one), each given an equal share of ``left``.
-        Before any answer has closed (the need is then a guess from the rollout limit) only the best one is
-        closed, which measures what an answer takes; the caller keeps the others."""
+        as many of them as their expected needs (with :data:`SLACK`) fit (at least one), with up to ``n``
+        samples each where the
+        budget holds them. Before any answer has closed (the need is then a guess from the rollout limit)
+        only the best one is closed, once, which measures what an answer takes. ``(children, k)``: the
+        first ``k`` of ``cands`` were closed, the caller keeps the others."""
         take, total = [], 0
         for c in cands if self.ledger.measured else cands[:1]:
-            if take and total + self.need(c) > left:
+            if take and SLACK * (total + self.need(c)) > left:
                 break
             take.append(c)
             total += self.need(c)
-        parents, n, cap = self.fit(take, 1, left, finish=True)
-        return self.expand(parents, n, cap, finish=True)
+        n = max(1, min(n, int(left // max(SLACK * total, 1)))) if self.ledger.measured else 1
+        parents, n, cap = self.fit(take, n, left, finish=True)
+        return self.expand(parents, n, cap, finish=True), len(parents)
 
     def _child(self, parent: Candidate, g, cap: int, stop: list[str]) -> Candidate:
         text = parent.text + g.text
@@ -410,8 +419,8 @@ def _beam(stepper: Stepper, budget: int) -> None:
         left, before = budget - ledger.spent, ledger.spent
         waiting: list[Candidate] = []  # beam members a finishing call left for later
         if stepper.must_finish(beam, left, stepper.step_cost(beam, cfg.expand)):
-            children = stepper.finish(beam, left)
-            waiting = beam[len(children) :]
+            children, closed = stepper.finish(beam, left, cfg.expand)
+            waiting = beam[closed:]
         else:
             children = stepper.expand(*stepper.fit(beam, cfg.expand, left))
         if ledger.spent == before:  # a backend that counted no token: nothing would ever end the loop
@@ -482,8 +491,7 @@ def _tree(stepper: Stepper, budget: int) -> None:
             batch = max(1, min(cfg.tree_batch, left))
             best = sorted(open_nodes, key=lambda c: -stepper.score(c))[: cfg.beam_width]
             if stepper.must_finish(best, left, stepper.step_cost(best[:1], batch)):
-                closed = stepper.finish(best, left)
-                for c in best[: len(closed)]:
+                for c in best[: stepper.finish(best, left)[1]]:
                     open_nodes.remove(c)
             elif batch == 1:
                 state = algo.step(state, {"step": step}, inplace=True)
