@@ -196,3 +196,26 @@ def test_dict_argument_with_candidate_entries_is_wrong(task, items):
         hacked["new_preferences"].update(change)
         r = scored(task, ex, format_calls([(name, hacked)]))[0]
         assert r[3] < 1, change
+
+
+def test_huge_and_non_finite_numbers_are_wrong_values_and_never_raise(task, items):
+    # an int past float range where a float is expected raised OverflowError out of the scorer
+    # (BFCL's own checker raises there too); inf and nan equal no acceptable value
+    ex = items["simple_python_13"]
+    head = "calculate_area_under_curve(function='x**2', interval=[1.0, 3.0], method='trapezoidal')"
+    ex2 = next(x for x in items.values() if x["id"] == "simple_python_0")
+    for answer in (
+        f"{AREA}(base={'9' * 400}, height=5)",
+        f"{AREA}(base=1e400, height=5)",
+        f"{AREA}(base=10, height=-1e400)",
+    ):
+        r = scored(task, ex2, answer)[0]
+        assert r[3] == 0.5, answer
+    huge_float = next(
+        x for x in items.values() if any(s.get("type") == "float" for s in gold_calls(x)[0].schema.values())
+    )
+    name, args = reference_calls(huge_float)[0]
+    key = next(k for k, s in gold_calls(huge_float)[0].schema.items() if s.get("type") == "float" and k in args)
+    args[key] = int("9" * 400)
+    assert scored(task, huge_float, format_calls([(name, args)]))[0][3] < 1
+    assert scored(task, ex, head)[0].tolist() == [1] * 4

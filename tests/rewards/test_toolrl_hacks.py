@@ -123,3 +123,12 @@ def test_candidates_on_every_fixture_row_score_no_more_than_any_choice(tool):
             hacked = t.score(row, format_tool_answer(calls, response))
             for chosen in itertools.combinations(calls, len(gold)):
                 at_most(hacked[1:], t.score(row, format_tool_answer(list(chosen), response))[1:])
+
+
+def test_huge_numbers_are_wrong_values_and_never_raise(tool):
+    # a 400-digit int against a float value raised OverflowError out of the comparison
+    t, ex = tool
+    body = tc(call("convert_currency", {"amount": 10**400, "from": "USD", "to": "EUR"}))
+    body += "\n" + tc(call("add_tags", {"note_id": 10**400, "tags": ["work", "urgent"]}))
+    r = scored(t, ex["mixed"], body)[0]
+    assert r[3] == pytest.approx(3 / 5)  # 3 of 5 gold values; amount and note_id wrong

@@ -440,7 +440,10 @@ def value_accepted(value: Any, acceptable: Sequence[Any], schema: dict | None) -
     if isinstance(value, tuple) and t == "tuple":
         value = list(value)
     if t == "float" and type(value) is int:
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # past float range: no acceptable float equals it (BFCL's checker raises)
+            return False
     item_type = _PY_TYPES.get((schema.get("items") or {}).get("type")) if t in ("array", "tuple") else None
     typed, variable = _type_check(value, acceptable, expected, item_type)
     if not typed:

@@ -209,7 +209,10 @@ def value_matches(predicted: Any, expected: Any, _depth: int = 0) -> bool:
         return False
     if type(expected) is int and type(predicted) is int:
         return predicted == expected
-    return values_match(predicted, expected)
+    try:
+        return values_match(predicted, expected)
+    except (OverflowError, ValueError):  # an int past float range against a float: not that number
+        return False
 
 
 def _align(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> list[tuple[int, int]]:
