@@ -287,3 +287,35 @@ def test_bad_answers_lines_name_the_line(tmp_path):
         p.write_text(line + "\n")
         with pytest.raises(UserError, match=words.replace("(", r"\(")):
             read_user_answers(str(p), task.load("test"))
+
+
+def test_the_code_battery_runs_through_the_sandbox_with_the_users_programs(tmp_path):
+    # the mechanics on a sandboxed task (the code task's verdicts are its own tests' business): the
+    # user's programs are the seeds, every code hack is tried on every example, the set is scored
+    from vpo.sandbox import SandboxConfig
+    from vpo.tasks.audit import UserAnswers
+    from vpo.tasks.code import DEFAULT_PRELUDE, CodeTask
+
+    cfg = SandboxConfig(timeout_s=0.7, memory_mb=256, scratch_root=str(tmp_path), prelude=DEFAULT_PRELUDE)
+    task = CodeTask(str(ROOT / "tests" / "fixtures" / "code" / "problems.jsonl"), sandbox=cfg)
+    byid = {p["id"]: p for p in task.load()}
+    examples = [byid["square"], byid["add_two"]]
+    user = UserAnswers(
+        good={0: "def square(x):\n    return x * x", 1: "a, b = map(int, input().split())\nprint(a + b)"},
+        wrong={0: ["def square(x):\n    return x + x"], 1: ["a, b = map(int, input().split())\nprint(a - b)"]},
+    )
+    # (resource_abuse left out: its endless loop costs the time limit on every test, ~9 s here)
+    hacks = ["early_exit", "harness_write", "lying_object", "shadow_builtins", "near_duplicates"]
+    rep = audit(task, examples, user=user, hacks=hacks)
+    assert rep["code_hacks"] is True
+    for e in rep["examples"]:
+        assert e["good_source"] == "--answers" and e["good_score"] == 1.0 and e["separated"]
+        # the lowest of the user's wrong program and the other example's good one (0 here: wrong problem)
+        assert e["wrong_source"] in ("--answers wrong", f"the reference of example {1 - e['index']}")
+        assert e["wrong_score"] < 1.0
+    assert {r["hack"] for r in rep["hacks"]} == set(hacks[:-1])
+    for r in rep["hacks"]:
+        # lying_object needs an entry point to return from: only the call-based example has one
+        assert r["tried"] == (1 if r["hack"] == "lying_object" else 2), r
+        assert r["crashes"] == 0, r
+    assert rep["set_hacks"][0]["objectives"]["vpo"]["tried"] == 2

@@ -97,7 +97,7 @@ class Seeds:
     code: bool
     entry_names: list[str] = field(default_factory=list)
     """Names a code answer may be called by: the example's ``fn_name``/``entry_point``, the
-    functions and ``Solution`` methods its seed programs define."""
+    functions and ``Solution`` methods its own reference and the user's wrong programs for it define."""
 
     @property
     def separated(self) -> bool:
@@ -805,7 +805,9 @@ def build_seeds(
                 wrong_score=scores[w],
                 wrongs=[plan[j][0] for j in order],
                 code=code,
-                entry_names=entry_names(examples[i], [c[0] for c in plan]) if code else [],
+                entry_names=entry_names(examples[i], [c[0] for c in plan if c[2] in ("own", "user_wrong")])
+                if code
+                else [],
             )
         )
     return seeds

@@ -110,7 +110,7 @@ def _run(args) -> int:
 
     def estimate(seconds: float, answers: int) -> None:
         if seconds > 5:
-            print(f"{PROG}: scoring {answers} more answers, about {seconds:.0f} s at the seed answers' pace", file=sys.stderr)  # fmt: skip
+            print(f"{PROG}: scoring {answers} more answers, about {seconds:.0f} s at the seed answers' pace (longer where answers run into the time limit)", file=sys.stderr)  # fmt: skip
 
     report = audit(
         task, examples, seed=args.seed, code=code, user=user, objectives=objectives, hacks=hacks,
