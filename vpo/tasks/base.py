@@ -468,13 +468,13 @@ class RewardFunctionsTask(Task):
     function is called once per batch with TRL 1.16's keywords: ``f(prompts=[...], completions=[...],
     completion_ids=[...], **context(), **columns)``, one entry per parsed answer (a one-message
     assistant list when the prompts are chats); ``context`` adds what the trainer passes
-    (``trainer_state``, ``log_metric``, ``log_extra``). It returns one float (or ``None``, stored as
-    NaN) per answer. With m = 1 the whole completion is the answer and ``completion_ids`` are the
+    (``trainer_state``, ``log_metric``, ``log_extra``). It returns one float per answer; ``None`` (or
+    NaN/inf) leaves that answer unscored (see :meth:`Task.score_completions`). With m = 1 the whole completion is the answer and ``completion_ids`` are the
     rollout's ids; with m > 1 they are the answer's text through ``tokenize`` (``None`` without it).
     ``log_extra(column, values)`` takes one value per answer and forwards one per completion (the
     value with m = 1, the list of its answers' values with m > 1), so TRL's completions table stays
     aligned. A function that raises on a batch is called again answer by answer, so only the answers
-    it fails on count as scorer errors (``strict=True`` re-raises instead, with a note naming it).
+    it fails on are unscored (``strict=True`` re-raises instead, with a note naming it).
     """
 
     name = "reward_funcs"
