@@ -123,6 +123,62 @@ def test_no_host_pty_can_be_allocated(tmp_path, isolation):
         assert res.setup["dev"] == ["null", "zero", "full", "random", "urandom"]
 
 
+METADATA_ATTACK = (
+    "import json, os\n"
+    "got = {}\n"
+    "def attempt(name, f):\n"
+    "    try:\n        f()\n        got[name] = 'done'\n"
+    "    except OSError as e:\n        got[name] = e.strerror\n"
+    "def ro_ptmx():\n    keep.append(os.open('/dev/ptmx', os.O_RDONLY))\n"
+    "keep = []\n"
+    "for _ in range(5):\n    attempt('ptmx_read_only', ro_ptmx)\n"
+    "attempt('ptmx_utime', lambda: os.utime('/dev/ptmx', (0, 0)))\n"
+    "attempt('null_utime', lambda: os.utime('/dev/null'))\n"
+    "attempt('null_futimens', lambda: os.utime(os.open('/dev/null', os.O_RDONLY)))\n"
+    "attempt('null_setxattr', lambda: os.setxattr('/dev/null', 'user.vpo', b'1'))\n"
+    "attempt('null_removexattr', lambda: os.removexattr('/dev/null', 'user.vpo'))\n"
+    "attempt('host_utime', lambda: os.utime(HOST, (0, 0)))\n"
+    "attempt('host_setxattr', lambda: os.setxattr(HOST, 'user.vpo', b'1'))\n"
+    "attempt('urandom', lambda: open('/dev/urandom', 'rb').read(4))\n"
+    "attempt('etc', lambda: open('/etc/hostname' if os.path.exists('/etc/hostname') else '/etc/passwd').read())\n"
+    "print(json.dumps(got))\n"
+)
+
+
+@pytest.mark.parametrize("isolation", MODES)
+def test_no_pty_by_a_read_only_open_and_no_host_timestamps_or_xattrs(tmp_path, isolation):
+    """Issue 50: in ``rlimits`` mode Landlock refused only the read-write open of ``/dev/ptmx``; a
+    read-only open still allocated a host pty, and ``utime``/``futimens``/``setxattr`` (metadata,
+    which Landlock does not handle) changed host files the uid may write. Now reads in the host's
+    ``/dev`` are confined to the harmless nodes (a Landlock read layer, rlimits mode) and those calls
+    answer EPERM there (seccomp); in namespace mode there is no ``ptmx`` and the mounts are read-only.
+    Ordinary reads still work."""
+    if isolation == "rlimits" and not CAPS["landlock"]:
+        pytest.skip("rlimits mode without Landlock sees the host's /dev (docs/sandbox.md)")
+    d = tempfile.mkdtemp(prefix="vpo-host-meta-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+    try:
+        os.chmod(d, 0o755)
+        host = os.path.join(d, "victim")
+        with open(host, "w") as f:
+            f.write("x")
+        os.chmod(host, 0o666)  # world-writable: the sandbox uid may write it, and so set its times
+        before = [os.stat(p).st_mtime_ns for p in (host, "/dev/null", "/dev/ptmx")]
+        prog = METADATA_ATTACK.replace("HOST", repr(host))
+        o = _sandbox(tmp_path, isolation).run(prog, [TestInput()]).outcomes[0]
+        assert o.status == "ok", o.stderr
+        got = json.loads(o.stdout)
+        after = [os.stat(p).st_mtime_ns for p in (host, "/dev/null", "/dev/ptmx")]
+        assert after == before, got
+        assert got["urandom"] == got["etc"] == "done", got
+        changed = [k for k, v in got.items() if v == "done" and k not in ("urandom", "etc")]
+        assert changed == [], got
+        assert "user.vpo" not in os.listxattr(host)
+    finally:
+        import shutil
+
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @needs_ns
 def test_the_private_dev_nodes_work_and_are_read_only(tmp_path):
     prog = (

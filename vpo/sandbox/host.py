@@ -111,9 +111,10 @@ class ProgramResult:
 
 
 @functools.lru_cache(maxsize=None)
-def _seccomp_filter(machine: str) -> dict:
-    """The worker's seccomp filter for this kernel's architecture, built here (it is data) once per process."""
-    return seccomp_filter(machine)
+def _seccomp_filter(machine: str, rlimits: bool) -> dict:
+    """The worker's seccomp filter for this kernel's architecture and isolation mode, built here (it is
+    data) once per process."""
+    return seccomp_filter(machine, rlimits)
 
 
 def _cpu_count() -> int:
@@ -264,7 +265,9 @@ class Sandbox:
                 "tmpfs_inodes": cfg.scratch_inodes,
                 "stop_after_timeouts": cfg.stop_after_timeouts,
                 "seccomp": bool(cfg.seccomp),
-                "seccomp_filter": _seccomp_filter(os.uname().machine) if cfg.seccomp else None,
+                "seccomp_filter": _seccomp_filter(os.uname().machine, self.isolation == "rlimits")
+                if cfg.seccomp
+                else None,
                 "limits": {
                     "timeout_s": wall,
                     "cpu_time_s": cpu,

@@ -86,6 +86,25 @@ _SECCOMP_DENY: dict[str, tuple[int | None, int | None]] = {
     "sethostname": (170, 161),
     "setdomainname": (171, 162),
 }
+_SECCOMP_DENY_RLIMITS: dict[str, tuple[int | None, int | None]] = {
+    # isolation="rlimits" only (no read-only mounts): Landlock handles writes to file contents and
+    # the tree, not metadata, so these would change host files the uid may write (world-writable
+    # ones, /dev/null and /dev/ptmx included; as non-root every file of the user). Answered EPERM, in
+    # the working directory too (a program there rarely sets timestamps or extended attributes).
+    # chmod/chown stay allowed: the worker itself needs them (the wipe, handing over the directory).
+    "utime": (132, None),
+    "utimes": (235, None),
+    "futimesat": (261, None),
+    "utimensat": (280, 88),  # utimensat(fd, NULL, ...) is futimens too
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
+    "setxattrat": (463, 463),
+    "removexattrat": (466, 466),
+}
 _SECCOMP_ARG_CHECKED = {
     "clone": (56, 220),
     "clone3": (435, 435),
@@ -249,10 +268,11 @@ def _bpf_offset(labels: dict[str, int], target: str | None, at: int) -> int:
     return off
 
 
-def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+def seccomp_program(machine: str, rlimits: bool = False) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` (``os.uname().machine``) as ``(code, jt, jf, k)`` instructions:
     foreign architecture (and x32) -> kill; numbers past :data:`_SECCOMP_LAST_REVIEWED` -> ENOSYS;
-    the deny-list -> EPERM; ``clone`` with namespace flags -> EPERM; ``clone3`` -> ENOSYS;
+    the deny-list -> EPERM (``rlimits``: :data:`_SECCOMP_DENY_RLIMITS` too, the calls that change a
+    host file's timestamps or extended attributes); ``clone`` with namespace flags -> EPERM; ``clone3`` -> ENOSYS;
     ``personality`` other than 0 / 0xffffffff -> EPERM; ``unshare`` other than CLONE_NEWIPC -> EPERM;
     ``socket`` other than TCP or UDP over AF_INET / AF_INET6 -> EPERM; ``socketpair`` other than an AF_UNIX stream or
     seqpacket pair -> EPERM; all else allowed."""
@@ -265,7 +285,8 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         )
     col = 0 if machine == "x86_64" else 1
     nr = {name: v[col] for name, v in _SECCOMP_ARG_CHECKED.items()}
-    denied = sorted({v[col] for v in _SECCOMP_DENY.values()} - {None})
+    deny = {**_SECCOMP_DENY, **(_SECCOMP_DENY_RLIMITS if rlimits else {})}
+    denied = sorted({v[col] for v in deny.values()} - {None})
     pieces = [
         _bpf_load_arch(),
         _bpf_jeq(_AUDIT_ARCH[machine], "native"),
@@ -328,11 +349,12 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
     return _bpf_assemble(pieces)
 
 
-def seccomp_filter(machine: str) -> dict:
+def seccomp_filter(machine: str, rlimits: bool = False) -> dict:
     """What the host puts in the worker's job (``seccomp_filter``): ``{"program": instructions}`` for
-    ``machine`` (``os.uname().machine``, the kernel the worker runs on), or ``{"error": why}`` when it
-    cannot be built; the worker then fails closed with that reason, as when it built the filter itself."""
+    ``machine`` (``os.uname().machine``, the kernel the worker runs on; ``rlimits``: for
+    ``isolation="rlimits"``), or ``{"error": why}`` when it cannot be built; the worker then fails
+    closed with that reason, as when it built the filter itself."""
     try:
-        return {"program": seccomp_program(machine)}
+        return {"program": seccomp_program(machine, rlimits)}
     except (OSError, ValueError) as e:  # an unknown architecture, a program the assembler refuses
         return {"error": str(e)}

@@ -63,6 +63,14 @@ _EXIT_NO_FUNCTION = 104
 _EXIT_BAD_RETURN = 105
 _EXIT_SETUP = 106
 _SETUP_FD = 250
+_READS_FD = 251
+"""In each test child until its Landlock setup (``isolation="rlimits"`` only): the ruleset that
+confines reads to the host's files outside ``/dev`` and the harmless ``/dev`` nodes
+(:func:`_landlock_reads_ruleset`)."""
+_LL_READ_FILE = 1 << 2
+_DEV_READABLE = ("null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm")
+""":data:`_DEV_NODES` and the links of the private ``/dev``, plus ``/dev/shm``: what a program may open
+for reading under the host's ``/dev`` in rlimits mode (no ``ptmx``, ``pts``, ``tty``, GPU or disk)."""
 """In each test child until its setup is done: the write end of a pipe the worker reads. A child whose
 setup fails writes a byte there before exiting ``_EXIT_SETUP``; the program never holds it, so a
 program that exits 106 itself is a ``runtime_error``, not an infrastructure failure it could forge."""
@@ -561,6 +569,53 @@ def _landlock_prepare(libc, abi: int) -> tuple:
     return libc.syscall, attr, PathBeneath(handled, -1), handled
 
 
+def _landlock_reads_ruleset(libc) -> int:
+    """Rlimits mode (the host's ``/dev``): a Landlock ruleset, built once in the worker, under which
+    files may be opened for reading beneath every entry of ``/`` but ``/dev``, and in ``/dev`` only
+    :data:`_DEV_READABLE`. A read-only open of ``/dev/ptmx`` allocates a host pseudo-terminal, and
+    one of a GPU node reaches its driver; the write rules cannot see either. Returns the ruleset fd
+    (each test child restricts itself with it, then closes it)."""
+    import ctypes
+
+    syscall = libc.syscall
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = ctypes.c_uint64(_LL_READ_FILE)
+    ruleset = syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), 8, 0)
+    if ruleset < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"landlock_create_ruleset: {os.strerror(e)}")
+    paths = [os.path.join("/", n) for n in sorted(os.listdir("/")) if n != "dev"]
+    paths += [os.path.join("/dev", n) for n in _DEV_READABLE if os.path.lexists(os.path.join("/dev", n))]
+    rule = PathBeneath(_LL_READ_FILE, -1)
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)  # a link is followed: /dev/stdout -> /proc/...
+        except OSError:
+            continue
+        try:
+            rule.parent_fd = fd
+            syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+        finally:
+            os.close(fd)
+    return ruleset
+
+
+def _landlock_restrict_reads(libc) -> None:
+    """In the test child (rlimits mode): apply the ruleset of :func:`_landlock_reads_ruleset`."""
+    import ctypes
+
+    try:
+        if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, _READS_FD, 0) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"landlock_restrict_self (reads): {os.strerror(e)}")
+    finally:
+        os.close(_READS_FD)
+
+
 def _landlock_writes_only_beneath(prepared: tuple, work: str, own_files: tuple[int, ...] = ()) -> None:
     """In the test child, after ``no_new_privs``: a Landlock domain in which this process and all it
     starts may write only beneath ``work`` (the test's working directory), to ``/dev/null`` and to the
@@ -605,7 +660,7 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
             os.dup2(fd, target)
         args_json = _read_all(fds[4]).decode("utf-8") if len(fds) > 4 else None
         os.closerange(4, _SETUP_FD)
-        os.closerange(_SETUP_FD + 1, 1 << 16)
+        os.closerange(_READS_FD + 1 if job.get("landlock_reads") else _SETUP_FD + 1, 1 << 16)
         try:
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")  # we, not the worker, are what the OOM killer should take
@@ -617,6 +672,8 @@ def _child(job: dict, test: dict, code, prelude, libc, fds: tuple[int, ...]) -> 
         _drop_privileges(job, libc)
         if job.get("landlock") is not None:  # the working directory, and the test's own stdout/stderr files
             _landlock_writes_only_beneath(job["landlock"], ".", own_files=(1, 2))
+        if job.get("landlock_reads"):
+            _landlock_restrict_reads(libc)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.umask(0o077)
         import builtins
@@ -1329,6 +1386,15 @@ def _harden(job: dict, libc) -> tuple[dict | None, tuple | None, str | None]:
         return None, None, f"sandbox setup failed: dropping the worker's privileges: {e}"
     setup["landlock"] = abi = _landlock_abi(libc)
     job["landlock"] = _landlock_prepare(libc, abi) if abi else None  # each test child applies it
+    if abi and not job["namespaces"]:  # the host's /dev: read-only opens of ptmx would allocate host ptys
+        try:
+            fd = _landlock_reads_ruleset(libc)
+            os.dup2(fd, _READS_FD)
+            os.close(fd)
+            job["landlock_reads"] = True
+            setup["landlock_reads"] = True
+        except OSError as e:
+            return None, None, f"sandbox setup failed: Landlock read rules: {e}"
     try:
         setup["seccomp"] = _seccomp_worker(job, libc)
     except BaseException as e:  # noqa: BLE001 - fail closed: no filter, no program
