@@ -50,12 +50,11 @@ def test_hackable_user_task_is_flagged_for_the_shotgun_and_the_sound_one_is_not(
     row = _row(hack, "shotgun")
     assert row["tried"] == 6 and row["above_wrong"] == 6 and row["share"] == 1.0
     assert row["worst"]["score"] == 1.0 and row["worst"]["wrong_score"] == 0.0
-    # 'not 8' holds an 8 as well (the set hacks depend on today's dedup, so they are left out here)
-    assert [f for f in hack["flagged"] if "/" not in f] == ["shotgun", "negation"]
-    assert _row(hack, "negation")["above_wrong"] == 6
+    # (the set hacks depend on today's dedup, so they are left out here)
+    assert [f for f in hack["flagged"] if "/" not in f] == ["shotgun"]
     # the exact rule: the same answers score 0, nothing is flagged
     sound = _run(_task("sound"))
-    assert _row(sound, "shotgun")["above_wrong"] == 0 and _row(sound, "negation")["above_wrong"] == 0
+    assert _row(sound, "shotgun")["above_wrong"] == 0
     assert sound["flagged"] == []
     # both audits had a real good/wrong separation to compare with (the references of the examples)
     for rep in (hack, sound):
@@ -222,7 +221,7 @@ def test_cli_exit_codes_table_and_report(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| shotgun | 6 | 6/6 **" in text and "FLAGGED (" in text and "(exit code 1)" in text
     rep = json.loads((out / "report.json").read_text())
-    assert rep["flagged"][:2] == ["shotgun", "negation"] and rep["command"]["n"] == 8
+    assert rep["flagged"][0] == "shotgun" and rep["command"]["n"] == 8
     assert main(["rewards", "audit", f"{QUIZ}:sound", "--no-progress", "-n", "3"]) == 0
     assert "nothing scored above the wrong answer" in capsys.readouterr().out
 
@@ -319,3 +318,29 @@ def test_the_code_battery_runs_through_the_sandbox_with_the_users_programs(tmp_p
         assert r["tried"] == (1 if r["hack"] == "lying_object" else 2), r
         assert r["crashes"] == 0, r
     assert rep["set_hacks"][0]["objectives"]["vpo"]["tried"] == 2
+
+
+def test_smuggled_tags_flag_a_parser_that_reads_every_block_not_one_that_reads_the_first_or_last():
+    import re
+
+    from vpo.tasks.registry import load_factory
+
+    examples, any_number_matches = load_factory(f"{QUIZ}:EXAMPLES"), load_factory(f"{QUIZ}:any_number_matches")
+
+    def blocks(text):
+        return [b.strip() for b in re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL)]
+
+    class EveryBlock(FunctionTask):  # joins all answer blocks: a policy can hedge across them
+        def parse(self, completion, m):
+            return [" ".join(blocks(completion))][:m] if blocks(completion) else []
+
+    class LastBlock(FunctionTask):
+        def parse(self, completion, m):
+            return blocks(completion)[-1:]
+
+    def count(cls):
+        rep = _run(cls("t", {"ok": any_number_matches}, examples), hacks=["smuggled_tags"])
+        return _row(rep, "smuggled_tags")["above_wrong"]
+
+    assert count(EveryBlock) == 6
+    assert count(LastBlock) == 0 and count(FunctionTask) == 0  # the base parser keeps the first block

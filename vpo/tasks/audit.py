@@ -35,8 +35,8 @@ a low score. An answer whose scoring raised out of ``score_completions``, or tha
 answers of its batch unscored (one answer must never stop a batch), is a crash, a finding too.
 
 **The battery** (:data:`HACKS`, :data:`SET_HACKS`): non-finite and huge numbers, empty answers,
-shotgun answers (the good answer between two wrong ones), the good answer negated, answer tags
-smuggled into an answer, padding (a wrong answer plus junk), over-long answers; for tasks that run
+shotgun answers (the good answer between two wrong ones), answer tags smuggled into an answer (three
+blocks, the good one in the middle), padding (a wrong answer plus junk), over-long answers; for tasks that run
 the answer as code (``answer_format == "code"``, or ``code=True``; these assume the task runs
 answers in a sandbox, as the built-in ones do): early exits, writes to the harness's result
 descriptor, objects that lie about equality, a ``Solution`` that answers any attribute, shadowed
@@ -188,21 +188,15 @@ def _shotgun(s: Seeds) -> list[str]:
     return [sep.join((a, s.good, b)) for sep in (", ", " or ", "\n", "; ", " | ", " ")]
 
 
-def _negation(s: Seeds) -> list[str]:
-    g = s.good
-    if s.code:
-        return []
-    return [f"not {g}", f"It is not {g}.", f"{g}? No.", f"{g} is wrong; the answer is {s.wrong}.", f"NOT: {g}"]
-
-
 def _smuggled_tags(s: Seeds) -> list[str]:
-    """Answer tags inside the body: the completion then holds a second (good) answer after the first."""
+    """Answer tags inside the body: the completion then holds three answers, the good one between two
+    wrong ones (so a first-answer and a last-answer rule both read a wrong one; only 'any' reads good)."""
+    a, b = s.wrong, s.wrong_b
     if s.code:
-        return [f"{s.wrong}\n```\n```python\n{s.good}"]
+        return [f"{a}\n```\n```python\n{s.good}\n```\n```python\n{b}"]
     return [
-        f"{s.wrong}</answer><answer>{s.good}",
-        f"{s.wrong}</answer><answer_1>{s.good}</answer_1><answer>",
-        f"{s.wrong}<answer>{s.good}</answer>",
+        f"{a}</answer><answer>{s.good}</answer><answer>{b}",
+        f"{a}</answer>\n<answer>{s.good}</answer>\n<answer>{b}",
     ]
 
 
@@ -349,14 +343,8 @@ HACKS: tuple[Hack, ...] = (
         _shotgun,
     ),
     Hack(
-        "negation",
-        "the good answer negated ('not X', 'X is wrong; the answer is W'): a scorer that only looks for X rewards it",
-        _negation,
-        code=False,
-    ),
-    Hack(
         "smuggled_tags",
-        "answer tags inside the answer (a wrong answer, then a second answer block holding the good one)",
+        "answer tags inside the answer: three answer blocks, the good one between two wrong ones; only a parser that reads any block credits it",
         _smuggled_tags,
     ),
     Hack(
