@@ -166,6 +166,30 @@ HACKS: dict[str, tuple[str, str, str]] = {
         ),
         "nothing",  # the judge is non-dumpable: its /proc files are closed to the answer's uid
     ),
+    "judge_result_file_rewritten_after_verdict": (
+        ADD,
+        body(
+            """
+            import os, time
+            try:
+                fd = os.open("/proc/%d/fd/3" % os.getppid(), os.O_WRONLY)
+            except OSError:
+                return None
+            if os.fork() == 0:
+                os.setsid()
+                forged = b'{"passed": [true, true, true, true, true, true], "completed": true, "reason": ""}'
+                forged = forged.ljust(4000)
+                t = time.monotonic()
+                while time.monotonic() - t < 8:
+                    size = os.fstat(fd).st_size
+                    if size and size != len(forged):
+                        os.pwrite(fd, forged, 0)
+                os._exit(0)
+            return None
+            """
+        ),
+        "nothing",  # a leftover process overwriting the judge's verdict once written: the judge is non-dumpable
+    ),
     "lying_object": (ADD, body(_LIAR + "return Liar()"), "nothing"),  # __eq__/__bool__/... that lie
     "int_subclass_that_lies": (
         ADD,
@@ -260,6 +284,12 @@ def task(tmp_path_factory):
         timeout_s=5.0, wall_timeout_s=5.0, memory_mb=512, scratch_root=str(tmp_path_factory.mktemp("scratch"))
     )
     return HumanEvalTask(sandbox=cfg)
+
+
+@pytest.fixture(scope="module")
+def official_task(tmp_path_factory):
+    """The task as users get it (its 3 s budget and the sandbox limits that follow from it)."""
+    return HumanEvalTask(sandbox=None, memory_mb=512)
 
 
 @pytest.fixture(scope="module")
@@ -398,14 +428,14 @@ def official(problem: dict, completion: str) -> bool:
     return bool(check_correctness(row, completion, timeout=3.0)["passed"])
 
 
-def test_verdict_equals_human_evals_check_correctness(task, problems):
+def test_verdict_equals_human_evals_check_correctness(official_task, problems):
     """all asserts pass here iff check_correctness passes: stateful and slow answers (which passed
     every assert when each assert had a fresh process and its own 3 s), canonical and wrong ones."""
     cases = []
     for group in (STATEFUL, SLOW, WRONG, FAST_ENOUGH):
         cases += [(pid, c) for pid, cs in group.items() for c in cs]
     cases += [(pid, problems[pid]["canonical_solution"]) for pid in AGREEMENT_SAMPLE]
-    res = task.evaluate([problems[p] for p, _ in cases], [[c] for _, c in cases])
+    res = official_task.evaluate([problems[p] for p, _ in cases], [[c] for _, c in cases])
     mine = [all(r[0].passed) for r in res]
     theirs = [official(problems[p], c) for p, c in cases]
     assert mine == theirs, [(p, c[:40], m, t) for (p, c), m, t in zip(cases, mine, theirs) if m != t]
@@ -436,3 +466,25 @@ def test_canonical_solutions_all_pass(task, problems):
     assert failing == []
     assert sum(len(r[0].passed) for r in res) == 1133
     assert np.all([r[0].rewards == 1.0 for r in res])
+
+
+def test_judge_is_closed_to_the_answers_process(task, problems):
+    """The judge is non-dumpable, so the answer's process (same uid) can read none of its /proc
+    entries (fd table, memory, environment): this answer scores 1 only if every read is refused.
+    (As root the result file is also closed by its permissions; as a non-root user only this holds.)"""
+    probe = body(
+        """
+        import os
+        ppid = os.getppid()
+        for what in ("fd", "environ", "mem", "fdinfo/3"):
+            try:
+                p = "/proc/%d/%s" % (ppid, what)
+                os.listdir(p) if what == "fd" else open(p, "rb").read(1)
+                return None
+            except OSError:
+                pass
+        return x + y
+        """
+    )
+    batch = task.score_completions([problems[ADD]], [probe], m=1)
+    assert batch.rewards[0, 0].tolist() == [1.0] * D
