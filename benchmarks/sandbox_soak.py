@@ -208,7 +208,8 @@ def soak(seconds: float, slices: int, concurrency: int, seed: int = 0) -> dict: 
                 uids.add(res.uid)
             if not ok and len(unexpected) < 20:
                 unexpected.append(f"{kind}: {statuses} {res.error or ''} {res.outcomes[0].stderr[-200:]}")
-        return ok, "sandbox_error" in statuses
+        # the sandbox's own failures: sandbox_error outcomes, or (trees since #50) a result marked unavailable
+        return ok, "sandbox_error" in statuses or getattr(res, "unavailable", None) is not None
 
     for kind in PROGRAMS:  # warm-up: one of each kind, before the "before" snapshot
         run_one(kind)
