@@ -245,3 +245,14 @@ def test_smollm2_check_on_humaneval(tmp_path):
     assert sum(res["failures"]["counts"].values()) == res["failures"]["slots"] == 6
     check = next(iter(json.loads((out / "check.json").read_text()).values()))
     assert (check["verdict"] == "warm start first") == (check["valid_share"] < 0.10)
+
+
+def test_budget_and_isolation_options_are_checked():
+    """Wrong option values fail at construction, naming the option; the sandbox's CPU limit follows
+    the budget (a backstop the judge's own wall-clock budget reaches first)."""
+    with pytest.raises(TaskSpecError, match="timeout_s"):
+        vpo.tasks.get("humaneval", timeout_s=0)
+    with pytest.raises(TaskSpecError, match="isolate_asserts"):
+        vpo.tasks.get("humaneval", isolate_asserts="yes")
+    t = HumanEvalTask(timeout_s=1.5)
+    assert t.budget_s == 1.5 and t.sandbox_config.cpu_limit_s == 1.5 + 2.0 and not t.isolate_asserts

