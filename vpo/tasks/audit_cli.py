@@ -189,7 +189,7 @@ def render(report: dict) -> str:
     lines = [
         f"reward audit of task {report['task']!r} (d={len(report['objectives'])}: {_names(report['objectives'])}), "
         f"{report['num_examples']} example(s)" + (f" of split {cmd['split']!r}" if cmd.get("split") else "")
-        + f", seed {report['seed']}; {report['answers_scored']} answers scored in {report['seconds']:.1f} s",
+        + f", seed {report['seed']}; {report['answers_scored']} answers scored in {report['seconds']:.2f} s",
         "score = w*ᵀr (0 for an answer that is not valid); wrong answer per example: "
         + "; ".join(f"{k} ({v})" for k, v in w["sources"].items())
         + f"; {w['separated']} of {w['of']} example(s) have a good answer scoring above it",
