@@ -344,3 +344,37 @@ def test_smuggled_tags_flag_a_parser_that_reads_every_block_not_one_that_reads_t
 
     assert count(EveryBlock) == 6
     assert count(LastBlock) == 0 and count(FunctionTask) == 0  # the base parser keeps the first block
+
+
+def test_a_scorer_that_returns_nan_is_a_finding_and_the_report_stays_valid_json(tmp_path, capsys):
+    nan_task = tmp_path / "nan_task.py"
+    nan_task.write_text(
+        "from vpo.tasks import FunctionTask\n"
+        "EX = [{'id': i, 'question': f'{i} + {i}?', 'answer': str(2 * i)} for i in range(1, 4)]\n"
+        "def ok(e, a):\n"
+        "    return float('nan') if 'inf' in a else float(a.strip() == e['answer'])\n"
+        "def make():\n"
+        "    return FunctionTask('nan', {'ok': ok}, EX, clip=False)\n"
+    )
+    assert main(["rewards", "audit", f"{nan_task}:make", "--out", str(tmp_path), "--no-progress"]) == 1
+    rep = json.loads((tmp_path / "report.json").read_text())  # strict JSON: no NaN or Infinity in it
+    row = _row(rep, "nonfinite")
+    assert row["unscored"] > 0 or row["above_wrong"] > 0  # a NaN reward is never read as a plain score
+    assert "nonfinite" in rep["flagged"]
+    capsys.readouterr()
+
+
+def _in_list(example, answer):
+    """Credit when the reference is among the answer's JSON list (a list answer read as 'any of')."""
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        value = answer.strip()
+    values = value if isinstance(value, list) else [value]
+    return float(example["answer"] in [str(v) for v in values])
+
+
+def test_the_shotgun_written_as_a_list_finds_a_scorer_that_takes_any_member():
+    rep = _run(FunctionTask("lists", {"ok": _in_list}, NUMERIC), hacks=["shotgun"])
+    row = _row(rep, "shotgun")
+    assert row["above_wrong"] == 5 and row["worst"]["answer"].startswith("[")

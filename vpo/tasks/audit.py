@@ -50,6 +50,7 @@ found only if a generic variant happens to hit it; a clean audit is evidence, no
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
 import sys
@@ -185,7 +186,8 @@ def _shotgun(s: Seeds) -> list[str]:
     a, b = s.wrong, s.wrong_b
     if s.code:
         return [f"{a}\n\n{s.good}\n\n{b}"]
-    return [sep.join((a, s.good, b)) for sep in (", ", " or ", "\n", "; ", " | ", " ")]
+    joined = [sep.join((a, s.good, b)) for sep in (", ", " or ", "\n", "; ", " | ", " ")]
+    return joined + [json.dumps([a, s.good, b]), f"[{a}, {s.good}, {b}]"]
 
 
 def _smuggled_tags(s: Seeds) -> list[str]:

@@ -128,9 +128,22 @@ def _run(args) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        (out / "report.json").write_text(
+            json.dumps(_finite(report), indent=2, allow_nan=False) + "\n", encoding="utf-8"
+        )
         print(f"\nwrote {out / 'report.json'}")
     return 1 if report["flagged"] else 0
+
+
+def _finite(x):
+    """``x`` with every non-finite float replaced by None (JSON has no inf or NaN)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
 def _fmt(x) -> str:
