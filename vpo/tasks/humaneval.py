@@ -437,6 +437,9 @@ class HumanEvalTask(ScoredBySandbox, Task):
 
     def _verdict(self, res: ProgramResult, n: int) -> tuple[list[bool], str]:
         """Per-assert pass/fail and the reason the check stopped early, from the judge's record(s)."""
+        unavailable = getattr(res, "unavailable", None)
+        if unavailable:  # the sandbox's failure, not the answer's (ProgramResult.unavailable)
+            raise ScoringUnavailable(f"humaneval: the sandbox could not run the judge: {unavailable}")
         if self.isolate_asserts:
             passed, reasons = [], []
             for k, o in enumerate(res.outcomes):
@@ -448,9 +451,12 @@ class HumanEvalTask(ScoredBySandbox, Task):
         return _judged(res.outcomes[0], n)
 
 
-_HARNESS_STATUSES = ("syntax_error", "no_function", "bad_return", "no_return", "not_run", "sandbox_error")
+_HARNESS_STATUSES = ("syntax_error", "no_function", "bad_return", "no_return", "sandbox_error")
 """Statuses of the judge's run that only the sandbox or the judge itself can cause (the answer's code
-is data in its program and never runs in it): scoring unavailable, not a wrong answer."""
+is data in its program and never runs in it): scoring unavailable, not a wrong answer. Every other
+status that is not ``ok`` (``timeout``, ``memory_limit``, ``killed``, ``output_limit``,
+``cleanup_limit``, ``program_too_large``, ``not_run`` after one of those) the answer's process can
+cause: the run passes nothing."""
 
 
 def _judged(outcome, n: int) -> tuple[list[bool], str]:
