@@ -11,8 +11,9 @@ adversarial answers score above a wrong answer.
 TASK is a registered name, ``module:factory`` or ``path/to/file.py:factory`` (as ``vpo eval --task``),
 built with ``--task-options JSON``. It prints a table (hack, examples tried, share scoring above the
 wrong answer, worst example, reason), the set hacks under each set objective, and with ``--out DIR``
-writes ``DIR/report.json``. Exit code 0: nothing scored above the wrong answer; 1: something did (so CI
-can gate on it); 2: a mistake in the command (one line: what, where, what to do).
+writes ``DIR/report.json``. Exit code 0: nothing was found; 1: a hack scored above the wrong answer
+(or a set above the honest set), or an answer was left unscored or crashed its batch (so CI can gate
+on it); 2: a mistake in the command (one line: what, where, what to do).
 
 A command of its own, not ``vpo check --hacks``: ``vpo check`` reads a model's pool, the audit needs no
 model, only the task.
