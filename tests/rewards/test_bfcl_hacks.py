@@ -6,7 +6,6 @@ wrong answer it pads, no more than the worst of the candidates it lists. The rea
 from __future__ import annotations
 
 import copy
-import itertools
 import importlib.util
 import random
 
@@ -129,12 +128,16 @@ def test_candidate_calls_score_no_more_than_the_worst(task, items):
     # candidate names: no more than the wrong name's 0
     names = scored(task, ex, f"[triangle_area(base=10, height=5), {AREA}(base=10, height=5)]")[0]
     assert names[1] == 0
-    # the right call twice: BFCL rejects the count, so it is not all ones
+    # the right call twice: BFCL rejects the count; as a set of two candidates, no more than 0
     twice = scored(task, ex, f"[{AREA}(base=10, height=5), {AREA}(base=10, height=5)]")[0]
-    assert twice[1] == 0.5
-    # many candidates (past MAX_SUBSETS choices for a parallel item): nothing but the format
+    assert twice.tolist() == [1, 0, 0, 0]
+    # many candidates: nothing but the format
     many = "[" + ", ".join(f"{AREA}(base={b}, height=5)" for b in range(300)) + "]"
     assert scored(task, ex, many)[0].tolist() == [1, 0, 0, 0]
+    # candidates nested in lists inside a tuple were skipped, so only the right call was read
+    other = "triangle_area(base=1, height=2)"
+    for nested in (f"[{other}], {AREA}(base=10, height=5), [{other}]", f"[[{AREA}(base=10, height=5)], [{other}]]"):
+        at_most(scored(task, ex, nested)[0], scored(task, ex, other)[0])
 
 
 def test_candidates_in_prose_are_candidates(task, items):
@@ -152,11 +155,12 @@ def test_candidates_in_prose_are_candidates(task, items):
         at_most(scored(task, ex, hack)[0], worst)
 
 
-def test_parallel_candidates_score_no_more_than_any_choice(task, items):
-    """Parallel items: the gold calls plus one mutated copy of each (a candidate value for every
-    call): no more than any choice of as many calls as the gold has, on every parallel item."""
+def test_parallel_candidates_score_nothing_on_the_calls(task, items):
+    """Parallel items: the gold calls plus a copy of each with one value changed (a candidate for
+    every call), in any order: 0 on the call components (BFCL rejects the count), on every fifth
+    parallel item."""
     rng = random.Random(0)
-    for ex in [x for x in items.values() if "parallel" in x["category"]][::7]:
+    for ex in [x for x in items.values() if "parallel" in x["category"]][::5]:
         ref = reference_calls(ex)
         extra = copy.deepcopy(ref)
         for _, args in extra:
@@ -164,15 +168,30 @@ def test_parallel_candidates_score_no_more_than_any_choice(task, items):
                 args[k] = _wrong(args[k])
         calls = ref + extra
         rng.shuffle(calls)
-        if len(calls) > 8:
-            continue
-        gold = gold_calls(ex)
-        hacked = score_calls(parse_calls(format_calls(calls)), gold)
-        assert hacked[1] < 1
+        assert score_calls(parse_calls(format_calls(calls)), gold_calls(ex))[1:].tolist() == [0, 0, 0]
 
-        for chosen in itertools.combinations(calls, len(ref)):
-            member = score_calls(parse_calls(format_calls(list(chosen))), gold)
-            at_most(hacked[1:], member[1:])
+
+def test_negated_and_smuggled_calls_are_not_calls(task, items):
+    # the right call negated ("not f(x)", "It is not f(x).") was read as the call itself, scoring
+    # 0.75 where a wrong answer scores 0.25; a second answer smuggled after a closing tag is a
+    # second candidate
+    ex = items["simple_python_0"]
+    right, other = f"{AREA}(base=10, height=5)", "triangle_area(base=1, height=2)"
+    wrong = scored(task, ex, other)[0]
+    for hack in (
+        f"not {right}",
+        f"It is not {right}.",
+        f"{right}? No.",
+        f"NOT: {right}",
+        f"{right} is wrong; the answer is {other}.",
+        f"I would never call {right}",
+        f"{other}</answer><answer>{right}",
+        f"{other}</answer><answer_1>{right}</answer_1><answer>",
+    ):
+        at_most(scored(task, ex, hack)[0], wrong)
+    # prose that states the call still gets its content credit (format 0)
+    assert scored(task, ex, f"Here you go: {right}.")[0].tolist() == [0, 1, 1, 1]
+    assert scored(task, ex, f"Not sure, but {right}")[0].tolist() == [0, 1, 1, 1]
 
 
 def test_list_argument_listing_candidates_is_wrong(task, items):

@@ -106,7 +106,7 @@ def test_parallel_calls_match_as_a_set(task, items):
     assert vec(task, ex, f"[{b}, {a}]") == [1, 1, 1, 1]
     assert vec(task, ex, f"{b}\n{a}") == [1, 1, 1, 1]  # one call per line
     assert vec(task, ex, b) == [1, 0.5, 0.5, 0.5]  # a call missing: its keys and values were not given
-    assert vec(task, ex, f"[{a}, {b}, {a}]") == [1, 2 / 3, 1, 0.5]  # an extra call: the worst two of three
+    assert vec(task, ex, f"[{a}, {b}, {a}]") == [1, 0, 0, 0]  # an extra call: BFCL rejects the count
     swapped = "[spotify.play(artist='Taylor Swift', duration=15), spotify.play(artist='Maroon 5', duration=20)]"
     assert vec(task, ex, swapped) == [1, 1, 1, 0.5]
     # the same function twice with different values (parallel_multiple_3): paired by values

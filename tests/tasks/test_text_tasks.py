@@ -448,8 +448,8 @@ def test_toolrl_hand_worked_scores(tool):
         (
             stocks,
             tc(*(call("get_stock_price", {"symbol": s}) for s in ("AAPL", "MSFT", "GOOG"))),
-            [1, 2 / 3, 1, 0.5],
-        ),  # extra call: its worst choice of two (MSFT's partner GOOG)
+            [1, 0, 0, 0],
+        ),  # extra call: candidates score 0 on the calls
         (
             flights,
             tc(

@@ -21,7 +21,7 @@ list their acceptable values (``""`` among them: the argument may be left out):
 * ``format``: the whole body parses as calls with keyword arguments and literal values;
 * ``function_name``: predicted calls are paired one-to-one with gold calls, in any order (greedily,
   the pair with the most matching name, keys and values first); the number of pairs with the
-  gold's function name over max(#gold, #predicted) calls;
+  gold's function name over the number of gold calls;
 * ``arg_key``: the mean over the gold calls of required keys given / (required keys + unexpected
   keys given) (a required key is one whose acceptable values lack ``""`` or that the schema
   requires; an unexpected key is one BFCL does not allow: not in the gold or not in the schema);
@@ -32,28 +32,30 @@ list their acceptable values (``""`` among them: the argument may be left out):
   demanded.
 
 Every denominator is fixed by the gold or grows with the answer's mistakes, so no answer raises a
-fraction by adding what the gold does not demand (partial credit never rewards what BFCL's all-or-nothing rule rejects
-more than the plain wrong answer): an optional argument given an accepted value (``""`` included)
-counts nowhere, as good as leaving it out and never better; an unexpected key lowers ``arg_key``, a
-rejected optional value ``arg_value``. An answer with more calls than the gold (say, candidates for
-the one call wanted) is scored as its worst choice of as many calls as the gold has, component by
-component, with the name count over the number of calls given (0 past :data:`MAX_SUBSETS` choices):
-a set of candidates scores no more than its worst member. All four are 1 exactly when BFCL's
-checker accepts the calls (tested against it, type-flipped lists and nested values included).
+fraction by adding what the gold does not demand (partial credit never rewards what BFCL's
+all-or-nothing rule rejects more than the plain wrong answer): an optional argument given an
+accepted value (``""`` included) counts nowhere, as good as leaving it out and never better; an
+unexpected key lowers ``arg_key``, a rejected optional value ``arg_value``. An answer with more
+calls than the gold (candidates for the one call wanted, a repeated call) scores 0 on
+``function_name``, ``arg_key`` and ``arg_value``: BFCL rejects the count, and a set of candidates
+earns no more than its worst member. All four are 1 exactly when BFCL's checker accepts the calls
+(tested against it, type-flipped lists and nested values included).
+
+Calls are read from JSON or Python as written (a list or tuple of calls, nested or not; the
+alternatives of ``a or b`` and ``a if c else b`` count as calls; ``not f(x)`` is no call) or, when
+the body is neither, from every call written in its prose except those the prose negates ("It is
+not f(x).", "f(x)? No."; :mod:`vpo.tasks._negation`), with ``format`` 0.
 
 So a wrong function name lowers only ``function_name``, a wrong value only ``arg_value``, an
 unexpected argument only ``arg_key``; a missing required argument lowers ``arg_key`` and
-``arg_value`` (its value was not given), a missing call all three, an extra call ``function_name``
-and whatever its worst choice lowers.
+``arg_value`` (its value was not given), a missing call all three, an extra call all three to 0.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import itertools
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +64,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vpo._util import read_jsonl
+from vpo.tasks._negation import negated
 from vpo.tasks.base import Example, Task, package_data
 from vpo.tasks.registry import TaskSpecError
 
@@ -180,8 +183,8 @@ def parse_calls(text: Any) -> ParsedCalls:
     if not s:
         return ParsedCalls()
     parsed = _parse_body(s)
-    if parsed.calls:
-        return parsed
+    if parsed is not None:
+        return parsed  # JSON or Python: read as written (no calls are searched for inside it)
     # prose around the calls: every call in it is read (each bracketed span from a call's start to
     # its matching bracket that parses), so listing candidates in prose ("f(a=1) or maybe f(a=2)")
     # is scored as the candidate calls it lists; the format stays 0
@@ -221,7 +224,8 @@ def _closing(s: str, start: int) -> int | None:
 def _prose_calls(s: str) -> list[tuple[str, dict]]:
     """The calls written anywhere in prose, in order: from each place a call could start (``[``,
     ``{`` or a name directly followed by ``(``, not on a ``def``/``class`` line: a definition is not
-    a call) to its closing bracket, the spans that parse as calls (a span is not read twice)."""
+    a call) to its closing bracket, the spans that parse as calls (a span is not read twice), less
+    those its clause negates (:mod:`vpo.tasks._negation`: "It is not f(x).", "f(x)? No.")."""
     calls: list[tuple[str, dict]] = []
     done = 0
     for n, m in enumerate(_CALL_START.finditer(s)):
@@ -236,13 +240,15 @@ def _prose_calls(s: str) -> list[tuple[str, dict]]:
         if end is None:
             continue
         found = _parse_body(s[m.start() : end + 1])
-        if found.calls:
-            calls.extend(found.calls)
+        if found is not None and found.calls:
             done = end + 1
+            if not negated(s, m.start(), end + 1):  # "not f(x)", "f(x)? No.": not a call
+                calls.extend(found.calls)
     return calls
 
 
-def _parse_body(s: str) -> ParsedCalls:
+def _parse_body(s: str) -> ParsedCalls | None:
+    """The calls of a body that is JSON or Python; None when it is neither."""
     if s[0] in "[{":
         parsed = _parse_json(s)
         if parsed is not None:
@@ -304,22 +310,45 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _parse_python(s: str) -> ParsedCalls:
+def _call_nodes(node: ast.AST, out: list[ast.Call]) -> bool:
+    """Collect the calls an expression lists (a call, a list or tuple of them, nested); True when it is
+    nothing else. The alternatives of ``a or b`` and ``a if c else b`` are collected as calls (a
+    set of candidates, scored as such); a negated call (``not f(x)``) is not a call."""
+    if isinstance(node, ast.Call):
+        out.append(node)
+        return True
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all([_call_nodes(e, out) for e in node.elts]) and bool(node.elts)
+    if isinstance(node, ast.BoolOp):
+        for v in node.values:
+            _call_nodes(v, out)
+    elif isinstance(node, ast.IfExp):
+        _call_nodes(node.body, out)
+        _call_nodes(node.orelse, out)
+    elif isinstance(node, ast.Await):
+        _call_nodes(node.value, out)
+    return False
+
+
+def _parse_python(s: str) -> ParsedCalls | None:
+    """The calls of a body that is Python (None when it is not): each statement's expression, or
+    the value an assignment gives, read by :func:`_call_nodes`."""
     try:
         tree = ast.parse(s, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ParsedCalls()
-    nodes: list[ast.AST] = []
+        return None
+    nodes: list[ast.Call] = []
     clean = bool(tree.body)
     for stmt in tree.body:
-        if not isinstance(stmt, ast.Expr):
+        if isinstance(stmt, ast.Expr):
+            clean &= _call_nodes(stmt.value, nodes)
+        else:
             clean = False
-            continue
-        v = stmt.value
-        nodes.extend(v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v])
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+                _call_nodes(stmt.value, nodes)
     calls = []
     for node in nodes:
-        name = _dotted(node.func) if isinstance(node, ast.Call) else None
+        name = _dotted(node.func)
         if name is None:
             clean = False
             continue
@@ -500,11 +529,6 @@ def gold_calls(example: Example) -> list[_Gold]:
     return out
 
 
-MAX_SUBSETS = 256
-"""An answer with more calls than the gold is scored as its worst choice of as many calls as the
-gold has; past this many choices, its ``function_name``, ``arg_key`` and ``arg_value`` are 0."""
-
-
 def _pair_parts(gold: _Gold, name: str, args: dict) -> tuple[float, float, int, int]:
     """(name match, key score, required values accepted, values demanded) of one predicted call
     against one gold call. Both fractions have denominators the answer cannot inflate: the key score
@@ -562,23 +586,18 @@ def _subset_score(parts: dict, gold: list[_Gold], pred_idx: Sequence[int]) -> tu
 
 def score_calls(parsed: ParsedCalls, gold: list[_Gold]) -> np.ndarray:
     """``[format, function_name, arg_key, arg_value]`` of parsed calls against the gold calls (module
-    docstring). With more calls than the gold, each component is the minimum over the ways to keep
-    as many calls as the gold has (a set of candidates scores no more than its worst choice) and the
-    name count is divided by the number of calls given."""
+    docstring). More calls than the gold (candidates for a call, a repeated call) score 0 on the
+    three call components: BFCL's checker rejects the count, and read as a set of candidates the
+    answer earns no more than its worst member."""
     pred = parsed.calls
     if not pred or not gold:
         return np.zeros(4, dtype=np.float64)
-    g, p = len(gold), len(pred)
     clean = float(parsed.clean)
-    if p > g and math.comb(p, g) > MAX_SUBSETS:
+    if len(pred) > len(gold):
         return np.array([clean, 0.0, 0.0, 0.0], dtype=np.float64)
-    parts = {(i, j): _pair_parts(gold[i], *pred[j]) for i in range(g) for j in range(p)}
-    if p <= g:
-        names, keys, values = _subset_score(parts, gold, range(p))
-        return np.array([clean, names / g, keys, values], dtype=np.float64)
-    scores = [_subset_score(parts, gold, chosen) for chosen in itertools.combinations(range(p), g)]
-    names, keys, values = (min(col) for col in zip(*scores))
-    return np.array([clean, names / p, keys, values], dtype=np.float64)
+    parts = {(i, j): _pair_parts(gold[i], *pred[j]) for i in range(len(gold)) for j in range(len(pred))}
+    names, keys, values = _subset_score(parts, gold, range(len(pred)))
+    return np.array([clean, names / len(gold), keys, values], dtype=np.float64)
 
 
 def _first(acceptable: Sequence[Any], top: bool = True) -> Any:
@@ -687,5 +706,6 @@ class BFCLTask(Task):
         p = parse_calls(answer)
         if not p.calls:
             return ("text", " ".join(str(answer).split()))
+        # the calls alone: "f(x)", "f(x).", "**f(x)**" are one answer (the format is not part of it)
         calls = sorted((n, json.dumps(a, sort_keys=True, default=repr)) for n, a in p.calls)
-        return ("calls", p.clean, tuple(calls))
+        return ("calls", tuple(calls))

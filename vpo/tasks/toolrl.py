@@ -5,26 +5,26 @@ Each example gives a system message listing the tools and a dialogue; the gold a
 ``<tool_call>`` block and/or a ``<response>``; ``<think>`` is optional (in a VPO rollout the shared
 reasoning precedes the answers). Reward vector (d = 4, docs/method.md §5), ``w*`` uniform:
 ``format`` (only well-formed tag blocks, calls that parse, the same sections as the gold),
-``tool_name`` (gold calls paired one-to-one with same-name predicted calls: pairs / max(#gold,
-#predicted)), ``arg_key`` (mean over the gold calls of the key Jaccard of each pair, ToolRL's
-shared / union; an unpaired gold call 0) and ``arg_value`` (gold values matched by their partner's
-over all gold values, :func:`value_matches`: ToolRL's ``==``, so lists in order; a call without
-arguments counts as one value, matched when it is called). No component rewards what the gold does
-not ask for: every denominator is the gold's or grows with the answer's mistakes (an extra key
-lowers ``arg_key``, a missing one ``arg_key`` and ``arg_value``), a wrong tool earns nothing on its
-arguments, calls made where the gold only responds score 0, and an answer with more calls than the
-gold (candidates for one call) scores its worst choice of as many calls as the gold has, component
-by component. Content is scored even when the format fails, and ``<response>`` text is not
-compared (ToolRL does not either). Data: the ToolRL repo's
+``tool_name`` (gold calls paired one-to-one with same-name predicted calls: pairs / #gold),
+``arg_key`` (mean over the gold calls of the key Jaccard of each pair, ToolRL's shared / union; an
+unpaired gold call 0) and ``arg_value`` (gold values matched by their partner's over all gold
+values, :func:`value_matches`: ToolRL's ``==``, so lists in order; a call without arguments counts
+as one value, matched when it is called). No component rewards what the gold does not ask for: every
+denominator is the gold's or grows with the answer's mistakes (an extra key lowers ``arg_key``, a
+missing one ``arg_key`` and ``arg_value``), a wrong tool earns nothing on its arguments, and an
+answer with more calls than the gold (candidates for one call, a repeated call) scores 0 on the
+three call components, no more than its worst member. Where the gold only responds, the call
+components credit an answer that responds and calls nothing (an empty answer earns nothing).
+Content is scored even when the format fails, except calls the text around them negates ("not
+<tool_call>..", ".. ? No."; :mod:`vpo.tasks._negation`); ``<response>`` text is not compared
+(ToolRL does not either). Data: the ToolRL repo's
 parquet files, downloaded once into ``$VPO_CACHE``, a Hub mirror (``hub_id=``) or local files
 (``path=``). docs/paper_tasks.md ("ToolRL") has the full definitions and hand-worked vectors.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from vpo.tasks._negation import negated
 from vpo.tasks.base import Example, Task
 from vpo.tasks.text import (
     as_text,
@@ -130,10 +131,10 @@ def parse_tool_answer(text: Any) -> ParsedToolAnswer:
     """Parse one answer body: its tool calls, whether it responds, whether its format is clean."""
     text = as_text(text)
     out = ParsedToolAnswer()
-    blocks: list[tuple[str, int, int]] = []  # (kind, body start, body end), in order
+    blocks: list[tuple[str, int, int, int, int]] = []  # (kind, body start, body end, tag start, tag end)
     structure_ok = True
     open_kind: str | None = None
-    open_at = 0
+    open_at = open_start = 0
     outside: list[str] = []
     pos = 0
     for tok in _TAG.finditer(text):
@@ -143,9 +144,9 @@ def parse_tool_answer(text: Any) -> ParsedToolAnswer:
                 structure_ok = False
                 continue
             outside.append(text[pos : tok.start()])
-            open_kind, open_at = kind, tok.end()
+            open_kind, open_at, open_start = kind, tok.end(), tok.start()
         elif closing and kind == open_kind:
-            blocks.append((kind, open_at, tok.start()))
+            blocks.append((kind, open_at, tok.start(), open_start, tok.end()))
             open_kind = None
             pos = tok.end()
         else:
@@ -160,30 +161,32 @@ def parse_tool_answer(text: Any) -> ParsedToolAnswer:
     if stray.strip() or len(set(kinds)) != len(kinds) or kinds != sorted(kinds, key=_KINDS.index):
         structure_ok = False
     calls_clean = True
-    tool_bodies = [text[a:b] for k, a, b in blocks if k == "tool_call"]
-    for body in tool_bodies:
-        calls, clean = _parse_calls(body)
-        out.calls.extend(calls)
+    tool_blocks = [(a, b, ta, tb) for k, a, b, ta, tb in blocks if k == "tool_call"]
+    for a, b, ta, tb in tool_blocks:
+        calls, clean = _parse_calls(text[a:b])
         calls_clean &= clean
-    if not tool_bodies and stray.strip():
-        out.calls, _ = _parse_calls(_strip_prose(stray))
-    out.has_tool_block = bool(tool_bodies) and bool(out.calls)
-    out.response = next((text[a:b].strip() for k, a, b in blocks if k == "response"), "")
+        if not negated(text, ta, tb):  # "not <tool_call>..</tool_call>", "<tool_call>..</tool_call>? No."
+            out.calls.extend(calls)
+    if not tool_blocks and stray.strip():
+        out.calls = _bare_calls(stray)
+    out.has_tool_block = bool(tool_blocks) and bool(out.calls)
+    out.response = next((text[a:b].strip() for k, a, b, _, _ in blocks if k == "response"), "")
     out.has_response = bool(out.response)
     out.calls_clean = calls_clean
     out.well_formed = structure_ok and calls_clean
     return out
 
 
-def _strip_prose(text: str) -> str:
-    """From bare text, the part from the first ``{`` or ``[`` on (a call written without tags)."""
+def _bare_calls(text: str) -> list[tuple[str, dict]]:
+    """The calls of an answer written without tags: the JSON from the first ``{`` or ``[`` on, unless
+    the prose around it negates it ("not {...}", "{...}? No.")."""
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    return text[min(starts) :] if starts else ""
-
-
-MAX_SUBSETS = 256
-"""An answer with more calls than the gold is scored as its worst choice of as many calls as the
-gold has; past this many choices, its ``tool_name``, ``arg_key`` and ``arg_value`` are 0."""
+    if not starts:
+        return []
+    start, end = min(starts), max(text.rfind("}"), text.rfind("]")) + 1
+    if negated(text, start, max(end, start)):
+        return []
+    return _parse_calls(text[start:])[0]
 
 
 def value_matches(predicted: Any, expected: Any, _depth: int = 0) -> bool:
@@ -253,25 +256,22 @@ def _call_scores(pred: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> 
 
 def score_tool_answer(parsed: ParsedToolAnswer, gold_calls: list[tuple[str, dict]], gold_responds: bool) -> np.ndarray:
     """``[format, tool_name, arg_key, arg_value]`` of a parsed answer against the gold answer (module
-    docstring). With more calls than the gold, each call component is the minimum over the ways to
-    keep as many calls as the gold has (a set of candidates scores no more than its worst choice),
-    the name count divided by the number of calls given."""
+    docstring)."""
     pred = parsed.calls
     fmt = float(
         parsed.well_formed and parsed.has_tool_block == bool(gold_calls) and parsed.has_response == gold_responds
     )
     g, p = len(gold_calls), len(pred)
-    if not g or not p:  # no calls wanted or none made: 1 when both, else nothing to credit
-        both = float(not g and not p)
-        return np.array([fmt, both, both, both], dtype=np.float64)
-    if p <= g:
-        names, keys, values = _call_scores(pred, gold_calls)
-        return np.array([fmt, names / g, keys, values], dtype=np.float64)
-    if math.comb(p, g) > MAX_SUBSETS:
+    if not g or not p:
+        # the gold only responds: the call components credit an answer that responds and calls
+        # nothing, not even in a tool_call block that does not parse (an empty answer calls nothing
+        # too, but earns nothing); otherwise there is nothing to credit
+        ok = float(not g and not p and parsed.has_response and parsed.calls_clean)
+        return np.array([fmt, ok, ok, ok], dtype=np.float64)
+    if p > g:  # candidates for a call, a repeated call: no more than the worst member, 0
         return np.array([fmt, 0.0, 0.0, 0.0], dtype=np.float64)
-    scores = [_call_scores([pred[j] for j in chosen], gold_calls) for chosen in itertools.combinations(range(p), g)]
-    names, keys, values = (min(col) for col in zip(*scores))
-    return np.array([fmt, names / p, keys, values], dtype=np.float64)
+    names, keys, values = _call_scores(pred, gold_calls)
+    return np.array([fmt, names / g, keys, values], dtype=np.float64)
 
 
 class ToolRLTask(Task):
@@ -351,8 +351,24 @@ class ToolRLTask(Task):
 
     def canonical(self, answer: str) -> Any:
         p = parse_tool_answer(answer)
-        calls = tuple(sorted((n, json.dumps(a, sort_keys=True, default=str)) for n, a in p.calls))
-        return p.well_formed, p.has_response, calls
+        # the calls and whether it responds, strings as the scorer compares them: a stray "." or
+        # "**" around the block, or other letter case in the values, is the same answer
+        calls = tuple(sorted((n, json.dumps(_fold(a), sort_keys=True, default=str)) for n, a in p.calls))
+        return p.has_response, calls
+
+
+def _fold(value: Any, depth: int = 0) -> Any:
+    """A value with its strings lower-cased and their whitespace collapsed (as :func:`value_matches`
+    compares strings), for :meth:`ToolRLTask.canonical`."""
+    if depth > 20:
+        return None
+    if isinstance(value, str):
+        return " ".join(value.lower().split())
+    if isinstance(value, dict):
+        return {str(k): _fold(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_fold(v, depth + 1) for v in value]
+    return value
 
 
 def _messages(example: Example) -> tuple[str, str]:
