@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 import re
 import sys
 import textwrap
@@ -65,7 +66,27 @@ import numpy as np
 from vpo.errors import UserError
 from vpo.tasks.base import Example, Task
 
-__all__ = ["EPS", "HACKS", "SET_HACKS", "SET_OBJECTIVE_NAMES", "Hack", "Seeds", "audit", "is_code_task"]
+__all__ = [
+    "EPS",
+    "HACKS",
+    "SET_HACKS",
+    "SET_OBJECTIVE_NAMES",
+    "Hack",
+    "Scored",
+    "Scorer",
+    "Seeds",
+    "UserAnswers",
+    "answer_score",
+    "audit",
+    "build_seeds",
+    "completion_text",
+    "entry_names",
+    "is_code_task",
+    "question_options",
+    "read_user_answers",
+    "reference_of",
+    "set_scores",
+]
 
 EPS = 1e-9
 """A hack scores above the wrong answer when it exceeds it by more than this."""
@@ -838,8 +859,9 @@ def audit(
     ``code``: run the code hacks (default: :func:`is_code_task`); ``hacks``: only these (by name);
     ``on_estimate(seconds, answers)`` is called once the seeds are scored with the time the rest should
     take. ``report["flagged"]`` names the hacks (``name`` or ``name/objective``) that scored above the
-    wrong answer (or the honest set) on some example; ``report["crashes"]`` counts answers whose
-    scoring raised out of ``score_completions``."""
+    wrong answer (or the honest set) on some example, or left an answer unscored, or crashed;
+    ``report["crashes"]`` counts answers whose scoring raised out of ``score_completions`` or left the
+    other answers of their batch unscored."""
     from vpo.core.set_objectives import SET_OBJECTIVES
 
     if not examples:
@@ -857,17 +879,18 @@ def audit(
             raise UserError(f"unknown hack(s) {', '.join(bad)}; the battery: {', '.join(names)}")
     chosen = [h for h in HACKS if h.applies(code) and (hacks is None or h.name in hacks)]
     chosen_sets = [h for h in SET_HACKS if h.applies(code) and (hacks is None or h.name in hacks)]
-    scorer = Scorer(task, chunk=4 if code else 64, progress=progress)
+    # code: a batch per few programs (the sandbox runs a batch's programs side by side)
+    scorer = Scorer(task, chunk=max(4, os.cpu_count() or 1) if code else 64, progress=progress)
     t0 = time.perf_counter()
     seeds = build_seeds(task, examples, scorer, np.random.default_rng(seed), code, user)
     # the single-answer hacks: every variant of every example, one scoring pass
     plan = [(h, s, v) for h in chosen for s in seeds for v in h.make(s)]
     set_plan = [(h, s, h.make(s)) for h in chosen_sets for s in seeds]
-    total = len(plan) + len(seeds) + sum(len(v) + 1 for *_, v in set_plan)
+    total = len(plan) + sum(len(v) + 2 for *_, v in set_plan)
     if on_estimate is not None and scorer.answers_scored:
         on_estimate(scorer.seconds / scorer.answers_scored * total, total)
     scored = scorer.score([(s.example, [v]) for _, s, v in plan], desc="hacks") if plan else []
-    honest = scorer.score([(s.example, [s.good]) for s in seeds], desc="honest sets")
+    honest = scorer.score([(s.example, [s.good]) for s in seeds], desc="honest sets") if set_plan else []
     set_scored = scorer.score([(s.example, [s.good, *v]) for _, s, v in set_plan], desc="set hacks") if set_plan else []
     report = {
         "task": task.name,
