@@ -378,3 +378,14 @@ def test_the_shotgun_written_as_a_list_finds_a_scorer_that_takes_any_member():
     rep = _run(FunctionTask("lists", {"ok": _in_list}, NUMERIC), hacks=["shotgun"])
     row = _row(rep, "shotgun")
     assert row["above_wrong"] == 5 and row["worst"]["answer"].startswith("[")
+
+
+def test_humaneval_passes_none_of_the_harness_hacks():
+    # the first class on the shipped task, through the audit: writing a verdict to the
+    # harness, exiting early, lying objects, an any-name Solution, shadowed builtins, the caller's frame
+    task = get("humaneval")
+    hacks = ["early_exit", "harness_write", "lying_object", "solution_getattr", "shadow_builtins", "caller_frame"]
+    rep = audit(task, task.load("test", n=2), hacks=hacks)
+    assert all(e["separated"] for e in rep["examples"])
+    for r in rep["hacks"]:
+        assert r["tried"] == 2 and r["above_wrong"] == 0 and r["crashes"] == 0 and r["unscored"] == 0, r
