@@ -61,13 +61,12 @@ _STDIN_CAP = 16 << 20
 _PR_SET_DUMPABLE = 4
 
 
-class _Abort(BaseException):
-    """The run stops: the budget ran out, or the answer process died or broke the protocol. A
-    ``BaseException``, so that nothing in a check (``except Exception``) swallows it."""
-
-
-class CandidateError(Exception):
-    """The answer's function raised, returned something that is not plain data, or did not load."""
+_Abort = SystemExit
+"""The judge's own stop (the budget ran out, or the answer process died or broke the protocol): raised
+from a ``candidate`` call, a ``BaseException`` that nothing in a check (``except Exception``) swallows,
+and nothing else in the judge raises it. No exception class of this file's own: no exception made here
+ever leaves the judge's process. A call that fails (the answer's function raised, returned something that
+is not plain data, or did not load) raises ``RuntimeError``."""
 
 
 # -- plain data ------------------------------------------------------------------------------------
@@ -276,18 +275,18 @@ class _Judge:
         try:
             payload = dumps({"a": encode(list(args)), "k": encode(dict(kwargs))})
         except (TypeError, ValueError) as e:
-            raise CandidateError(f"the check passed an argument that is not plain data: {e}") from None
+            raise RuntimeError(f"the check passed an argument that is not plain data: {e}") from None
         try:
             _write_frame(self.wfd, payload, self.deadline)
             reply = loads(_read_frame(self.rfd, self.deadline))
             if type(reply) is not dict or len(reply) != 1:
                 raise ValueError("a reply that is not {'v': ...} or {'e': ...}")
             if "e" in reply:
-                raise CandidateError(str(reply["e"])[:200])
+                raise RuntimeError(str(reply["e"])[:200])
             if "v" not in reply:
                 raise ValueError("a reply that is not {'v': ...} or {'e': ...}")
             return decode(reply["v"])
-        except CandidateError:
+        except RuntimeError:
             raise
         except TimeoutError:
             self.stop(f"the run passed its {self.budget:g} s budget")
