@@ -209,6 +209,36 @@ def test_multi_rlvr_pays_for_a_copy_only_when_the_key_misses_it():
     )
 
 
+def test_the_documented_reward_distinct_multi_rlvr_closes_the_copy_hole():
+    """docs/estimators.md "Padding a set": Multi-RLVR over distinct reward vectors, registered as a set
+    objective, pays nothing for a near-duplicate the key missed (here: a FunctionTask whose scorer
+    reads "Answer: yes" like "yes", which the default key tells apart), and still pays for a
+    different answer with a different vector. Mutation: the plain sum (the copy pays 1 more)."""
+    from vpo.core import register_set_objective, unregister_set_objective
+    from vpo.core.answers import dedup_rows
+
+    def distinct_sum(rewards, valid, weights, group_index, target_weights):
+        distinct = torch.as_tensor(dedup_rows(rewards.cpu().numpy(), valid.cpu().numpy()), device=valid.device)
+        return sum_of_target(rewards, distinct, weights, group_index, target_weights)
+
+    task = FunctionTask(
+        "loose",
+        objectives={"right": lambda ex, a: float(a.lower().endswith("yes")), "long": lambda ex, a: float(len(a) > 4)},
+        examples=[{}],
+    )
+    sets = [["yes"], ["yes", "Answer: yes"], ["yes", "no, wait"], ["yes", "Answer: yes", "Final: yes"]]
+    b = task.score_completions([{}] * 4, [_tags(a) for a in sets], 3)
+    register_set_objective("multi_rlvr_distinct_test", distinct_sum, normalization="bessel")
+    try:
+        res = compute_advantages("multi_rlvr_distinct_test", b.rewards, b.valid, group_size=4)
+        plain = compute_advantages("multi_rlvr", b.rewards, b.valid, group_size=4)
+    finally:
+        unregister_set_objective("multi_rlvr_distinct_test")
+    # "Answer: yes" and "Final: yes" score alike ([1, 1]): one of them counts; "no, wait" ([0, 1]) counts too
+    assert res.scores.tolist() == [0.5, 1.5, 1.0, 1.5]
+    assert plain.scores.tolist() == [0.5, 1.5, 1.0, 2.5]  # the plain sum pays for the second copy
+
+
 # -------------------------------------------------------------------------------------------------
 # noisy: more answers are not more lottery tickets
 # -------------------------------------------------------------------------------------------------
