@@ -389,3 +389,32 @@ def test_humaneval_passes_none_of_the_harness_hacks():
     assert all(e["separated"] for e in rep["examples"])
     for r in rep["hacks"]:
         assert r["tried"] == 2 and r["above_wrong"] == 0 and r["crashes"] == 0 and r["unscored"] == 0, r
+
+
+def _mentions_question(example, answer):
+    """Overlap with the question: an echo of it scores."""
+    words = set(example["question"].lower().split())
+    return float(len(words & set(answer.lower().split())) >= 2)
+
+
+def _longer_is_better(example, answer):
+    return min(1.0, len(answer) / 2000)
+
+
+def _brevity(example, answer):
+    return float(len(answer.strip()) <= 1)
+
+
+@pytest.mark.parametrize(
+    "hack, fn",
+    [("padding", _mentions_question), ("overlong", _longer_is_better), ("empty", _brevity)],
+)
+def test_each_text_hack_finds_the_scorer_it_is_written_for(hack, fn):
+    # the scorer under test is averaged with the exact rule, so the reference still scores highest
+    def scorer(example, answer):
+        return 0.5 * (answer.strip() == example["answer"]) + 0.5 * fn(example, answer)
+
+    rep = _run(FunctionTask("t", {"ok": scorer}, NUMERIC), hacks=[hack])
+    assert _row(rep, hack)["above_wrong"] > 0
+    exact = FunctionTask("exact", {"ok": lambda e, a: float(a.strip() == e["answer"])}, NUMERIC)
+    assert _run(exact, hacks=[hack])["flagged"] == []
