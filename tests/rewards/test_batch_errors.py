@@ -124,6 +124,21 @@ def test_parse_errors_returned_exceptions_none_and_wrong_shapes_are_unscored():
     assert len(warned) == 1 and "first: KeyError" in warned[0]
 
 
+def test_a_scorer_that_returns_too_few_rows_or_answers_leaves_the_missing_ones_unscored():
+    """A batched scorer that drops the last rollout and an answer: those are unscored, not invalid.
+    Mutation: iterating over the rows returned only (the missing rollout would read as no answer)."""
+
+    class Short(FunctionTask):
+        def score_answers(self, examples, answers):
+            return [row[:1] for row in super().score_answers(examples, answers)][:-1]
+
+    t = Short("short", objectives={"a": lambda e, a: 1.0}, examples=[{"question": "q"}])
+    b, warned = _score(t, [_tags("x", "y"), _tags("z")], 2)
+    assert b.valid.tolist() == [[True, False], [False, False]]
+    assert b.unscored_answers.tolist() == [[False, True], [True, False]]
+    assert b.unscored_reasons == {"scorer returned None": 2} and len(warned) == 1
+
+
 def test_a_batched_scorer_that_fails_whole_leaves_its_batch_unscored():
     """Mutation: re-raising the batched scorer's exception (one bad answer would stop training)."""
 

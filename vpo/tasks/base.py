@@ -237,6 +237,7 @@ class Task:
             if strict or isinstance(e, UserError):  # a UserError is a setup mistake (RewardShapeError): say it now
                 raise
             scored = [[e] * len(ans) for ans in kept]
+        scored += [[None] * len(ans) for ans in kept[len(scored) :]]  # rollouts a scorer dropped are unscored
         rewards = np.zeros((n, m, d), dtype=np.float64)
         valid = np.zeros((n, m), dtype=bool)
         for i, row in enumerate(scored):
