@@ -292,3 +292,31 @@ def test_a_pool_lists_and_counts_the_answers_it_could_not_score():
             num_answers=2, n_rollouts=4,
         )  # fmt: skip
     assert pool.valid.tolist() == [[True, False], [True, False]] * 2
+
+
+def test_a_step_whose_every_answer_is_unscored_trains_nothing_and_says_why(tmp_path, tiny_model_dir):
+    """The sandbox is down for a whole step: every rollout is dropped, the step runs with loss 0 (no
+    rollout in the loss), vpo/unscored_frac is 1, and the zero-signal warning names the cause.
+    Mutations: advantages_without calling the estimator on the empty scored set (the step raises
+    "rewards must be non-empty"), or the old wording of the cause (blaming the answers)."""
+    from helpers.trainer_args import tiny_vpo_args
+
+    from vpo.train import VPOTrainer
+
+    def down(ex, a):
+        raise ScoringUnavailable("sandbox worker died")
+
+    task = FunctionTask(
+        "down", objectives={"a": down}, examples=[{"question": f"Q{i}"} for i in range(8)], answer_format="tags"
+    )
+    task.parse = lambda completion, m: [completion or "(empty)"]
+    args = tiny_vpo_args(tmp_path / "out", estimator="grpo", num_answers=1, max_steps=1, zero_signal_patience=0)
+    tr = VPOTrainer(model=tiny_model_dir, args=args, task=task)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        tr.train()
+    said = [str(w.message) for w in rec]
+    assert any("could not score 8 of them (unscored" in s for s in said), said
+    assert torch.all(tr.vpo_last["advantages"] == 0) and bool(tr.vpo_last["dropped"].all())
+    logs = [h for h in tr.state.log_history if "loss" in h]
+    assert logs[0]["vpo/unscored_frac"] == 1.0 and logs[0]["loss"] == 0.0
