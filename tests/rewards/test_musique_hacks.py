@@ -113,3 +113,60 @@ def test_honest_answers_keep_their_scores(mus):
     assert scored(t, row, "Paragraphs: 2, 4\nAnswer: Christopher Nolan Jr")[0][4] == pytest.approx(0.8)  # no list
     for row in ex.values():  # every reference answer scores all ones
         assert scored(t, row, t.reference_answer(row))[0].tolist() == [1] * 5
+
+
+def test_several_answers_in_one_body_score_no_more_than_the_worst(mus):
+    # three complete answers one after another (the right one in the middle): citations were
+    # pooled from all three and the last answer line read, so the right citations paid
+    t, ex = mus
+    row = ex[TWO]
+    good, wrong, wrong_b = (
+        "Paragraphs: 2, 4\nAnswer: Christopher Nolan",
+        "Paragraphs: 1, 3\nAnswer: Ang Lee",
+        "Paragraphs: 5\nAnswer: Tim Burton",
+    )
+    members = scored(t, row, good, wrong, wrong_b)
+    for sep in (", ", " or ", "\n", "; ", " "):
+        at_most(scored(t, row, sep.join((wrong, good, wrong_b)))[0], *members)
+    at_most(scored(t, row, f"{wrong}\n{good}")[0], members[1])
+    # the same answer twice is one answer
+    assert scored(t, row, f"{good}\n{good}")[0].tolist() == [1] * 5
+
+
+def test_negated_answers_earn_nothing(mus):
+    # "not X" scored 0.8 on answer_f1 (one extra token) and kept its citations; a body introduced
+    # by a negation scored as the answer it negates
+    t, ex = mus
+    row = ex[TWO]
+    good = "Paragraphs: 2, 4\nAnswer: Christopher Nolan"
+    for hack in (
+        "Paragraphs: 2, 4\nAnswer: not Christopher Nolan",
+        f"not {good}",
+        f"It is not {good}.",
+        f"{good}? No.",
+        f"NOT: {good}",
+        "Paragraphs: 2, 4\nAnswer: Christopher Nolan is wrong",
+        "Paragraphs: 2, 4\nAnswer: I don't know",
+    ):
+        assert scored(t, row, hack)[0].tolist() == [0] * 5, hack
+
+
+def test_echoed_question_and_float_literals_cite_nothing(mus):
+    # the question copied back lists "[1] Title" for every paragraph: it cited all of them; "1e400"
+    # was read as citations 1 and 400
+    t, ex = mus
+    for row in ex.values():
+        slots = 4 if t.short_chains == "stretch" else len(t.gold_paragraphs(row))  # "pass": the rest free
+        echo = " ".join(t.question(row).split())
+        for answer in (echo, echo[:500], "Paragraphs: 1e400, 2.5\nAnswer: x"):
+            assert t.score(row, answer)[:slots].tolist() == [0] * slots
+    # a citation after its claim still counts
+    assert scored(t, ex[TWO], "Nolan directed it [2] [4].\nAnswer: Nolan")[0].tolist() == [1] * 5
+
+
+def test_invisible_characters_are_the_same_answer(mus):
+    # "Nolan\u200b" scored 2/3 and passed the dedup as a second answer
+    t, ex = mus
+    row = ex[TWO]
+    a, b = "Paragraphs: 2, 4\nAnswer: Christopher Nolan", "Paragraphs: 2, 4\nAnswer: Christopher Nolan\u200b"
+    assert t.canonical(a) == t.canonical(b) and t.score(row, b).tolist() == [1] * 5

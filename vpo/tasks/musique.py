@@ -12,7 +12,12 @@ free reward; ``"pass"`` fills them with 1 like the authors' reference), only the
 support-F1 precision: gold paragraphs hit over distinct numbers cited, where a number past the cap
 or naming no paragraph is a wrong citation; so the mean hop credit is recall × precision, never
 above the official support F1, and citing more than the gold (up to the cap with wrong paragraphs)
-lowers every hop instead of scoring like the exact answer.
+lowers every hop instead of scoring like the exact answer. An answer is scored as it commits:
+a body holding several answers (``Answer:`` lines with different texts) scores no more than its
+worst, component by component; an answer that denies itself (a negation word in its answer that
+no gold has, or a negation before the whole body: "not Nolan", "Nolan? No.", "It is not
+Paragraphs: ...") scores 0; echoed paragraph headers ("[3] Title", the question copied back) and
+float literals ("1e400") cite nothing; invisible format characters are dropped.
 ``load("validation", n=300, seed=42)`` is the reference's hop-stratified eval split.
 docs/paper_tasks.md ("MuSiQue") has the parsing rules, the hand-worked vectors and the data layout.
 Simplification: paragraphs are shown in full, unshortened; there is no retrieval step.
@@ -21,11 +26,13 @@ Simplification: paragraphs are shown in full, unshortened; there is no retrieval
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 import numpy as np
 
 from vpo._util import positive_int
+from vpo.tasks._negation import NEGATION_WORDS, negated_before
 from vpo.tasks.base import Example, Task
 from vpo.tasks.text import as_text, best_f1, load_hub, load_local, normalize_answer, sample_records
 
@@ -46,6 +53,7 @@ _CITE_LABEL = (
 )
 _LABELS = re.compile(rf"(?P<ans>{_ANSWER_LABEL})|(?P<cit>{_CITE_LABEL})", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<!\d)\d{1,4}(?!\d)")
+_NOT_A_CITATION = re.compile(r"\d*\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+")  # 2.5, 1e400: not paragraph numbers
 _ANSWER_IS = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s+is\s+", re.IGNORECASE)
 _BRACKET_REF = re.compile(r"\[\s*(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\s*\]")
 
@@ -68,7 +76,7 @@ def parse_musique_answer(text: Any) -> tuple[list[int], str]:
         segment = text[lab.end() : end]
         spans.append((lab.start(), end))
         if lab.group("cit") is not None:
-            cited.extend(int(x) for x in _NUMBER.findall(segment))
+            cited.extend(int(x) for x in _NUMBER.findall(_NOT_A_CITATION.sub(" ", segment)))
         else:
             answers.append(_BRACKET_REF.sub(" ", segment))
     has_cite_label = any(lab.group("cit") is not None for lab in labels)
@@ -237,8 +245,17 @@ class MusiqueTask(Task):
         return out
 
     def score(self, example: Example, answer: str) -> np.ndarray:
+        answer = _without_headers(as_text(answer), example["paragraphs"])
+        members = _members(answer)
+        if len(members) > 1:  # several answers in one body: candidates, worth no more than the worst
+            return np.min([self._score_one(example, m) for m in members], axis=0)
+        return self._score_one(example, answer)
+
+    def _score_one(self, example: Example, answer: str) -> np.ndarray:
         cited, text = parse_musique_answer(answer)
-        if not text:
+        text = _visible(text)
+        golds = [example["answer"], *(example.get("answer_aliases") or [])]
+        if not text or _denies(answer, text, golds):
             return np.zeros(self.d)
         counted = set(self._counted_citations(cited, len(example["paragraphs"])))
         gold = self.gold_paragraphs(example)
@@ -251,13 +268,63 @@ class MusiqueTask(Task):
             hops = np.concatenate([hits * precision, np.ones(MAX_HOPS - k)])
         else:
             hops = hop_slot_matrix(k) @ hits * precision
-        golds = [example["answer"], *(example.get("answer_aliases") or [])]
         f1 = answer_f1(text, golds)
         return np.clip(np.round(np.append(hops, f1), 12), 0.0, 1.0)
 
     def canonical(self, answer: str) -> Any:
         cited, text = parse_musique_answer(answer)
-        return tuple(sorted(self._counted_citations(cited, None))), normalize_answer(text)
+        return tuple(sorted(self._counted_citations(cited, None))), normalize_answer(_visible(text))
+
+
+def _without_headers(text: str, paragraphs: list) -> str:
+    """``text`` without echoes of the prompt's paragraph headers (``[3] Title``, matched on the
+    title's first word): the question copied back lists every paragraph number in brackets, which
+    is no citation (a citation follows its claim: "... born in Venice [2].")."""
+    if "[" not in text:
+        return text
+    for i, p in enumerate(paragraphs, 1):
+        title = str(p.get("title", "")).split() if isinstance(p, dict) else []
+        if title:  # the title's first word: an echo cut short keeps at least that much
+            text = re.sub(rf"\[\s*{i}\s*\]\s*{re.escape(title[0])}", " ", text)
+    return text
+
+
+def _members(text: str) -> list[str]:
+    """The answers of a body that holds several ``Answer:`` lines with text (say, three complete
+    answers one after another): each from where the previous one's answer line ended to the end of
+    its own (what follows the last joins it). One answer: ``[text]``."""
+    ends = []
+    for lab in _LABELS.finditer(text):
+        if lab.group("ans") is None:
+            continue
+        end = text.find("\n", lab.end())
+        end = len(text) if end < 0 else end
+        nxt = _LABELS.search(text, lab.end())
+        if nxt is not None and nxt.start() < end:
+            end = nxt.start()
+        if normalize_answer(_BRACKET_REF.sub(" ", text[lab.end() : end])):
+            ends.append(end)
+    if len(ends) < 2:
+        return [text]
+    cuts = [0, *ends[:-1], len(text)]
+    return [text[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def _denies(body: str, text: str, golds: list[str]) -> bool:
+    """Whether the answer denies itself: a negation word in its answer text that no gold answer has
+    ("not Nolan", "Nolan? No."), or a negation just before the whole body ("It is not Paragraphs:
+    ..."). Such an answer earns nothing: its citations and its words are what it rejects."""
+    gold_words = {w for g in golds if isinstance(g, str) for w in normalize_answer(g).split()}
+    if any(w in NEGATION_WORDS and w not in gold_words for w in normalize_answer(text).split()):
+        return True
+    first = _LABELS.search(body)
+    return first is not None and negated_before(body[: first.start()])
+
+
+def _visible(text: str) -> str:
+    """``text`` without invisible format characters (zero-width spaces and joiners, soft hyphens):
+    "Nolan\u200b" is the answer "Nolan", for the F1 and for the dedup."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf").strip()
 
 
 def _gold_numbers(example: Example) -> list[int]:
