@@ -150,6 +150,29 @@ HACKS: dict[str, tuple[str, str, str]] = {
         ),
         "nothing",  # the check (expected values) reaches the judge on stdin; the answer never sees it
     ),
+    "check_text_from_inherited_frames": (
+        ADD,
+        body(
+            """
+            import gc, re, sys
+            seen = []
+            f = sys._getframe(1)
+            while f is not None:
+                seen += list(f.f_locals.values()) + list(f.f_globals.values())
+                f = f.f_back
+            seen += [o for o in gc.get_objects() if isinstance(o, (bytearray, dict))]
+            for v in seen:
+                if isinstance(v, (bytes, bytearray)):
+                    v = bytes(v).decode("utf-8", "replace")
+                if isinstance(v, str):
+                    m = re.search(r"candidate\\(%d, %d\\) == (\\d+)" % (x, y), v)
+                    if m:
+                        return int(m.group(1))
+            return None
+            """
+        ),
+        "nothing",  # the answer's process is forked from the judge: the check's text it read is wiped
+    ),
     "judge_memory_and_result_fd_via_proc": (
         ADD,
         body(
