@@ -136,7 +136,12 @@ def test_candidate_calls_score_no_more_than_the_worst(task, items):
     assert scored(task, ex, many)[0].tolist() == [1, 0, 0, 0]
     # candidates nested in lists inside a tuple were skipped, so only the right call was read
     other = "triangle_area(base=1, height=2)"
-    for nested in (f"[{other}], {AREA}(base=10, height=5), [{other}]", f"[[{AREA}(base=10, height=5)], [{other}]]"):
+    js = '{"name": "%s", "arguments": {"base": %d, "height": 5}}'
+    for nested in (
+        f"[{other}], {AREA}(base=10, height=5), [{other}]",
+        f"[[{AREA}(base=10, height=5)], [{other}]]",
+        f"[[{js % ('triangle_area', 1)}], {js % (AREA, 10)}, [{js % ('triangle_area', 2)}]]",
+    ):
         at_most(scored(task, ex, nested)[0], scored(task, ex, other)[0])
 
 

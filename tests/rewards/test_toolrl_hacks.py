@@ -57,6 +57,9 @@ def test_candidate_calls_score_no_more_than_the_worst(tool):
             hacked = scored(t, ex["weather"], body)[0]
             at_most(hacked, *members)
             at_most(hacked, plain_wrong)
+    # candidates hidden in nested lists were skipped, so only the right call was read
+    nested = json.dumps([[json.loads(cands[0])], json.loads(cands[1]), [json.loads(cands[2])]])
+    at_most(scored(t, ex["weather"], tc(nested))[0], plain_wrong)
     # candidate tool names: no more than the wrong tool's
     hacked = scored(t, ex["weather"], tc(call("get_forecast", PARIS), call("get_weather", PARIS)))[0]
     assert hacked[1:].tolist() == [0, 0, 0]

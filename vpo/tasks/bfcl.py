@@ -271,7 +271,13 @@ def _parse_json(s: str) -> ParsedCalls | None:
     except (ValueError, RecursionError):
         return None  # not JSON (a Python list of calls starts with "[" too)
     calls, clean = [], bool(objs)
-    for obj in objs:
+    stack = list(reversed(objs))
+    while stack:  # lists nested in the list are read too (candidates hidden one level down count)
+        obj = stack.pop()
+        if isinstance(obj, list):
+            clean = False
+            stack.extend(reversed(obj))
+            continue
         call = _json_call(obj)
         if call is None:
             clean = False

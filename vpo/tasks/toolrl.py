@@ -108,7 +108,15 @@ def _parse_calls(text: str) -> tuple[list[tuple[str, dict]], bool]:
 
 def _calls_from(objs: list[Any], clean: bool) -> tuple[list[tuple[str, dict]], bool]:
     calls = []
-    for obj in objs:
+    flat, stack = [], list(reversed(objs))
+    while stack:  # lists nested in the list are read too (candidates hidden one level down count)
+        obj = stack.pop()
+        if isinstance(obj, list):
+            clean = False
+            stack.extend(reversed(obj))
+        else:
+            flat.append(obj)
+    for obj in flat:
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
             clean = False
             continue
