@@ -575,7 +575,7 @@ def _pairing(parts: dict, gold_idx: Sequence[int], pred_idx: Sequence[int]) -> l
     return pairs
 
 
-def _subset_score(parts: dict, gold: list[_Gold], pred_idx: Sequence[int]) -> tuple[float, float, float]:
+def _calls_score(parts: dict, gold: list[_Gold], pred_idx: Sequence[int]) -> tuple[float, float, float]:
     """(calls with the gold's name, mean key score over the gold calls, pooled value share) of the
     predicted calls ``pred_idx`` (at most as many as the gold calls); an unpaired gold call scores 0
     on keys and demands all its required values."""
@@ -602,7 +602,7 @@ def score_calls(parsed: ParsedCalls, gold: list[_Gold]) -> np.ndarray:
     if len(pred) > len(gold):
         return np.array([clean, 0.0, 0.0, 0.0], dtype=np.float64)
     parts = {(i, j): _pair_parts(gold[i], *pred[j]) for i in range(len(gold)) for j in range(len(pred))}
-    names, keys, values = _subset_score(parts, gold, range(len(pred)))
+    names, keys, values = _calls_score(parts, gold, range(len(pred)))
     return np.array([clean, names / len(gold), keys, values], dtype=np.float64)
 
 
