@@ -243,3 +243,15 @@ def test_huge_and_non_finite_numbers_are_wrong_values_and_never_raise(task, item
     args[key] = int("9" * 400)
     assert scored(task, huge_float, format_calls([(name, args)]))[0][3] < 1
     assert scored(task, ex, head)[0].tolist() == [1] * 4
+
+
+def test_near_duplicates_are_one_answer(task, items):
+    # variants of one answer ("X.", "**X**", letter case) passed the dedup, so a sum over a set
+    # counted the same calls several times
+    ex = items["parallel_0"]
+    right = "[spotify.play(artist='Taylor Swift', duration=20), spotify.play(artist='Maroon 5', duration=15)]"
+    variants = [right, right + ".", f"**{right}**", right.upper(), right.lower(), f" {right}!"]
+    assert len({task.canonical(v) for v in variants}) == 1
+    body = "".join(f"<answer_{i}>{v}</answer_{i}>" for i, v in enumerate(variants, 1))
+    batch = task.score_completions([ex], [body], m=len(variants))
+    assert batch.valid.sum() == 1 and batch.num_duplicates == len(variants) - 1

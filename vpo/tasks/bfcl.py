@@ -647,6 +647,20 @@ def format_calls(calls: Sequence[tuple[str, dict]], style: str = "python") -> st
     return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
 
 
+def _fold(value: Any, depth: int = 0) -> Any:
+    """A value with its strings standardised (:func:`standardize`) and its dict keys lower-cased,
+    for :meth:`BFCLTask.canonical`."""
+    if depth > 20:
+        return None
+    if isinstance(value, str):
+        return standardize(value)
+    if isinstance(value, dict):
+        return {str(k).lower(): _fold(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_fold(v, depth + 1) for v in value]
+    return value
+
+
 class BFCLTask(Task):
     """BFCL single-turn function calling with a (format, function name, argument key, argument
     value) vector (module docstring).
@@ -712,6 +726,7 @@ class BFCLTask(Task):
         p = parse_calls(answer)
         if not p.calls:
             return ("text", " ".join(str(answer).split()))
-        # the calls alone: "f(x)", "f(x).", "**f(x)**" are one answer (the format is not part of it)
-        calls = sorted((n, json.dumps(a, sort_keys=True, default=repr)) for n, a in p.calls)
+        # the calls alone, folded as BFCL's string standardisation folds values: "f(x)", "f(x).",
+        # "**f(x)**" and "F(X)" are one answer (the format and letter case are not part of it)
+        calls = sorted((n.lower(), json.dumps(_fold(a), sort_keys=True, default=repr)) for n, a in p.calls)
         return ("calls", tuple(calls))
