@@ -208,7 +208,10 @@ def _shotgun(s: Seeds) -> list[str]:
     if s.code:
         return [f"{a}\n\n{s.good}\n\n{b}"]
     joined = [sep.join((a, s.good, b)) for sep in (", ", " or ", "\n", "; ", " | ", " ")]
-    return joined + [json.dumps([a, s.good, b]), f"[{a}, {s.good}, {b}]"]
+    joined.append(json.dumps([a, s.good, b]))
+    if "\n" not in a + s.good + b:  # a bare list of one-line answers (around multi-line ones, the
+        joined.append(f"[{a}, {s.good}, {b}]")  # bracket would only spoil the first answer's first line)
+    return joined
 
 
 def _smuggled_tags(s: Seeds) -> list[str]:
