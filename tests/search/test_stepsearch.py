@@ -580,6 +580,18 @@ def test_the_report_counts_finished_answers_and_warns_when_few_were():
     none = many + [_rec("p9", [(1.0, 130)])]
     w = search_metrics(meta, none, num_points=2, bootstrap=0)["warnings"]
     assert len(w) == 1 and w[0].startswith("1 of 3 prompt(s) finished no answer within 100 generated tokens")
+    # beside a best-of-n run, a search that finished under half of its answers at the shared budget is named
+    from vpo.search.step.report import few_against_bon
+
+    bon = search_metrics({**meta, "search": {**meta["search"], "search": "bon"}}, many, num_points=2, bootstrap=0)
+    against = few_against_bon({"bon": bon, "beam run": res})
+    assert against == [
+        "beam run finished 2.0 answers per prompt within 100 tokens, under 0.5 of best-of-n's 10.0 (bon): its "
+        "best@100 compares how many answers were written more than how well they were searched"
+    ]
+    assert "**Warning**: beam run finished 2.0" in search_markdown({"bon": bon, "beam run": res})
+    assert few_against_bon({"bon": bon, "beam": search_metrics(meta, many, num_points=2, bootstrap=0)}) == []
+    assert few_against_bon({"beam run": res}) == []  # no best-of-n run to hold it against
     # reports written before answers were counted still render
     old = {k: v for k, v in res.items() if k not in ("finished", "warnings")}
     assert "Warning" not in search_markdown({"old": old}) and "best-of-n would finish" not in search_markdown(

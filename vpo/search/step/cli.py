@@ -180,5 +180,10 @@ def compare_searches(args, names) -> int:
                                 replicate_groups=groups or None)  # fmt: skip
     for name, res in merged.items():
         _print(name, res, {})
+    from vpo.search import evalsetup
+    from vpo.search.step.report import few_against_bon
+
+    for w in few_against_bon(merged):
+        print(f"{evalsetup.PROG}: warning: {w}", file=sys.stderr)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

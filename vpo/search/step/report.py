@@ -25,7 +25,14 @@ import numpy as np
 from vpo._util import fmt_interval
 from vpo.errors import UserError
 
-__all__ = ["write_search_report", "search_markdown", "load_search_report", "replicate_table", "is_search_run"]
+__all__ = [
+    "write_search_report",
+    "search_markdown",
+    "load_search_report",
+    "replicate_table",
+    "is_search_run",
+    "few_against_bon",
+]
 
 REPORT = "search.json"
 
@@ -94,6 +101,36 @@ def paired_search(results: Mapping[str, dict]) -> dict | None:
     return out
 
 
+def few_against_bon(results: Mapping[str, dict]) -> list[str]:
+    """Beside best-of-n runs: a line for each other run that finished fewer than
+    :data:`~vpo.search.step.run.FEW_ANSWERS` of their answers (mean over the bon runs) per prompt at the
+    largest shared budget."""
+    from vpo.search.step.run import FEW_ANSWERS
+
+    counted = {n: r for n, r in results.items() if r.get("finished")}
+    bons = [n for n, r in counted.items() if r["search"]["search"] == "bon"]
+    others = [n for n in counted if n not in bons]
+    if not bons or not others:
+        return []
+    try:
+        b = _shared_budget(counted)
+    except UserError:
+        return []
+
+    def at(n: str) -> float:
+        f = counted[n]["finished"]
+        return f["mean"][f["tokens"].index(b)]
+
+    ref = float(np.mean([at(n) for n in bons]))
+    names = ", ".join(bons)
+    return [
+        f"{n} finished {at(n):.1f} answers per prompt within {b} tokens, under {FEW_ANSWERS:g} of best-of-n's "
+        f"{ref:.1f} ({names}): its best@{b} compares how many answers were written more than how well they were searched"
+        for n in others
+        if at(n) < FEW_ANSWERS * ref
+    ]
+
+
 def replicate_table(results: Mapping[str, dict], groups: Mapping[str, list[str]], level: float = 0.95) -> dict:
     """Per group: best@budget at the shared budget over replicates x prompts; the first group minus each other."""
     from vpo.search.intervals import replicate_interval
@@ -126,29 +163,20 @@ def _level(results: Mapping[str, dict]) -> float:
     return float(next(iter(results.values()))["config"]["ci_level"])
 
 
-def search_markdown(results: Mapping[str, dict], title: str | None = None, paired=None, replicated=None) -> str:
-    lines = [f"# {title or 'Search at matched generated tokens'}", ""]
-    first = next(iter(results.values()))
-    pct = f"{100 * _level(results):g} %"
-    lines += [
-        f"Task {first['task']}; best@b: the best true w*ᵀr among the answers a search finished within b generated tokens per prompt (mean over prompts, {pct} bootstrap interval over prompts).",
-        "",
-    ]
-    warns = [(name, w) for name, r in results.items() for w in r.get("warnings") or []]
-    for name, w in warns:
-        lines.append(f"**Warning** ({name}): {w}")
-        lines.append("")
-    budgets = sorted(set().union(*(r["best_at_budget"]["tokens"] for r in results.values())))
-    lines.append("| run | search | prompts | " + " | ".join(f"b={b}" for b in budgets) + " |")
-    lines.append("|" + "---|" * (len(budgets) + 3))
+def _warning_lines(results: Mapping[str, dict]) -> list[str]:
+    """A **Warning** line for each run's own warnings and for each run that finished few beside best-of-n."""
+    lines = []
     for name, r in results.items():
-        e = r["best_at_budget"]
-        pos = {b: i for i, b in enumerate(e["tokens"])}
-        cells = [
-            fmt_interval(e["mean"][pos[b]], e["ci_low"][pos[b]], e["ci_high"][pos[b]]) if b in pos else "–"
-            for b in budgets
-        ]
-        lines.append(f"| {name} | {_label(r)} | {r['num_prompts']} | " + " | ".join(cells) + " |")
+        for w in r.get("warnings") or []:
+            lines += [f"**Warning** ({name}): {w}", ""]
+    for w in few_against_bon(results):
+        lines += [f"**Warning**: {w}", ""]
+    return lines
+
+
+def _finished_lines(results: Mapping[str, dict], budgets: list[int]) -> list[str]:
+    """The table of answers finished per prompt at each budget (runs reported before it was counted: none)."""
+    lines: list[str] = []
     counted = {name: r["finished"] for name, r in results.items() if r.get("finished")}
     if counted:
         lines += [
@@ -164,6 +192,30 @@ def search_markdown(results: Mapping[str, dict], title: str | None = None, paire
             cells = [f"{f['mean'][pos[b]]:.1f} ({f['min'][pos[b]]})" if b in pos else "–" for b in budgets]
             bon = f"{f['bon_expected'][-1]:.1f}" if f.get("bon_expected") else "–"
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {bon} |")
+    return lines
+
+
+def search_markdown(results: Mapping[str, dict], title: str | None = None, paired=None, replicated=None) -> str:
+    lines = [f"# {title or 'Search at matched generated tokens'}", ""]
+    first = next(iter(results.values()))
+    pct = f"{100 * _level(results):g} %"
+    lines += [
+        f"Task {first['task']}; best@b: the best true w*ᵀr among the answers a search finished within b generated tokens per prompt (mean over prompts, {pct} bootstrap interval over prompts).",
+        "",
+    ]
+    lines += _warning_lines(results)
+    budgets = sorted(set().union(*(r["best_at_budget"]["tokens"] for r in results.values())))
+    lines.append("| run | search | prompts | " + " | ".join(f"b={b}" for b in budgets) + " |")
+    lines.append("|" + "---|" * (len(budgets) + 3))
+    for name, r in results.items():
+        e = r["best_at_budget"]
+        pos = {b: i for i, b in enumerate(e["tokens"])}
+        cells = [
+            fmt_interval(e["mean"][pos[b]], e["ci_low"][pos[b]], e["ci_high"][pos[b]]) if b in pos else "–"
+            for b in budgets
+        ]
+        lines.append(f"| {name} | {_label(r)} | {r['num_prompts']} | " + " | ".join(cells) + " |")
+    lines += _finished_lines(results, budgets)
     lines += [
         "",
         "Final pick (among the answers found within the budget): its true w*ᵀr and how often it is a true best of them.",
@@ -241,6 +293,9 @@ def write_search_report(
     doc = {"title": title, "kind": "search", "methods": list(results), "results": dict(results)}
     if paired:
         doc["paired"] = paired
+    against = few_against_bon(results)
+    if against:
+        doc["warnings"] = against
     if rep:
         doc["replicates"] = {k: list(v) for k, v in replicate_groups.items()}
         doc["paired_replicates"] = rep
