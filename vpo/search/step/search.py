@@ -44,6 +44,7 @@ token limit is taken for a step limit (the next step then continues the text).
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -489,7 +490,9 @@ def _tree(stepper: Stepper, budget: int) -> None:
         while ledger.spent < budget:
             left, before = budget - ledger.spent, ledger.spent
             batch = max(1, min(cfg.tree_batch, left))
-            best = sorted(open_nodes, key=lambda c: -stepper.score(c))[: cfg.beam_width]
+            # the W best open nodes, looked up only where the budget left could be too small for them
+            near_end = left < batch * cfg.max_new_tokens + SLACK * cfg.beam_width * cfg.max_new_tokens
+            best = heapq.nsmallest(cfg.beam_width, open_nodes, key=lambda c: -stepper.score(c)) if near_end else []
             if stepper.must_finish(best, left, stepper.step_cost(best[:1], batch)):
                 for c in best[: stepper.finish(best, left)[1]]:
                     open_nodes.remove(c)
