@@ -100,11 +100,14 @@ class SearchConfig:
     """Generated tokens per prompt the search may spend (required; with bon it runs the budgeted
     best-of-n that beam and tree are compared to)."""
     step: str = "answer"
-    """What a search step writes: answer (up to the next closing answer tag), tokens:N or delim:TEXT."""
+    """What a search step writes: answer (up to the next closing answer tag: every step finishes an answer), tokens:N
+    or delim:TEXT (beam and tree then close their best candidates' answers before the budget ends)."""
     beam_width: int = 4
-    """Beam: partial candidates kept."""
+    """Beam: partial candidates kept; tree over token or delimiter steps: the best open nodes whose answers the
+    end of the budget closes."""
     expand: int = 4
-    """Beam: samples of the next step per candidate; best_first tree: children per expansion."""
+    """Beam: samples of the next step per candidate (and of each answer closed at the end of the budget);
+    best_first tree: children per expansion."""
     step_scorer: str | None = None
     """task (the task's step_score; the default when it has one), verifier (the task's verifier on
     complete answers; the default otherwise) or module:function taking (example, partial_text) ->
