@@ -21,7 +21,10 @@ case (by default step-function targets such as ``x<9?5:9``), reporting pass@1, p
 ``--model smollm2 --domain shop`` runs it on a pretrained chat model: SmolLM2-135M-Instruct (fetched
 once, offline) recommends products from six-item shop lists scored by three shoppers; its warm start
 fine-tunes the model, RL trains LoRA adapters, and the methods are GRPO 3x, Max@k and VPO
-(docs/pretrained.md; about 33 minutes here). ``--model DIR`` takes another checkpoint.
+(docs/pretrained.md; about 33 minutes here). ``--model DIR`` takes another checkpoint. ``--domain
+animals`` (experimental: the pretrained-model study's second task, being chosen on the validation split)
+asks the same model for small, fast, long-lived animals from lists of well-known ones, with a warm start
+on the base model's own answers.
 
 ``--set NAME=VALUE`` overrides any setting (``eval_problems``, ``train_problems``, ``rl_steps``, or a
 domain's own, such as ``maze_size`` or ``prog_tests``). Settings are chosen with ``--set
@@ -64,10 +67,10 @@ def config_from_args(args):
     cfg = DemoConfig.for_domain(domain, quick=args.quick)
     over = {}
     if getattr(args, "model", None):
-        if "shop_model" not in cfg.domain_spec.settings:
+        if "shop_model" not in {*cfg.domain_spec.settings, *cfg.domain_spec.shared_settings}:
             raise UserError(
-                f"--model applies to --domain shop (a pretrained chat model); --domain {domain} trains a tiny "
-                "model of its own: drop --model or add --domain shop"
+                f"--model applies to --domain shop or animals (a pretrained chat model); --domain {domain} trains "
+                "a tiny model of its own: drop --model or add --domain shop"
             )
         over["shop_model"] = args.model
     if args.out:
@@ -215,7 +218,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="the pretrained chat model of --domain shop: 'smollm2' (default; fetched once) or a checkpoint "
+        help="the pretrained chat model of --domain shop and animals: 'smollm2' (default; fetched once) or a checkpoint "
         "directory (the maze and prog domains train a tiny model of their own)",
     )
     p.add_argument(

@@ -278,7 +278,12 @@ class DemoConfig:
         for other in DOMAINS.values():
             if other is spec:
                 continue
-            changed = [n for n, s in other.settings.items() if not _same_setting(getattr(self, n), s.default)]
+            shared = set(spec.shared_settings)  # another domain's settings this one reads too
+            changed = [
+                n
+                for n, s in other.settings.items()
+                if n not in shared and not _same_setting(getattr(self, n), s.default)
+            ]
             if changed:
                 raise UserError(
                     f"demo setting(s) {', '.join(changed)} apply to --domain {other.name} only, but the domain is "

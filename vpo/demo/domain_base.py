@@ -143,6 +143,9 @@ class Domain:
     """One line for ``vpo demo --help``."""
     settings: dict[str, Setting] = {}
     """Settings only this domain reads, in the order error messages name them."""
+    shared_settings: tuple[str, ...] = ()
+    """Another domain's settings this domain reads too (the animals domain reads the shop domain's model,
+    LoRA rank and device): setting them is no mistake when this domain runs."""
     unit: str = "problems"
     """What the report counts (plural)."""
     ceiling_label: str = "ceiling"

@@ -35,6 +35,7 @@ from vpo.demo.domain_base import (  # noqa: F401 (re-exported: the domains' inte
     rho_cell,
     table,
 )
+from vpo.demo.animals import AnimalsDomain
 from vpo.demo.shop import ShopDomain
 from vpo.demo.fmt import at_k, ci, fmt
 from vpo.errors import UserError
@@ -463,7 +464,7 @@ def _prog_lines(cfg: dict) -> str:
     return f"lines (slopes {s[0]}-{s[1]}, intercepts {b[0]}-{b[1]})"
 
 
-DOMAINS: dict[str, Domain] = {d.name: d for d in (MazeDomain(), ProgDomain(), ShopDomain())}
+DOMAINS: dict[str, Domain] = {d.name: d for d in (MazeDomain(), ProgDomain(), ShopDomain(), AnimalsDomain())}
 """The demo's domains by name (``--domain`` choices, in this order)."""
 
 

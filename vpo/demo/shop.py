@@ -227,13 +227,13 @@ class ShopDomain(Domain):
             title=f"vpo demo --domain shop: VPO vs GRPO and Max@k on a pretrained chat model (CPU, {cfg['split']} split)",
             setup=(
                 f"Model {cfg['shop_model']} (pretrained), format warm start {cfg['warm_steps']} steps x "
-                f"{cfg['warm_batch']} random answers (all weights, lr {cfg['warm_lr']}); RL with LoRA r = "
+                f"{cfg['warm_batch']} {self.warm_answers_label(cfg)} (all weights, lr {cfg['warm_lr']}); RL with LoRA r = "
                 f"{cfg['lora_r']}: {cfg['rl_steps']} steps x {cfg['prompts_per_step']} requests x "
                 f"{cfg['num_generations']} rollouts (GRPO 3x: 3x the rollouts) at lr {cfg['rl_lr']}, beta "
                 f"{cfg['beta']}; seeds {cfg['seeds']}; evaluation on {num_problems(agg)} {cfg['split']} requests at "
                 f"T = {cfg['eval_temperature']}, {cfg['eval_budget']} answers per request, best@k at a matched answer "
                 f"budget (multi-answer policies: ceil(k/m) rollouts, first k answers), {cfg['eval_seeds']} draws. "
-                f"Answers: the product's {cfg['shop_answer']}."
+                f"{self.answers_label(cfg)}"
             ),
             means_heading="Search on w* and what the pools contain",
             means=[(f"best@{k}", mean_of("best_at_k", k)) for k in ks]
@@ -243,18 +243,18 @@ class ShopDomain(Domain):
                 ("useful", mean_of("completion_rate")),
                 ("diversity (useful)", mean_of("completed_diversity")),
                 (f"Pareto cov.@{kmax}", mean_of("pareto_coverage", kmax)),
-                ("distinct products", mean_of("distinct_routes", digits=2)),
+                (f"distinct {self.item}s", mean_of("distinct_routes", digits=2)),
                 ("ρ̄", rho_cell),
                 ("tokens/rollout", mean_of("tokens_per_rollout", digits=1)),
             ],
             glossary=(
-                f"Ceiling (the best listed product under w*, per request): {agg['ceilings']['w*']:.3f}; each list's "
-                f"Pareto front has {agg['front_size']:.2f} products on average. E_w[best@k]: best@k under fixed "
-                "Dir(1) weightings of the three shoppers, drawn for the evaluation (not the training's draws). "
-                "Useful: fraction of answers that name a listed product scoring > 0 on some shopper (not the decoy, "
-                "not an unlisted name). Diversity (useful): mean pairwise L1 of the reward vectors over useful "
-                "answers only (failing cannot raise it). Pareto cov.: fraction of the list's non-dominated products "
-                "named. Distinct products: among useful answers. ρ̄: mean pairwise correlation of the shoppers over "
+                f"Ceiling (the best listed {self.item} under w*, per request): {agg['ceilings']['w*']:.3f}; each list's "
+                f"Pareto front has {agg['front_size']:.2f} {self.item}s on average. E_w[best@k]: best@k under fixed "
+                f"Dir(1) weightings of the three {self.objective_noun}, drawn for the evaluation (not the training's "
+                f"draws). Useful: {self.useful_definition}. Diversity (useful): mean pairwise L1 of the reward vectors "
+                f"over useful answers only (failing cannot raise it). Pareto cov.: fraction of the list's "
+                f"non-dominated {self.item}s named. Distinct {self.item}s: among useful answers. ρ̄: mean pairwise "
+                f"correlation of the {self.objective_noun} over "
                 "a pool's valid answers; where a pool leaves it undefined (fewer than two different valid answers: a "
                 "collapsed pool) the cell says over how many (replicate, request) pairs it is, and n/a when none."
             ),
@@ -267,6 +267,20 @@ class ShopDomain(Domain):
         )
 
     readme_unit = ("request", "requests")
+    item = "product"
+    """What a list holds (the report's wording)."""
+    objective_noun = "shoppers"
+    useful_definition = (
+        "fraction of answers that name a listed product scoring > 0 on some shopper (not the decoy, not an "
+        "unlisted name)"
+    )
+
+    def warm_answers_label(self, cfg: dict) -> str:
+        """The warm start's answers, in the report's setup line."""
+        return "random answers"
+
+    def answers_label(self, cfg: dict) -> str:
+        return f"Answers: the product's {cfg['shop_answer']}."
 
     def readme_columns(self, agg: dict) -> list[Metric]:
         ks = agg["config"]["ks"]

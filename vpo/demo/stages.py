@@ -38,6 +38,8 @@ def warm_pairs(cfg: DemoConfig, task, train: list[dict], warm_seed: int | None =
 
     # one generator, drawn in the same order as before the prog domain existed: the maze's pairs are unchanged
     sample = cfg.domain_spec.warm_answer_sampler(cfg, np.random.default_rng(12345 + (warm_seed or 0)))
+    if hasattr(sample, "prefetch"):  # a sampler that asks a model (the animals domain's): all lists at once
+        sample.prefetch(train)
     pairs = []
     for ex in train:
         for _ in range(cfg.warm_answers_per_problem):

@@ -40,6 +40,7 @@ _BUILTIN: dict[str, str] = {
     "humaneval": "vpo.tasks.humaneval:HumanEvalTask",
     "bfcl": "vpo.tasks.bfcl:BFCLTask",
     "shop": "vpo.tasks.shop:ShopTask",
+    "animals": "vpo.tasks.animals:AnimalsTask",
 }
 """Built-in tasks: name -> ``module:factory``, imported on first use."""
 _REGISTRY: dict[str, Callable[..., base.Task]] = {}
