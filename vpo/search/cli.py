@@ -569,6 +569,11 @@ def _all_search_runs(runs) -> bool:
 
 
 def run_compare(args) -> int:
+    with evalsetup.as_command("vpo compare"):  # its warnings name the command the user ran, not vpo eval
+        return _run_compare(args)
+
+
+def _run_compare(args) -> int:
     from vpo.search.report import write_report
 
     names = _compare_names(args)

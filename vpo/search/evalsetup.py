@@ -27,8 +27,9 @@ __all__ = [
 
 PROG = "vpo eval"
 """The command name this module's notes, warnings and interruption lines start with: ``vpo check``
-runs ``vpo eval`` in its own process and sets it to ``vpo check`` meanwhile (:func:`as_command`); read it
-as ``evalsetup.PROG`` (an imported copy would not follow)."""
+runs ``vpo eval`` in its own process and sets it to ``vpo check`` meanwhile, ``vpo compare`` to
+``vpo compare`` while it runs (:func:`as_command`); read it as ``evalsetup.PROG`` (an imported copy
+would not follow)."""
 
 
 @contextlib.contextmanager
