@@ -96,8 +96,18 @@ class BaseModelAnswers:
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
+        import time
+
+        from vpo.demo.jobs import status
+
+        t0 = time.time()
+        if len(todo) > batch_lists:
+            status(f"warm start: asking the base model about {len(todo)} lists ({self.replies} replies each)")
         for b in range(0, len(todo), batch_lists):
             chunk = todo[b : b + batch_lists]
+            if b and (b // batch_lists) % 8 == 0:
+                left = (time.time() - t0) / b * (len(todo) - b)
+                status(f"warm start: {b}/{len(todo)} lists asked, about {left / 60:.0f} min left")
             texts = [
                 tok.apply_chat_template([{"role": "user", "content": self.task.question(ex)}], add_generation_prompt=True,
                                         tokenize=False)
