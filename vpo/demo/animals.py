@@ -53,6 +53,8 @@ class BaseModelAnswers:
         self._model = None
         self._tok = None
         self._cache: dict[str, list[str]] = {}
+        self.named: dict[str, list[str | None]] = {}
+        """Per list, what each reply named first (None: no listed animal), in reply order."""
         self.fallbacks = 0
         self.asked = 0
 
@@ -126,9 +128,9 @@ class BaseModelAnswers:
             for i, ex in enumerate(chunk):
                 rows = out[i * self.replies : (i + 1) * self.replies, n:]
                 replies = [tok.decode(r, skip_special_tokens=True) for r in rows]
-                self._cache[str(ex["id"])] = [
-                    a for a in (first_listed_mention(ex, t) for t in replies) if a is not None
-                ]
+                named = [first_listed_mention(ex, t) for t in replies]
+                self.named[str(ex["id"])] = named
+                self._cache[str(ex["id"])] = [a for a in named if a is not None]
             self.asked += len(chunk)
 
     def answers(self, ex: dict) -> list[str]:
