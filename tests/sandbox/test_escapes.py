@@ -304,7 +304,8 @@ DEEP = (
     "if how in ('bury', 'mark'):\n"  # mark: the directory's own metadata only, no entry left in it
     "    try:\n        os.setxattr('.', 'user.vpo', b'left by test 0')\n        print('xattr set')\n"
     "    except OSError:\n        pass\n"
-    "    os.utime('.', (1e9, 1e9))\n"
+    "    try:\n        os.utime('.', (1e9, 1e9))\n"
+    "    except OSError:\n        print('utime refused')\n"  # rlimits mode: seccomp refuses metadata calls
     "if how == 'mark':\n"
     "    print('marked')\n"
     "elif how == 'bury':\n"
@@ -333,14 +334,20 @@ def test_a_1100_deep_tree_is_gone_before_the_next_test(tmp_path, isolation):
     leaving no entry; test 4 finds neither. Before: RecursionError in the wipe, test 1 saw the tree
     (and the scratch space it took); an empty directory was not wiped at all, so test 4 saw the
     attribute and the 2001 timestamp."""
-    sb = _sandbox(tmp_path, isolation, scratch_inodes=4096, scratch_mb=32, max_output_bytes=16 << 20, timeout_s=20.0)
+    # wipe_s: on a slow host disk (rlimits mode) 1,100 rmdirs take seconds; this test is about what the
+    # wipe removes, test_a_slow_wipe_is_bounded_and_charged_to_the_test about its bound
+    sb = _sandbox(
+        tmp_path, isolation, scratch_inodes=4096, scratch_mb=32, max_output_bytes=16 << 20, timeout_s=20.0, wipe_s=60.0
+    )
     order = ["bury", "look", "look", "mark", "look"]
     res = sb.run(DEEP, [TestInput(stdin=how) for how in order])
     assert res.error is None, res.error
     outcomes = dict(zip(range(len(order)), res.outcomes))
     bury, mark = outcomes[0], outcomes[3]
-    assert bury.status == "ok" and bury.stdout.split() == ["xattr", "set", "buried"], (bury.stdout, bury.stderr)
-    assert mark.status == "ok" and mark.stdout.split() == ["xattr", "set", "marked"], (mark.stdout, mark.stderr)
+    # rlimits mode: timestamps and extended attributes are refused (issue 50), the wipe is still checked
+    meta = ["xattr", "set"] if isolation == "namespaces" else ["utime", "refused"]
+    assert bury.status == "ok" and bury.stdout.split() == [*meta, "buried"], (bury.stdout, bury.stderr)
+    assert mark.status == "ok" and mark.stdout.split() == [*meta, "marked"], (mark.stdout, mark.stderr)
     for o in (outcomes[1], outcomes[2], outcomes[4]):
         assert o.status == "ok", (o.status, o.stderr)
         got = json.loads(o.stdout)

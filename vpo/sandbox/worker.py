@@ -569,12 +569,15 @@ def _landlock_prepare(libc, abi: int) -> tuple:
     return libc.syscall, attr, PathBeneath(handled, -1), handled
 
 
-def _landlock_reads_ruleset(libc) -> int:
+def _landlock_reads_ruleset(libc, abi: int) -> int:
     """Rlimits mode (the host's ``/dev``): a Landlock ruleset, built once in the worker, under which
     files may be opened for reading beneath every entry of ``/`` but ``/dev``, and in ``/dev`` only
     :data:`_DEV_READABLE`. A read-only open of ``/dev/ptmx`` allocates a host pseudo-terminal, and
-    one of a GPU node reaches its driver; the write rules cannot see either. Returns the ruleset fd
-    (each test child restricts itself with it, then closes it)."""
+    one of a GPU node reaches its driver; the write rules cannot see either. From ABI 2 it also handles
+    ``REFER`` and grants it beneath every directory it lists: any ruleset denies linking or renaming
+    across directories unless a rule of its own grants it, and that stays the write layer's call
+    (beneath the working directory only). Returns the ruleset fd (each test child restricts itself
+    with it, then closes it)."""
     import ctypes
 
     syscall = libc.syscall
@@ -583,7 +586,8 @@ def _landlock_reads_ruleset(libc) -> int:
         _pack_ = 1
         _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
-    attr = ctypes.c_uint64(_LL_READ_FILE)
+    refer = _LL_REFER if abi >= 2 else 0
+    attr = ctypes.c_uint64(_LL_READ_FILE | refer)
     ruleset = syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), 8, 0)
     if ruleset < 0:
         e = ctypes.get_errno()
@@ -597,8 +601,12 @@ def _landlock_reads_ruleset(libc) -> int:
         except OSError:
             continue
         try:
-            rule.parent_fd = fd
-            syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+            is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
+            rule.parent_fd, rule.allowed_access = fd, _LL_READ_FILE | (refer if is_dir else 0)
+            if syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                e = ctypes.get_errno()
+                os.close(ruleset)
+                raise OSError(e, f"landlock_add_rule({path}): {os.strerror(e)}")
         finally:
             os.close(fd)
     return ruleset
@@ -1388,7 +1396,7 @@ def _harden(job: dict, libc) -> tuple[dict | None, tuple | None, str | None]:
     job["landlock"] = _landlock_prepare(libc, abi) if abi else None  # each test child applies it
     if abi and not job["namespaces"]:  # the host's /dev: read-only opens of ptmx would allocate host ptys
         try:
-            fd = _landlock_reads_ruleset(libc)
+            fd = _landlock_reads_ruleset(libc, abi)
             os.dup2(fd, _READS_FD)
             os.close(fd)
             job["landlock_reads"] = True
