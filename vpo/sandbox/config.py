@@ -39,7 +39,9 @@ class SandboxConfig:
     scratch_mb: int = 64
     """Size of the tmpfs scratch directory (namespace mode), on top of room for the test I/O files."""
     scratch_inodes: int = 4096
-    """Maximum number of files/directories in the tmpfs scratch directory."""
+    """Maximum number of files/directories in the tmpfs scratch directory (namespace mode), and in every
+    mode the most entries a test may leave in its working directory: past it the wipe stops and the
+    test fails (``cleanup_limit``)."""
     concurrency: int | None = None
     """Sandboxes running at once in :meth:`Sandbox.run_many`; default = usable CPU cores."""
     isolation: str = "auto"
@@ -58,14 +60,16 @@ class SandboxConfig:
     prelude: str = ""
     """Python run in the program's namespace before it (e.g. ``from typing import *``)."""
     max_program_bytes: int = 1 << 20
-    """Programs larger than this are not run (every test fails with ``sandbox_error``)."""
+    """Programs larger than this are not run (every test fails with ``program_too_large``: the answer's
+    own fault, not the sandbox's)."""
     scratch_root: str | None = None
     """Where the host-side scratch directories are created (default: the system temp dir)."""
     seccomp: bool = True
     """Install the worker's seccomp filter in every test process (namespaces, mounts, ptrace, keyctl,
     bpf, io_uring, perf_event_open, unix/vsock/netlink sockets... answer EPERM). If the kernel refuses
-    it, tests fail with ``sandbox_error`` (fail closed); ``False`` runs programs without it, which also
-    lets them reach host services on path unix sockets (a warning says so; docs/sandbox.md)."""
+    it, tests fail with ``sandbox_error`` and the result is ``unavailable`` (fail closed); ``False``
+    runs programs without it, which also lets them reach host services on path unix sockets (a
+    warning says so; docs/sandbox.md)."""
     cleanup_s: float = 10.0
     """How long the worker waits, after killing them, for a test's processes to be gone before the
     next test; past it the sandbox stops (an infrastructure failure: its remaining tests are
