@@ -224,7 +224,7 @@ class ShopDomain(Domain):
         ]
         closing += ["", "Ceilings: " + ", ".join(f"{p} {agg['ceilings'][p]:.3f}" for p in prefs) + ".", ""]
         return Report(
-            title=f"vpo demo --domain shop: VPO vs GRPO and Max@k on a pretrained chat model (CPU, {cfg['split']} split)",
+            title=f"vpo demo --domain {self.name}: VPO vs GRPO and Max@k on a pretrained chat model (CPU, {cfg['split']} split)",
             setup=(
                 f"Model {cfg['shop_model']} (pretrained), format warm start {cfg['warm_steps']} steps x "
                 f"{cfg['warm_batch']} {self.warm_answers_label(cfg)} (all weights, lr {cfg['warm_lr']}); RL with LoRA r = "
