@@ -52,6 +52,8 @@ calls = [0]
 def run_test(i, *args):
     if MODE == "die" and i == 1:  # the worker dies before the second test (no record, no 'done')
         os._exit(0)
+    if MODE == "raise" and i == 1:  # the worker's own machinery fails before the second test
+        raise OSError(28, "No space left on device (injected)")
     return real_run_test(i, *args)
 
 def reap_all(job):
@@ -89,7 +91,7 @@ def _quiet_task(**kw) -> CodeTask:
         return CodeTask([PROBLEM], max_tests=3, timeout_s=2.0, **kw)
 
 
-@pytest.mark.parametrize("mode", ["die", "cleanup"])
+@pytest.mark.parametrize("mode", ["die", "cleanup", "raise"])
 def test_an_injected_sandbox_failure_is_unavailable_and_keeps_finished_tests(fake_worker, tmp_path, mode):
     fake_worker(mode)
     sb = Sandbox(SandboxConfig(timeout_s=2.0, scratch_root=str(tmp_path)))
@@ -99,7 +101,7 @@ def test_an_injected_sandbox_failure_is_unavailable_and_keeps_finished_tests(fak
     # the others could not run because of the sandbox: infrastructure failures, not wrong answers
     assert [o.status for o in res.outcomes[1:]] == ["sandbox_error", "sandbox_error"]
     assert res.unavailable and not res.scorable
-    want = "ended early" if mode == "die" else "injected"
+    want = {"die": "ended early", "cleanup": "injected", "raise": "worker failed running test 1"}[mode]
     assert want in res.unavailable, res.unavailable
     assert os.listdir(tmp_path) == [p for p in os.listdir(tmp_path) if p.startswith("fake_worker")]  # cleaned up
 

@@ -1456,6 +1456,12 @@ def _worker_main(result_fd: int) -> None:
             exec(prelude, {"__name__": "__prelude__"})
         except BaseException:  # noqa: BLE001 - each test re-runs it and reports the failure
             pass
+    _run_tests(result_fd, job, code, prelude, libc, clocks)
+
+
+def _run_tests(result_fd: int, job: dict, code, prelude, libc, clocks) -> None:
+    """Run every test in order and report each; a ``fatal`` record (an infrastructure failure, after
+    the records of the tests that finished) or the ``done`` record ends the stream."""
     timeouts, stop_after = 0, job.get("stop_after_timeouts")
     for i, test in enumerate(job["tests"]):
         if stop_after is not None and timeouts >= stop_after:
@@ -1470,7 +1476,11 @@ def _worker_main(result_fd: int) -> None:
                 },
             )
             continue
-        res, payload = _run_test(i, job, test, code, prelude, libc, clocks)
+        try:
+            res, payload = _run_test(i, job, test, code, prelude, libc, clocks)
+        except Exception as e:  # noqa: BLE001 - the worker's own failure (its files, a fork): say what, stop
+            _emit(result_fd, {"fatal": f"sandbox worker failed running test {i}: {type(e).__name__}: {e}"})
+            return
         timeouts += res["status"] == "timeout"
         fatal = res.pop("fatal_after", None)
         _emit_test(result_fd, res, payload)
