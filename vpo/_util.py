@@ -223,3 +223,18 @@ def add_dataclass_flags(group, cls, flags: dict[str, str], choices: dict[str, An
         if choices and name in choices:
             kw["choices"] = list(choices[name])
         group.add_argument(flag, help=f"{help_text} (default {default})", **kw)
+
+
+def task_options_json(text: str) -> dict:
+    """``--task-options``'s argparse type: a JSON object (an empty string is ``{}``); anything else is
+    an ``argparse.ArgumentTypeError`` saying what was expected (argparse turns it into exit 2)."""
+    import argparse
+
+    hint = "--task-options takes a JSON object like '{\"size\": 7}'"
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"{hint}; got {text!r} ({e})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{hint}; got {text!r}")
+    return value

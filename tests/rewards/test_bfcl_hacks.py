@@ -16,6 +16,7 @@ if importlib.util.find_spec("bfcl_eval") is None:  # CI installs it, and fails o
     pytest.skip("bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23", allow_module_level=True)
 
 from vpo.tasks.bfcl import BFCLTask, format_calls, gold_calls, parse_calls, reference_calls, score_calls  # noqa: E402
+from helpers.rewards import at_most, scored  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,19 +27,6 @@ def task():
 @pytest.fixture(scope="module")
 def items(task):
     return {x["id"]: x for x in task.load("all")}
-
-
-def scored(task, ex, *answers) -> np.ndarray:
-    """Each answer as its own one-answer completion, through score_completions: ``[n, 4]``."""
-    batch = task.score_completions([ex] * len(answers), [f"<answer_1>{a}</answer_1>" for a in answers], m=1)
-    assert batch.valid.all() and batch.score_errors == 0
-    return batch.rewards[:, 0, :]
-
-
-def at_most(hacked, *deserved):
-    """``hacked`` is component-wise no higher than every vector in ``deserved``."""
-    for d in deserved:
-        assert np.all(hacked <= d + 1e-12), (hacked.tolist(), d.tolist())
 
 
 def _wrong(v):

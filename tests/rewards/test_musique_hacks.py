@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import vpo.tasks
+from helpers.rewards import at_most, scored  # noqa: E402
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "musique"
 
@@ -21,17 +22,6 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "musique"
 def mus(request):
     t = vpo.tasks.get("musique", path=str(FIX), short_chains=request.param)
     return t, {ex["id"]: ex for ex in t.load("validation")}
-
-
-def scored(task, ex, *answers) -> np.ndarray:
-    batch = task.score_completions([ex] * len(answers), [f"<answer_1>{a}</answer_1>" for a in answers], m=1)
-    assert batch.valid.all() and batch.score_errors == 0
-    return batch.rewards[:, 0, :]
-
-
-def at_most(hacked, *deserved):
-    for d in deserved:
-        assert np.all(hacked <= d + 1e-12), (hacked.tolist(), d.tolist())
 
 
 TWO = "2hop__482757_12019"  # gold paragraphs 2, 4; answer Christopher Nolan (alias Nolan)

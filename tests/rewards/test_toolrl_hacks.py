@@ -14,6 +14,7 @@ import pytest
 
 import vpo.tasks
 from vpo.tasks.toolrl import format_tool_answer
+from helpers.rewards import at_most, scored  # noqa: E402
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "toolrl"
 PARIS = {"city": "Paris", "unit": "celsius"}
@@ -32,17 +33,6 @@ def call(name, params):
 
 def tc(*calls):
     return "<tool_call>\n" + "\n".join(calls) + "\n</tool_call>"
-
-
-def scored(task, ex, *answers) -> np.ndarray:
-    batch = task.score_completions([ex] * len(answers), [f"<answer_1>{a}</answer_1>" for a in answers], m=1)
-    assert batch.valid.all() and batch.score_errors == 0
-    return batch.rewards[:, 0, :]
-
-
-def at_most(hacked, *deserved):
-    for d in deserved:
-        assert np.all(hacked <= d + 1e-12), (hacked.tolist(), d.tolist())
 
 
 def test_candidate_calls_score_no_more_than_the_worst(tool):

@@ -30,7 +30,7 @@ import json
 import sys
 from pathlib import Path
 
-from vpo._util import add_dataclass_flags, fmt_number
+from vpo._util import add_dataclass_flags, fmt_number, task_options_json
 from vpo.errors import UserError
 from vpo.search import evalsetup
 from vpo.search.backends import API_KINDS, BACKENDS, PoolConfig
@@ -58,20 +58,6 @@ def _ks(text: str) -> tuple[int, ...]:
     if not ks or min(ks) < 1:
         raise argparse.ArgumentTypeError(f"--ks values must be integers >= 1; got {text!r}")
     return ks
-
-
-def _task_options_json(text: str) -> dict:
-    import json
-
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(
-            f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r} ({e})"
-        ) from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r}")
-    return value
 
 
 def _add_metric_args(p: argparse.ArgumentParser) -> None:
@@ -174,7 +160,7 @@ def add_parser(subparsers) -> None:
         "--task-options",
         "--task_options",
         dest="task_options",
-        type=_task_options_json,
+        type=task_options_json,
         default=None,
         metavar="JSON",
         help="task options as a JSON object, e.g. '{\"size\": 7}' (as in vpo train and vpo evolve)",

@@ -27,23 +27,12 @@ import math
 import sys
 from pathlib import Path
 
+from vpo._util import task_options_json
 from vpo.errors import UserError
 
 PROG = "vpo rewards audit"
 DEFAULT_N = 8
 DEFAULT_N_CODE = 4
-
-
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(
-            f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r} ({e})"
-        ) from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"--task-options takes a JSON object like '{{\"size\": 7}}'; got {text!r}")
-    return value
 
 
 def add_parser(subparsers) -> None:
@@ -59,7 +48,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("task", help="a registered task, module:factory or path/to/file.py:factory")
-    p.add_argument("--task-options", "--task_options", dest="task_options", type=_json_object, default=None, metavar="JSON", help="the task's options, a JSON object")  # fmt: skip
+    p.add_argument("--task-options", "--task_options", dest="task_options", type=task_options_json, default=None, metavar="JSON", help="the task's options, a JSON object")  # fmt: skip
     p.add_argument("--split", default="test", help="the split whose examples are audited (default: test)")
     p.add_argument("-n", "--num-examples", dest="n", type=int, default=None, help=f"examples to audit (default {DEFAULT_N}; {DEFAULT_N_CODE} for tasks that run code, which take longer)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the example draw and the wrong-answer draw (default 0)")
