@@ -165,6 +165,28 @@ def test_sampling_draws_from_the_softmax():
         assert ((freq - want).abs() <= 5 * sd + 1e-12).all(), (freq, want)
 
 
+def test_two_level_inverse_cdf_draws_what_one_cumulative_sum_draws():
+    """The block search picks, for the same uniform number, the entry a flat cumulative sum over the
+    whole row picks: over vocabularies that are and are not multiples of the block, with removed
+    (probability 0) entries, whole empty blocks, and peaked rows."""
+    from vpo.search.fast_decode import inverse_cdf
+
+    g = torch.Generator().manual_seed(3)
+    for v in (49152, 3001, 7):
+        logits = torch.randn(4000, v, generator=g) * torch.rand(4000, 1, generator=g) * 8
+        logits[:, torch.randperm(v, generator=g)[: v // 3]] = -math.inf  # removed entries
+        if v > 600:
+            logits[::2, 256:512] = -math.inf  # an empty block on half the rows
+            logits[1::7, -1] = 40.0  # rows whose mass sits on the last entry
+        probs = torch.softmax(logits, -1)
+        got = inverse_cdf(probs, torch.Generator().manual_seed(11))
+        cdf = probs.double().cumsum(-1)
+        u = torch.rand(4000, 1, generator=torch.Generator().manual_seed(11), dtype=torch.float64) * cdf[:, -1:]
+        want = torch.searchsorted(cdf, u, right=True).clamp_(max=v - 1).squeeze(-1)
+        assert (got == want).float().mean() >= 0.9995, v  # equal but where u meets a sum to the last bits
+        assert bool((probs.gather(1, got[:, None]) > 0).all())  # never an entry of probability 0
+
+
 @pytest.mark.parametrize("top_k, top_p", [(3, None), (None, 0.7), (4, 0.8), (1, None)])
 def test_top_k_and_top_p_keep_what_transformers_keeps(top_k, top_p):
     """The tokens that can be drawn are exactly those transformers' warpers leave finite."""
