@@ -49,7 +49,7 @@ def test_step_metrics_average_objectives_over_valid_answers_and_count_flat_group
     infos = [
         _info(["1", "2"]),  # group a: two rollouts with the same answers, same set score -> flat
         _info(["1", "2"]),
-        _info(["3", "x"]),  # group b: one valid answer (the 'x' does not parse as a number)
+        _info(["3"]),  # group b: one valid answer
         _info("no tags here"),  # no answer parsed at all
     ]
     uids = ["a", "a", "b", "b"]
@@ -64,6 +64,19 @@ def test_step_metrics_average_objectives_over_valid_answers_and_count_flat_group
     assert out["vpo/score"] == pytest.approx(np.mean(scores))
     assert out["vpo/group_std"] == pytest.approx(np.std(scores[2:]) / 2)
     assert scores[3] == 0.0 and scores[2] > 0
+
+
+def test_an_unscored_rollout_is_counted_and_left_out_of_the_group_statistics():
+    """An answer whose scorer raises (the 'x' is no number) leaves its rollout unscored (score NaN):
+    counted in vpo/unscored_frac, out of vpo/score and of its group's flatness (#50)."""
+    infos = [_info(["3", "x"]), _info(["3"]), _info(["1"]), _info(["1", "2"]), _info(["1", "2"])]
+    assert np.isnan(infos[0]["score"]) and infos[0]["vpo_unscored"] == 1
+    out = step_metrics(infos, ["b", "b", "b", "a", "a"])
+    assert out["vpo/unscored_frac"] == pytest.approx(1 / 5)
+    scored = [i["score"] for i in infos[1:]]
+    assert out["vpo/score"] == pytest.approx(np.mean(scored))
+    # group b without its unscored rollout: "3" and "1" differ, so not flat; group a is flat
+    assert out["vpo/flat_group_frac"] == pytest.approx(0.5)
 
 
 def test_rollouts_not_scored_by_vpo_give_no_metrics():
