@@ -10,18 +10,7 @@ from __future__ import annotations
 from vpo.search import evalsetup
 from vpo.search.step.report import write_search_report
 from vpo.search.step.run import search_metrics
-
-
-def _rec(pid, answers, budget=100):
-    return {
-        "prompt_id": pid,
-        "tokens_generated": budget,
-        "calls": 3,
-        "answers": [
-            {"text": "a", "reward": [r, r], "valid": True, "tokens_at": t, "tokens_per_answer": 10.0}
-            for r, t in answers
-        ],
-    }
+from helpers.step_records import search_record  # noqa: E402
 
 
 def _meta(search: str) -> dict:
@@ -34,8 +23,8 @@ def _meta(search: str) -> dict:
 def test_vpo_compare_warnings_say_vpo_compare(tmp_path, capsys):
     from vpo.cli import main as vpo_main
 
-    many = [_rec(f"p{i}", [(0.5, 10 * (j + 1)) for j in range(10)]) for i in range(2)]
-    few = [_rec("p0", [(0.5, 60), (1.0, 100)]), _rec("p1", [(0.2, 30), (0.3, 80), (0.9, 120)])]
+    many = [search_record(f"p{i}", [(0.5, 10 * (j + 1)) for j in range(10)]) for i in range(2)]
+    few = [search_record("p0", [(0.5, 60), (1.0, 100)]), search_record("p1", [(0.2, 30), (0.3, 80), (0.9, 120)])]
     bon = search_metrics(_meta("bon"), many, num_points=2, bootstrap=0)
     beam = search_metrics(_meta("beam"), few, num_points=2, bootstrap=0)
     assert "warnings" not in bon and beam["warnings"]

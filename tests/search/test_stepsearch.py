@@ -22,6 +22,7 @@ from vpo.search.step.run import run_search, search_metrics
 from vpo.search.step.score import StepScorer, aggregate, make_step_scorer
 from vpo.search.step.search import SearchConfig, parse_step, search_prompt
 from vpo.tasks.base import FunctionTask, partial_answers
+from helpers.step_records import search_record  # noqa: E402
 
 BITS = 4
 ASSISTANT = "<|assistant|>"
@@ -545,18 +546,6 @@ def test_token_step_beam_and_tree_finish_answers_at_small_budgets():
             assert min(best["beam"], best["abmcts"], best["best_first"]) > best["bon"], best
 
 
-def _rec(pid, answers, budget=100):
-    return {
-        "prompt_id": pid,
-        "tokens_generated": budget,
-        "calls": 3,
-        "answers": [
-            {"text": "a", "reward": [r, r], "valid": True, "tokens_at": t, "tokens_per_answer": 10.0}
-            for r, t in answers
-        ],
-    }
-
-
 def test_the_report_counts_finished_answers_and_warns_when_few_were():
     from vpo.search.step.report import search_markdown
 
@@ -564,7 +553,7 @@ def test_the_report_counts_finished_answers_and_warns_when_few_were():
             "beam_width": 4, "expand": 4, "step": "tokens:4", "step_scorer": "task", "step_aggregate": "last"},
             "task": "t", "model": "m"}  # fmt: skip
     # answers of 10 tokens: best-of-n would finish 10 in 100 tokens; this search finished 2 and 3
-    few = [_rec("p0", [(0.5, 60), (1.0, 100)]), _rec("p1", [(0.2, 30), (0.3, 80), (0.9, 120)])]
+    few = [search_record("p0", [(0.5, 60), (1.0, 100)]), search_record("p1", [(0.2, 30), (0.3, 80), (0.9, 120)])]
     res = search_metrics(meta, few, num_points=2, bootstrap=0)
     assert res["finished"]["tokens"] == [50, 100] and res["finished"]["mean"] == [0.5, 2.0]
     assert res["finished"]["min"] == [0, 2] and res["finished"]["prompts_without"] == [1, 0]
@@ -574,10 +563,10 @@ def test_the_report_counts_finished_answers_and_warns_when_few_were():
     assert "**Warning** (beam run): few answers finished" in md
     assert "| beam run | 0.5 (0) | 2.0 (2) | 10.0 |" in md
     # as many as best-of-n would finish: no warning
-    many = [_rec(f"p{i}", [(0.5, 10 * (j + 1)) for j in range(10)]) for i in range(2)]
+    many = [search_record(f"p{i}", [(0.5, 10 * (j + 1)) for j in range(10)]) for i in range(2)]
     assert "warnings" not in search_metrics(meta, many, num_points=2, bootstrap=0)
     # a prompt without any answer within the budget is named, whatever the others did
-    none = many + [_rec("p9", [(1.0, 130)])]
+    none = many + [search_record("p9", [(1.0, 130)])]
     w = search_metrics(meta, none, num_points=2, bootstrap=0)["warnings"]
     assert len(w) == 1 and w[0].startswith("1 of 3 prompt(s) finished no answer within 100 generated tokens")
     # beside a best-of-n run, a search that finished under half of its answers at the shared budget is named
