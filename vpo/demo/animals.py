@@ -56,7 +56,6 @@ class BaseModelAnswers:
         self.named: dict[str, list[str | None]] = {}
         """Per list, what each reply named first (None: no listed animal), in reply order."""
         self.fallbacks = 0
-        self.asked = 0
 
     def _load(self) -> None:
         if self._model is None:
@@ -131,7 +130,6 @@ class BaseModelAnswers:
                 named = [first_listed_mention(ex, t) for t in replies]
                 self.named[str(ex["id"])] = named
                 self._cache[str(ex["id"])] = [a for a in named if a is not None]
-            self.asked += len(chunk)
 
     def answers(self, ex: dict) -> list[str]:
         """The listed animals the base model's replies to ``ex`` name first (cached per list)."""
@@ -211,9 +209,7 @@ class AnimalsDomain(ShopDomain):
             raise UserError(
                 f"animals_list_size must be at most {len(ANIMALS)} (the table's animals), got {cfg.animals_list_size}"
             )
-        if cfg.shop_device not in ("cpu", "cuda"):
-            raise UserError(f"shop_device must be 'cpu' or 'cuda', got {cfg.shop_device!r}")
-        positive_int(cfg.lora_r, "lora_r", error=UserError)
+        super().check(cfg)  # the shop domain's settings it shares (device, LoRA rank)
 
     def warm_settings(self, cfg: DemoConfig) -> dict:
         return {**super().warm_settings(cfg), "animals_warm": cfg.animals_warm}

@@ -28,6 +28,7 @@ import re
 import numpy as np
 
 from vpo.tasks.base import Example, Task
+from vpo.tasks.shop import front_of
 
 # name: (adult body mass in kg, top speed in km/h, longest recorded lifespan in years)
 ANIMALS: dict[str, tuple[float, float, float]] = {
@@ -125,11 +126,7 @@ def item_rewards(example: dict) -> np.ndarray:
 
 def pareto_items(example: dict) -> np.ndarray:
     """The reward vectors of the listed animals no other listed animal dominates (the exact front)."""
-    r = item_rewards(example)
-    keep = [
-        i for i in range(len(r)) if not any((r[j] >= r[i]).all() and (r[j] > r[i]).any() for j in range(len(r)))
-    ]  # fmt: skip
-    return r[keep]
+    return front_of(item_rewards(example))
 
 
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+")

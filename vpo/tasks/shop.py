@@ -99,7 +99,11 @@ def item_rewards(example: dict) -> np.ndarray:
 
 def pareto_items(example: dict) -> np.ndarray:
     """The reward vectors of the products no other listed product dominates (the exact front)."""
-    r = item_rewards(example)
+    return front_of(item_rewards(example))
+
+
+def front_of(r: np.ndarray) -> np.ndarray:
+    """The rows of ``r [items, d]`` that no other row dominates (a list task's exact Pareto front)."""
     keep = [
         i for i in range(len(r)) if not any((r[j] >= r[i]).all() and (r[j] > r[i]).any() for j in range(len(r)))
     ]  # fmt: skip
