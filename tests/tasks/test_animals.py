@@ -95,7 +95,7 @@ def test_demo_domain_settings_are_checked():
     from vpo.demo.config import DemoConfig
 
     cfg = DemoConfig.for_domain("animals", out="/tmp/none")
-    assert cfg.animals_warm == "self" and cfg.animals_list_size == 12
+    assert cfg.animals_warm == "self" and cfg.animals_list_size == 20
     # the shop domain's model setting is the animals domain's too
     DemoConfig.for_domain("animals", out="/tmp/none", shop_model="/some/dir")
     with pytest.raises(UserError, match="animals_warm"):

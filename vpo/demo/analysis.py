@@ -47,6 +47,7 @@ SCALARS = (
     "distinct_routes",
     "union_coverage",
     "collinearity",
+    "menu_share",
 )
 CURVES = ("best_at_k", "ew_best_at_k", "pareto_coverage")
 """Curves every domain reports; a domain adds its own (:attr:`vpo.demo.domains.Domain.extra_curves`)."""
@@ -76,6 +77,32 @@ def answer_keys(domain: str, examples: list[dict], pool, done: np.ndarray) -> np
             text = pool.answers[i][j] if pool.answers is not None and j < len(pool.answers[i]) else ""
             keys[p, r, j] = key_of(p, text) if done[p, r, j] else None
     return keys
+
+
+def answer_set(answers) -> frozenset:
+    """What a rollout answered, as a set of texts (case and spacing ignored; an empty answer counts)."""
+    return frozenset(" ".join(str(a).lower().split()) for a in answers)
+
+
+def menu_share(pool, num_problems: int) -> np.ndarray:
+    """``[P]`` per problem, the share of its rollouts whose answer set (:func:`answer_set`) is the
+    run's most common set across all problems: how much of a pool is a fixed menu that ignores the
+    request (1: every rollout of every problem wrote the same answers). NaN when the pool kept no
+    answer texts."""
+    out = np.full(num_problems, np.nan)
+    if pool.answers is None:
+        return out
+    sets = [answer_set(a) for a in pool.answers]
+    counts: dict[frozenset, int] = {}
+    for s in sets:
+        counts[s] = counts.get(s, 0) + 1
+    modal = min(counts.items(), key=lambda kv: (-kv[1], sorted(kv[0])))[0]  # ties: the first set in text order
+    hit = np.zeros(num_problems)
+    n = np.zeros(num_problems)
+    for p, s in zip(pool.prompt_index, sets):
+        n[p] += 1
+        hit[p] += s == modal
+    return np.divide(hit, n, out=out, where=n > 0)
 
 
 def preference_ceilings(fronts: list[np.ndarray], prefs: dict[str, np.ndarray]) -> dict[str, float]:
@@ -132,6 +159,7 @@ def run_stats(
     out["completed_diversity"] = completed_diversity(pts, flat_done)
     out["distinct_routes"] = distinct_count(keys.reshape(P, R * m).tolist(), flat_done)
     out["union_coverage"] = pool_union_coverage(pts, g.valid.reshape(P, R * m))
+    out["menu_share"] = menu_share(pool, P)
     seeds = list(range(eval_seeds))
     out["pareto_coverage"] = matched_prefix(
         lambda keep: pareto_coverage(pts, (keep & g.valid).reshape(P, R * m), fronts), g.present, m, ks, seeds

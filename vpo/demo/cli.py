@@ -50,12 +50,20 @@ def _parse_setting(name: str, value: str, current):
         if isinstance(current, tuple):
             return tuple(int(x) for x in value.split(",") if x.strip())
         if isinstance(current, bool):
-            return value.lower() in ("1", "true", "yes")
+            if value.strip().lower() not in ("1", "true", "yes", "0", "false", "no"):
+                raise ValueError(value)
+            return value.strip().lower() in ("1", "true", "yes")
         if current is None:  # an optional integer setting (test_seed)
             return None if value.strip().lower() in ("", "none") else int(value)
         return type(current)(value)
     except ValueError:
-        kind = "an integer or none" if current is None else type(current).__name__
+        kind = (
+            "an integer or none"
+            if current is None
+            else "true or false"
+            if isinstance(current, bool)
+            else type(current).__name__
+        )
         raise UserError(f"--set {name}={value}: expected {kind}") from None
 
 
@@ -112,7 +120,8 @@ def estimate_minutes(cfg) -> float:
         multi = method_spec(m)[2] > 1
         jobs.append(cost.get(m, cost["vpo"] if multi else cost["grpo"]) * cfg.rl_steps / 60)
     n_warm = len(cfg.warm_seeds())
-    work = n_warm * (warm + 2 * ev) + len(cfg.seeds) * (sum(jobs) + len(jobs) * ev)
+    warm_evals = 4 if cfg.start_temperature else 2  # m = 1 and 3, and again at start_temperature
+    work = n_warm * (warm + warm_evals * ev) + len(cfg.seeds) * (sum(jobs) + len(jobs) * ev)
     # a warm start trains on all cores in process (two threads: half its one-core time) or as a job
     chain = (warm / 2 if not cfg.warm_starts_as_jobs else warm) + max(jobs, default=0.0) + ev
     return (_FIXED_S + max(work / slots, chain)) / 60

@@ -21,6 +21,7 @@ METHODS: dict[str, tuple[str, str, int, int]] = {
     "grpo_3x": ("GRPO 3x rollouts", "grpo", 1, 3),
     "gdpo": ("GDPO", "gdpo", 1, 1),
     "max_at_k": ("Max@k", "max_at_k", 1, 1),
+    "max_at_k_3x": ("Max@k 3x rollouts", "max_at_k", 1, 3),
     "multi_rlvr": ("Multi-RLVR (m=3)", "multi_rlvr", 3, 1),
     "vpo": ("VPO (m=3)", "vpo", 3, 1),
     "maxrl": ("MaxRL", "maxrl", 1, 1),
@@ -37,7 +38,12 @@ MULTI_ANSWER_NUM_ANSWERS = 3
 """num_answers of a registered set estimator run as a demo method."""
 WARM_STARTS = ("per_replicate", "shared")
 INTERVALS = ("replicate_t", "two_level_bootstrap")
-RECORDED_BEFORE = {"warm_start": "shared", "interval": "two_level_bootstrap"}
+RECORDED_BEFORE = {
+    "warm_start": "shared",
+    "interval": "two_level_bootstrap",
+    "start_temperature": 0.0,
+    "random_answerer": False,
+}
 """What a recorded config without these settings was run with (every run before they existed)."""
 
 RECORD_NAMES = {
@@ -198,6 +204,14 @@ class DemoConfig:
     """Jobs at a time (each in its own single-threaded worker process)."""
     warm_only: bool = False
     """Stop after evaluating the warm start (a cheap probe of the task regime's headroom)."""
+    start_temperature: float = 0.0
+    """Evaluate each warm start a second time, sampled at this temperature (rows 'Warm start (m=1,
+    T=...)' and m = 3): the start at the temperature that maximises its best@k on the validation
+    split, the control for "would a hotter start do what RL does?". 0 (default): no such rows."""
+    random_answerer: bool = False
+    """Add a uniform random answerer's row: per replicate, ``eval_budget`` answers per problem drawn
+    uniformly from what the problem lists, no model (:mod:`vpo.demo.baselines`). Only for the domains
+    that define such an answerer (shop, animals)."""
 
     def __post_init__(self) -> None:  # noqa: C901 (a flat list of independent setting checks)
         """Fail before the warm start, not after it, on a setting a later stage would refuse."""
@@ -261,6 +275,18 @@ class DemoConfig:
             raise UserError(
                 f"shared_warm_seed={self.shared_warm_seed} applies to warm_start=shared only; with "
                 f"warm_start={self.warm_start!r} each replicate trains from its own warm start"
+            )
+        if (
+            isinstance(self.start_temperature, bool)
+            or not isinstance(self.start_temperature, (int, float))
+            or not (0 <= self.start_temperature <= 5)
+        ):
+            raise UserError(
+                f"start_temperature must be a number in [0, 5] (0: no hotter start's rows), got {self.start_temperature!r}"
+            )
+        if self.random_answerer and self.domain_spec.random_answer(self) is None:
+            raise UserError(
+                f"random_answerer: the {self.domain} domain defines no uniform random answerer (shop and animals do)"
             )
         if self.test_seed is not None and (isinstance(self.test_seed, bool) or not isinstance(self.test_seed, int)):
             raise UserError(f"test_seed must be an integer (or unset), got {self.test_seed!r}")

@@ -249,6 +249,11 @@ class Domain:
         """``sample(example) -> answer text``: the warm start's random (valid, mediocre) answers."""
         raise NotImplementedError
 
+    def random_answer(self, cfg: DemoConfig) -> Callable[[dict, np.random.Generator], str] | None:
+        """``draw(example, rng) -> answer text``: the uniform random answerer of ``random_answerer``
+        (uniform over what the problem lists), or None where the domain has none (the default)."""
+        return None
+
     # -- statistics ---------------------------------------------------------------------------
     def answer_key(self, examples: list[dict]) -> Callable[[int, str], object]:
         """``key(problem index, answer text)``: what makes two completed answers the same (distinct

@@ -22,10 +22,14 @@ from vpo.search.plots import draw_bars, draw_curve, new_figure
 COLORS = {
     "warmstart_m1": "#999999",
     "warmstart_m3": "#555555",
+    "warmstart_hot_m1": "#bbbbbb",
+    "warmstart_hot_m3": "#777777",
+    "random": "#000000",
     "grpo": "#1f77b4",
     "grpo_3x": "#17becf",
     "gdpo": "#2ca02c",
     "max_at_k": "#9467bd",
+    "max_at_k_3x": "#6a3d9a",
     "multi_rlvr": "#ff7f0e",
     "vpo": "#d62728",
     "maxrl": "#8c564b",
@@ -33,7 +37,8 @@ COLORS = {
     "goal_conditioned": "#bcbd22",
 }
 # distinct markers, largest first: collapsed methods often share one flat curve and must stay visible
-MARKERS = {"grpo": ("s", 10), "grpo_3x": ("D", 8), "gdpo": ("^", 6), "max_at_k": ("P", 6), "multi_rlvr": ("v", 5)}
+MARKERS = {"grpo": ("s", 10), "grpo_3x": ("D", 8), "gdpo": ("^", 6), "max_at_k": ("P", 6), "max_at_k_3x": ("X", 7),
+           "multi_rlvr": ("v", 5)}  # fmt: skip
 
 
 def _style(key: str) -> dict:
@@ -43,7 +48,7 @@ def _style(key: str) -> dict:
         "marker": marker,
         "ms": ms,
         "lw": 2.5 if key == "vpo" else 1.5,
-        "ls": "--" if key.startswith("warm") else "-",
+        "ls": "--" if key.startswith("warm") else ":" if key == "random" else "-",
     }
 
 
@@ -237,7 +242,14 @@ def _timing_lines(agg: dict) -> list[str]:
             elif kind == "train":
                 key = f"train {run.rsplit(' s', 1)[0]}"
             else:
-                key = f"eval {'warm start' if run.startswith('warmstart') else 'model'}"
+                what = (
+                    "warm start"
+                    if run.startswith("warmstart")
+                    else "random answerer"
+                    if run.startswith("random_s")
+                    else "model"
+                )
+                key = f"eval {what}"
             per.setdefault(key, []).append(sec)
         parts = [f"{k} {np.mean(v):.0f} s" for k, v in per.items()]
         # warm starts trained in this process before the jobs (several threads, alone), if any

@@ -180,6 +180,12 @@ class ShopDomain(Domain):
         return ["--device", cfg.shop_device]  # vpo's CPU sampler where it applies (vpo eval's default)
 
     # -- the warm start and the statistics -----------------------------------------------------
+    def random_answer(self, cfg: DemoConfig) -> Callable[[dict, np.random.Generator], str]:
+        """A uniformly random listed product, as the answer format names it (letter or name)."""
+        from vpo.tasks.shop import random_answer
+
+        return lambda ex, rng: random_answer(ex, rng, answer=cfg.shop_answer)
+
     def warm_answer_sampler(self, cfg: DemoConfig, rng: np.random.Generator) -> Callable[[dict], str]:
         """A uniformly random listed product (its letter or name)."""
         from vpo.tasks.shop import random_answer

@@ -191,15 +191,26 @@ def train_config(cfg: DemoConfig, method: str, seed: int, init: Path, out_dir: P
     return conf
 
 
-def eval_argv(cfg: DemoConfig, model: Path, num_answers: int, out_dir: Path, name: str, seed: int) -> list[str]:
+def eval_argv(
+    cfg: DemoConfig,
+    model: Path,
+    num_answers: int,
+    out_dir: Path,
+    name: str,
+    seed: int,
+    temperature: float | None = None,
+) -> list[str]:
+    """The ``vpo eval`` command of one evaluation; ``temperature``: instead of ``eval_temperature``
+    (the hotter start's rows)."""
     opts = ["--task-options", json.dumps(cfg.eval_task_options())]
     max_new = cfg.max_tokens_single if num_answers == 1 else cfg.max_tokens_multi
+    temp = cfg.eval_temperature if temperature is None else temperature
     return [
         sys.executable, "-m", "vpo.cli", "eval",
         "--model", str(model), "--task", cfg.domain_spec.task, *opts,
         "--split", cfg.split, "--num-prompts", str(cfg.eval_problems),
         "--num-answers", str(num_answers), "--rollouts", str(math.ceil(cfg.eval_budget / num_answers)),
-        "--temperature", str(cfg.eval_temperature), "--max-new-tokens", str(max_new),
+        "--temperature", str(temp), "--max-new-tokens", str(max_new),
         "--seed", str(seed), "--batch-rows", "512", "--threads", "1",
         "--ks", ",".join(map(str, cfg.ks)), "--eval-seeds", str(cfg.eval_seeds), "--no-plots",
         "--out", str(out_dir), "--name", name, "--quiet", *cfg.domain_spec.eval_args(cfg),
@@ -212,12 +223,30 @@ def eval_entries(cfg: DemoConfig) -> list[tuple[str, str, list[str]]]:
     rows = [
         (f"warmstart_m{m}", f"Warm start (m={m})", [warm_eval_name(m, w) for w in cfg.warm_seeds()]) for m in (1, 3)
     ]
+    if cfg.start_temperature:
+        T = f"{cfg.start_temperature:g}"
+        rows += [
+            (
+                f"warmstart_hot_m{m}",
+                f"Warm start (m={m}, T={T})",
+                [warm_eval_name(m, w, hot=True) for w in cfg.warm_seeds()],
+            )
+            for m in (1, 3)
+        ]
+    if cfg.random_answerer:
+        rows.append(("random", "Uniform random answerer", [random_eval_name(w) for w in cfg.warm_seeds()]))
     rows += [(mth, method_spec(mth)[0], [f"{mth}_s{s}" for s in cfg.seeds]) for mth in trained_methods(cfg)]
     return rows
 
 
-def warm_eval_name(num_answers: int, warm_seed: int | None) -> str:
-    return f"warmstart_m{num_answers}" + ("" if warm_seed is None else f"_s{warm_seed}")
+def warm_eval_name(num_answers: int, warm_seed: int | None, hot: bool = False) -> str:
+    """A warm start's evaluation run; ``hot``: sampled at ``start_temperature``."""
+    return f"warmstart_{'hot_' if hot else ''}m{num_answers}" + ("" if warm_seed is None else f"_s{warm_seed}")
+
+
+def random_eval_name(warm_seed: int | None) -> str:
+    """The uniform random answerer's evaluation run of a replicate (one per warm start, as its rows)."""
+    return f"random_s{warm_seed or 0}"
 
 
 def trained_methods(cfg: DemoConfig) -> tuple[str, ...]:
@@ -274,6 +303,11 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
         for w in cfg.warm_seeds()
         for m in (1, 3)
     ]
+    hot = [
+        (warm_eval_name(m, w, hot=True), wdirs[w], m, list(warm_after[w]), w or 0, {"warm_start": cfg.warm_settings(w)})
+        for w in (cfg.warm_seeds() if cfg.start_temperature else ())
+        for m in (1, 3)
+    ]
     for seed in cfg.seeds:
         for method in trained_methods(cfg):
             train_job = next(j for j in jobs if j.name == f"train {method} s{seed}")
@@ -290,6 +324,12 @@ def build_jobs(cfg: DemoConfig, out: Path, ws: dict | None = None) -> list[Job]:
     for name, model, num_answers, after, seed, upstream in evals:
         settings = {"upstream": upstream, "eval": cfg.eval_settings(), "seed": seed}
         jobs.append(eval_job(cfg, out, name, model, num_answers, seed, settings, after=after))
+    for name, model, num_answers, after, seed, upstream in hot:
+        T = float(cfg.start_temperature)
+        settings = {"upstream": upstream, "eval": {**cfg.eval_settings(), "eval_temperature": T}, "seed": seed}
+        jobs.append(eval_job(cfg, out, name, model, num_answers, seed, settings, after=after, temperature=T))
+    if cfg.random_answerer:
+        jobs += [random_job(cfg, out, w or 0) for w in cfg.warm_seeds()]
     # evaluations of finished models can start while other models still train
     return jobs
 
@@ -304,16 +344,32 @@ def eval_job(
     settings: dict,
     after: list[str] | tuple[str, ...] = (),
     job_name: str | None = None,
+    temperature: float | None = None,
 ) -> Job:
     """One ``vpo eval`` job of ``model`` at the config's evaluation settings: pool and report in
     ``OUT/eval/NAME``, log in ``OUT/logs/eval_NAME.log``, done when its report exists under ``settings``."""
     ev = out / "eval" / name
     return Job(
         job_name or f"eval {name}",
-        eval_argv(cfg, model, num_answers, ev, name, seed),
+        eval_argv(cfg, model, num_answers, ev, name, seed, temperature),
         out / "logs" / f"eval_{name}.log",
         ev / "report.json",
         settings=settings,
         after=list(after),
         output_dir=ev,
+    )
+
+
+def random_job(cfg: DemoConfig, out: Path, seed: int) -> Job:
+    """The uniform random answerer of replicate ``seed`` (:mod:`vpo.demo.baselines`): no model, seconds."""
+    name = random_eval_name(seed)
+    ev = out / "eval" / name
+    return Job(
+        f"eval {name}",
+        [sys.executable, "-m", "vpo.demo.baselines", str(out), str(seed)],
+        out / "logs" / f"eval_{name}.log",
+        ev / "report.json",
+        settings={"eval": cfg.eval_settings(), "seed": seed, "answerer": "uniform random"},
+        output_dir=ev,
+        cost=0.0,
     )
