@@ -98,14 +98,14 @@ def _comparable(shipped_cfg: dict, default: dict) -> tuple[dict, dict]:
     setting names (it was recorded before some were renamed), with what it ran without recording
     (:data:`~vpo.demo.config.RECORDED_BEFORE`: settings added since). The default's automatic warm_threads
     (0) is compared as the count it resolves to for the shipped run's seeds and warm start."""
-    from vpo.demo.config import RECORDED_BEFORE, DemoConfig, current_names
+    from vpo.demo.config import DemoConfig, as_recorded
 
     own = DOMAINS[default["domain"]]
     drop = {"out"} | {k for d in DOMAINS.values() if d is not own for k in d.settings}
     if default.get("warm_threads") == 0:
         default = {**default, "warm_threads": DemoConfig.automatic_warm_threads(shipped_cfg)}
     return (
-        {k: v for k, v in {**RECORDED_BEFORE, **current_names(shipped_cfg)}.items() if k not in drop},
+        {k: v for k, v in as_recorded(shipped_cfg).items() if k not in drop},
         {k: v for k, v in default.items() if k not in drop},
     )
 

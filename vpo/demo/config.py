@@ -46,6 +46,15 @@ RECORDED_BEFORE = {
 }
 """What a recorded config without these settings was run with (every run before they existed)."""
 
+
+def as_recorded(record: dict) -> dict:
+    """A recorded config under today's names (:func:`current_names`) with what it ran without recording
+    (:data:`RECORDED_BEFORE`): the first two settings ahead of the record's own, as reports have always
+    named them, and the ones added since after them (a report's reproduce line keeps its order)."""
+    own = current_names(record)
+    lead = {k: v for k, v in list(RECORDED_BEFORE.items())[:2] if k not in own}
+    return {**lead, **own, **{k: v for k, v in RECORDED_BEFORE.items() if k not in own and k not in lead}}
+
 RECORD_NAMES = {
     "train_problems": "train_mazes",
     "eval_problems": "eval_mazes",
@@ -354,7 +363,7 @@ class DemoConfig:
     def from_dict(cls, d: dict) -> "DemoConfig":
         """The inverse of :meth:`as_dict` (JSON lists back to tuples); a config recorded before a
         setting was renamed (:data:`RECORD_NAMES`) reads as the same settings under today's names."""
-        d = {**RECORDED_BEFORE, **current_names(d)}
+        d = as_recorded(d)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
     @classmethod

@@ -316,10 +316,10 @@ def _training_link(agg: dict) -> list[str]:
 
 def reproduce_command(cfg: dict) -> str:
     """The ``vpo demo`` command that reruns a report: every setting that differs from the defaults."""
-    from vpo.demo.config import RECORDED_BEFORE, DemoConfig, current_names
+    from vpo.demo.config import DemoConfig, as_recorded
 
     # a record from before a setting existed was run with what RECORDED_BEFORE says: name it
-    record = {**RECORDED_BEFORE, **current_names(cfg)}
+    record = as_recorded(cfg)
     default = DemoConfig.for_domain(record.get("domain", DemoConfig.domain)).as_dict()
     parts = [f"vpo demo --out {cfg['out']}"]
     # warm_threads: a count the automatic default (0) resolves to for this run is not named
