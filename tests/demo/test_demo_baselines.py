@@ -112,3 +112,29 @@ def test_the_time_estimate_counts_the_hotter_starts_evaluations():
     plain = DemoConfig.for_domain("animals", methods=("vpo",), start_temperature=0.0)
     hot = DemoConfig.for_domain("animals", methods=("vpo",), start_temperature=1.3)
     assert estimate_minutes(hot) > estimate_minutes(plain)
+
+
+def test_the_animals_report_counts_per_replicate_how_often_each_method_broke():
+    from vpo.demo.animals import breakage_lines
+
+    def row(label, r1, div, useful):
+        seeds = lambda xs: {"per_seed": xs, "mean": sum(xs) / len(xs)}  # noqa: E731
+        return {
+            "label": label,
+            "reward_at_1": seeds(r1),
+            "completed_diversity": seeds(div),
+            "completion_rate": seeds(useful),
+        }
+
+    agg = {
+        "methods": {
+            "warmstart_m1": row("start", [0.40, 0.50, 0.45], [0.4, 0.4, 0.4], [0.7, 0.7, 0.7]),
+            "random": row("random", [0.1, 0.1, 0.1], [0.8, 0.8, 0.8], [1.0, 1.0, 1.0]),
+            # collapsed in replicates 1 and 3; learned in 1 and 2 (replicate 3: +0.04 over its own start)
+            "grpo_3x": row("GRPO 3x", [0.70, 0.56, 0.49], [0.01, 0.30, 0.049], [0.98, 0.98, 0.40]),
+        }
+    }
+    text = "\n".join(breakage_lines(agg))
+    assert "| GRPO 3x | 2 of 3 | 1 of 3 | 2 of 3 |" in text
+    assert "random" not in text and "| start |" not in text  # only trained methods
+    assert breakage_lines({"methods": {"warmstart_m1": agg["methods"]["warmstart_m1"]}}) == []

@@ -152,6 +152,51 @@ class BaseModelAnswers:
         return sample
 
 
+COLLAPSED_BELOW = 0.05
+"""A replicate whose diversity among useful answers is below this names one animal per list: collapsed."""
+FORMAT_LOST_BELOW = 0.5
+"""A replicate whose useful share is below this has lost the answer format (or the list) half the time."""
+LEARNED_BY = 0.05
+"""A replicate learned the task when its reward@1 is at least this much above its own start's (m = 1)."""
+
+
+def breakage_lines(agg: dict) -> list[str]:
+    """The report's per-replicate count of how often each trained method collapsed, lost the format or
+    learned the task (issue #49: "say how often each method breaks"), against its own replicate's start."""
+    from vpo.demo.domain_base import table
+
+    rows = agg["methods"]
+    start = rows.get("warmstart_m1")
+    trained = [(k, r) for k, r in rows.items() if not k.startswith("warmstart") and k != "random"]
+    if start is None or not trained:
+        return []
+    base = start["reward_at_1"]["per_seed"]
+
+    def count(values, hit) -> str:
+        return f"{sum(1 for v in values if hit(v))} of {len(values)}"
+
+    body = []
+    for _, r in trained:
+        r1 = r["reward_at_1"]["per_seed"]
+        gains = [a - (base[i] if len(base) == len(r1) else base[0]) for i, a in enumerate(r1)]
+        body.append(
+            (
+                r["label"],
+                [
+                    count(r["completed_diversity"]["per_seed"], lambda v: v < COLLAPSED_BELOW),
+                    count(r["completion_rate"]["per_seed"], lambda v: v < FORMAT_LOST_BELOW),
+                    count(gains, lambda v: v >= LEARNED_BY),
+                ],
+            )
+        )
+    heads = [
+        f"collapsed (diversity (useful) < {COLLAPSED_BELOW})",
+        f"lost the format (useful < {FORMAT_LOST_BELOW})",
+        f"learned (reward@1 ≥ its start's + {LEARNED_BY})",
+    ]
+    return ["## How often each method breaks (replicates)", "", *table("method", heads, body), ""]
+
+
 class AnimalsDomain(ShopDomain):
     """Animal lists (:mod:`vpo.tasks.animals`) on a pretrained chat model, LoRA RL."""
 
@@ -209,7 +254,7 @@ class AnimalsDomain(ShopDomain):
             rep.glossary + " Fixed menu: the share of rollouts whose answer set is the run's most common set across "
             "requests (the same animals whatever the list; 1: the pool ignores the request)."
         )
-        return dataclasses.replace(rep, means=means, glossary=glossary)
+        return dataclasses.replace(rep, means=means, glossary=glossary, closing=[*rep.closing, *breakage_lines(agg)])
 
     def warm_answers_label(self, cfg: dict) -> str:
         return "of the base model's own answers" if cfg["animals_warm"] == "self" else "random answers"

@@ -55,6 +55,7 @@ def as_recorded(record: dict) -> dict:
     lead = {k: v for k, v in list(RECORDED_BEFORE.items())[:2] if k not in own}
     return {**lead, **own, **{k: v for k, v in RECORDED_BEFORE.items() if k not in own and k not in lead}}
 
+
 RECORD_NAMES = {
     "train_problems": "train_mazes",
     "eval_problems": "eval_mazes",
