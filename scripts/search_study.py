@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-LABELS = {"vpo": "VPO (m=3)", "grpo_3x": "GRPO 3x", "max_at_k": "Max@k"}
+LABELS = {"vpo": "VPO (m=3)", "grpo_3x": "GRPO 3x", "max_at_k": "Max@k", "max_at_k_3x": "Max@k 3x"}
 DROP = {"--rollouts", "--ks", "--eval-seeds", "--batch-rows", "--out", "--name", "--num-prompts"}
 
 
@@ -107,8 +107,9 @@ def _run_all(jobs: list[tuple], n: int) -> None:
 
 
 def _trained(model: Path) -> bool:
-    """A demo RL run is finished when its weights' settings record is written (after the weights)."""
-    return (model / "model.safetensors.settings.json").exists()
+    """A demo RL run is finished when its weights' settings record is written (after the weights): a full
+    model's, or a LoRA adapter's (the pretrained-model domains)."""
+    return any((model / f"{w}.safetensors.settings.json").exists() for w in ("model", "adapter_model"))
 
 
 def _jobs(a, cfg, demo: Path, work: Path) -> list[tuple]:
