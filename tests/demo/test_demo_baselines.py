@@ -138,3 +138,25 @@ def test_the_animals_report_counts_per_replicate_how_often_each_method_broke():
     assert "| GRPO 3x | 2 of 3 | 1 of 3 | 2 of 3 |" in text
     assert "random" not in text and "| start |" not in text  # only trained methods
     assert breakage_lines({"methods": {"warmstart_m1": agg["methods"]["warmstart_m1"]}}) == []
+
+
+def test_the_animals_tables_show_best_at_3_where_the_random_answerer_and_the_models_trade_places():
+    """On the shipped validation probe: the README table of the animals domain has best@3 beside
+    best@1/10/30, pairs VPO with the random answerer but not with the m = 3 starts, and its cells are
+    the demo.json's."""
+    from pathlib import Path
+
+    from vpo.demo.domains import domain_named
+    from vpo.demo.fmt import fmt
+
+    agg = json.loads((Path(__file__).parents[2] / "docs/demo/animals/validation/L20_probes/demo.json").read_text())
+    text = domain_named("animals").readme_table(agg)
+    head = next(line for line in text.splitlines() if line.startswith("| method |"))
+    assert "| best@1 | best@3 | best@10 | best@30 |" in head
+    rnd = agg["methods"]["random"]
+    assert (
+        f"| Uniform random answerer | {fmt(rnd['best_at_k']['1']['mean'])} | {fmt(rnd['best_at_k']['3']['mean'])} |"
+        in text
+    )
+    pairs = text.split("VPO minus each method")[1]
+    assert "| Uniform random answerer |" in pairs and "Warm start (m=3)" not in pairs

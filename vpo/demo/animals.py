@@ -237,6 +237,8 @@ class AnimalsDomain(ShopDomain):
     job_costs_s = {"warm": 20000.0, "eval": 190.0, "grpo": 238, "grpo_3x": 415, "max_at_k": 238, "max_at_k_3x": 424, "vpo": 498}  # fmt: skip
     job_memory_gib = dict(ShopDomain.job_memory_gib)
 
+    top_ks = (1, 3, 10, 30)  # best@3 too: where the trained models and the uniform random answerer trade places
+    readme_skip_pairs = ("warmstart_m3", "warmstart_hot_m3")
     item = "animal"
     objective_noun = "objectives (small, fast, long-lived)"
     useful_definition = "fraction of answers that name a listed animal"

@@ -211,7 +211,7 @@ class ShopDomain(Domain):
         cfg = agg["config"]
         ks = cfg["ks"]
         kmax = max(ks)
-        top = [k for k in (1, 10, 30) if k in ks] or [kmax]
+        top = self._readme_ks(agg)
         rows = agg["methods"]
         best = curve_metrics("best_at_k", "best", top)
         ew = Metric(f"E_w[best@{kmax}]", "ew_best_at_k", kmax)
@@ -307,7 +307,9 @@ class ShopDomain(Domain):
             Metric("diversity (useful)", "completed_diversity"),
         ]
 
-    @staticmethod
-    def _readme_ks(agg: dict) -> list[int]:
+    top_ks: tuple[int, ...] = (1, 10, 30)
+    """The budgets k of best@k in the report's interval, per-seed and paired tables and the README's."""
+
+    def _readme_ks(self, agg: dict) -> list[int]:
         ks = agg["config"]["ks"]
-        return [k for k in (1, 10, 30) if k in ks] or [max(ks)]
+        return [k for k in self.top_ks if k in ks] or [max(ks)]
