@@ -257,3 +257,32 @@ def test_a_raising_reward_function_under_strict_rewards_names_it_and_the_row(tmp
     assert "strict_rewards: true" in msg and "RuntimeError: cannot score boom" in msg
     assert "reward function 'picky' (objective 'picky')" in msg and "rollout 1, answer 1" in msg
     assert "\n" not in msg
+
+
+def test_a_batch_whose_rollouts_are_all_left_out_as_unscored_is_a_zero_signal_batch(
+    tmp_path, tiny_model_dir, char_task
+):
+    """Valid answers, yet no rollout reaches the update: in each group of 2, at least one rollout has an
+    unscored answer, so every group is left with fewer than 2 scored rollouts (vpo.core.unscored). That
+    batch teaches nothing and is said to; one group with both rollouts scored is a batch with signal."""
+    tr = VPOTrainer(tiny_model_dir, _args(tmp_path, zero_signal_patience=0, num_answers=3), task=char_task)
+    r, v = torch.rand(4, 3, 3), torch.ones(4, 3, dtype=torch.bool)
+
+    def cause(unscored):
+        tr._pending = _GatheredScores(
+            r, v, None, no_answer=0.0, parsed=12.0, duplicates=0.0, completions=4.0,
+            score_errors=float(sum(unscored)), unscored=torch.tensor(unscored),
+        )  # fmt: skip
+        m = {"vpo/nonfinite_answers": [], "vpo/zero_signal_batches": []}
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            out = tr._check_zero_signal("train", m)
+        return out, _zero_signal_warnings(record)
+
+    out, warned = cause([True, False, False, True])  # groups (0, 1) and (2, 3): one scored rollout each
+    assert "every rollout was left out of the update: 2 of 4" in out and "char_stats" in out
+    assert len(warned) == 1 and "no learning signal" in warned[0]
+    out, warned = cause([True, True, False, False])  # group (2, 3) keeps both: signal
+    assert out is None and warned == []
+    out, warned = cause([False, False, False, False])
+    assert out is None

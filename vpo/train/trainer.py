@@ -777,10 +777,10 @@ class VPOTrainer(GRPOTrainer):
     def _zero_signal_cause(self, rewards: torch.Tensor, valid: torch.Tensor, parsed: float) -> str | None:
         """Why this batch has no learning signal (no answer parsed, none valid, no finite reward), or None."""
         finite = torch.isfinite(rewards).all(-1)
-        if bool((valid & finite).any()):
-            return None
         p = self._pending
         task = getattr(self.vpo_task, "name", "?")
+        if bool((valid & finite).any()):
+            return self._all_dropped_cause(p, task)
         if parsed == 0:
             if self.vpo_task.answer_format == "code":
                 fmt = "fenced code blocks"
@@ -813,6 +813,24 @@ class VPOTrainer(GRPOTrainer):
         return (
             f"no answer got a finite reward: {which} of task {task!r} returned NaN/inf (or None) for every answer; "
             "check that scorer or reward function"
+        )
+
+    def _all_dropped_cause(self, p, task: str) -> str | None:
+        """Why a batch with valid answers still teaches nothing: every rollout left out of the update as
+        unscored (an answer the scorer could not score) or in a group with fewer than 2 scored rollouts
+        (:func:`vpo.core.unscored.dropped_rollouts`), or None."""
+        if p is None or p.unscored is None or not bool(p.unscored.any()):
+            return None
+        from vpo.core.unscored import dropped_rollouts
+
+        u = p.unscored.detach().cpu().numpy().astype(bool)
+        G = max(1, int(self.num_generations))
+        if len(u) % G or not dropped_rollouts(u, np.arange(len(u)) // G).all():
+            return None
+        return (
+            f"every rollout was left out of the update: {int(u.sum())} of {len(u)} have an answer task {task!r} could "
+            "not score (unscored, see its warnings) and a group needs two scored rollouts; fix the scorer "
+            f"(`vpo rewards audit {task}` tries it on hostile answers)"
         )
 
     def _check_zero_signal(self, mode: str, metrics) -> None:
