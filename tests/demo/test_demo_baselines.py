@@ -160,3 +160,16 @@ def test_the_animals_tables_show_best_at_3_where_the_random_answerer_and_the_mod
     )
     pairs = text.split("VPO minus each method")[1]
     assert "| Uniform random answerer |" in pairs and "Warm start (m=3)" not in pairs
+
+
+def test_the_training_reward_line_averages_windows_over_replicates():
+    from vpo.demo.animals import curve_lines
+
+    agg = {
+        "methods": {"vpo": {"label": "VPO"}},
+        # two replicates of 5 steps, windows of 2: [1, 2] & [3, 4] -> 2.5; [3, 4] & [5, 6] -> 4.5 (step 5 dropped)
+        "training_curves": {"vpo": {"reward": [[1, 2, 3, 4, 9], [3, 4, 5, 6, 9]]}, "gone": {"reward": [[1, 2]]}},
+    }
+    (line, _) = curve_lines(agg, window=2)
+    assert "VPO 2.50 → 4.50." in line and "gone" not in line
+    assert curve_lines({"methods": {}}) == []

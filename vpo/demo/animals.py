@@ -197,6 +197,33 @@ def breakage_lines(agg: dict) -> list[str]:
     return ["## How often each method breaks (replicates)", "", *table("method", heads, body), ""]
 
 
+CURVE_WINDOW = 20
+"""Steps per window of the report's training-reward line (where the curves flatten)."""
+
+
+def curve_lines(agg: dict, window: int = CURVE_WINDOW) -> list[str]:
+    """The training reward per method in windows of ``window`` steps, averaged over replicates: where
+    the curves flatten (issue #49). A set method's reward is its set score, so compare windows within a
+    method, not across methods."""
+    curves = agg.get("training_curves") or {}
+    parts = []
+    for key, c in curves.items():
+        runs = [np.asarray(r, dtype=float) for r in c.get("reward", []) if len(r)]
+        if not runs or key not in agg["methods"]:
+            continue
+        n = min(len(r) for r in runs)
+        means = [float(np.nanmean([r[i : i + window] for r in runs])) for i in range(0, n - window + 1, window)]
+        if means:
+            parts.append(f"{agg['methods'][key]['label']} " + " → ".join(f"{m:.2f}" for m in means))
+    if not parts:
+        return []
+    return [
+        f"Training reward per {window}-step window, mean over replicates (a set method's is its set score: "
+        "compare windows within a method): " + "; ".join(parts) + ".",
+        "",
+    ]
+
+
 class AnimalsDomain(ShopDomain):
     """Animal lists (:mod:`vpo.tasks.animals`) on a pretrained chat model, LoRA RL."""
 
@@ -256,7 +283,9 @@ class AnimalsDomain(ShopDomain):
             rep.glossary + " Fixed menu: the share of rollouts whose answer set is the run's most common set across "
             "requests (the same animals whatever the list; 1: the pool ignores the request)."
         )
-        return dataclasses.replace(rep, means=means, glossary=glossary, closing=[*rep.closing, *breakage_lines(agg)])
+        return dataclasses.replace(
+            rep, means=means, glossary=glossary, closing=[*rep.closing, *breakage_lines(agg), *curve_lines(agg)]
+        )
 
     def warm_answers_label(self, cfg: dict) -> str:
         return "of the base model's own answers" if cfg["animals_warm"] == "self" else "random answers"
