@@ -9,12 +9,14 @@ from __future__ import annotations
 import textwrap
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("trl")
 
 from vpo.cli import main  # noqa: E402
+from vpo.core.unscored import dropped_rollouts  # noqa: E402
 from vpo.errors import UserError  # noqa: E402
 from vpo.tasks import FunctionTask  # noqa: E402
 from vpo.train import VPOConfig, VPOTrainer  # noqa: E402
@@ -272,6 +274,7 @@ def test_a_batch_whose_rollouts_are_all_left_out_as_unscored_is_a_zero_signal_ba
         tr._pending = _GatheredScores(
             r, v, None, no_answer=0.0, parsed=12.0, duplicates=0.0, completions=4.0,
             score_errors=float(sum(unscored)), unscored=torch.tensor(unscored),
+            dropped=torch.from_numpy(dropped_rollouts(np.array(unscored), np.arange(4) // 2)),
         )  # fmt: skip
         m = {"vpo/nonfinite_answers": [], "vpo/zero_signal_batches": []}
         with warnings.catch_warnings(record=True) as record:
@@ -286,3 +289,24 @@ def test_a_batch_whose_rollouts_are_all_left_out_as_unscored_is_a_zero_signal_ba
     assert out is None and warned == []
     out, warned = cause([False, False, False, False])
     assert out is None
+
+
+def none_for_say_1(prompts, completions, **kw):
+    return [None if "Say 1" in str(p) else 1.0 for p in prompts]
+
+
+def test_the_trainer_records_which_rollouts_its_update_left_out(tmp_path, tiny_model_dir):
+    """Through a real step (Max@k, vpo's estimator path): the group of "Say 1" is unscored, so both its
+    rollouts are left out of the update and ``_pending.dropped`` (what the zero-signal check reads) says
+    so; the other group trains."""
+    from datasets import Dataset
+
+    args = _args(tmp_path, estimator="max_at_k", num_answers=1, zero_signal_patience=0)
+    data = Dataset.from_list([{"prompt": "Say 0"}, {"prompt": "Say 1"}])
+    tr = VPOTrainer(tiny_model_dir, args, reward_funcs=[length, none_for_say_1], train_dataset=data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tr.train()
+    p = tr._pending
+    assert p.dropped is not None and p.dropped.tolist() == p.unscored.tolist()
+    assert int(p.dropped.sum()) == 2 and not bool(p.dropped.all())

@@ -200,6 +200,8 @@ class _GatheredScores:
     """``[d]`` unscored answers that were NaN/inf on each objective."""
     nonfinite_answers: float = 0.0
     """Answers unscored because a reward was NaN/inf."""
+    dropped: torch.Tensor | None = None
+    """``[N]`` bool: rollouts the update left out (set when the advantages are computed; None: none)."""
 
 
 class StrictRewardsError(UserError):
@@ -663,6 +665,7 @@ class VPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * n_local
         if self.args.estimator in TRL_NATIVE_ESTIMATORS:
             if p.unscored is not None and bool(p.unscored.any()):  # TRL's baseline, but no step from a false zero
+                p.dropped = p.unscored.cpu()
                 dropped = p.unscored.to(output["advantages"].device)[start : start + n_local]
                 output["advantages"] = torch.where(dropped, 0.0, output["advantages"])
                 self._mask_out(output, dropped)
@@ -688,6 +691,7 @@ class VPOTrainer(GRPOTrainer):
             response_lengths=lengths,
         )
         res = scored.result
+        p.dropped = scored.dropped.cpu() if scored.num_dropped else None
         adv_all = scored.advantages.to(torch.float32).to(self.accelerator.device)
         output["advantages"] = adv_all[start : start + n_local]
         if scored.num_dropped:
@@ -816,20 +820,15 @@ class VPOTrainer(GRPOTrainer):
         )
 
     def _all_dropped_cause(self, p, task: str) -> str | None:
-        """Why a batch with valid answers still teaches nothing: every rollout left out of the update as
-        unscored (an answer the scorer could not score) or in a group with fewer than 2 scored rollouts
-        (:func:`vpo.core.unscored.dropped_rollouts`), or None."""
-        if p is None or p.unscored is None or not bool(p.unscored.any()):
+        """Why a batch with valid answers still teaches nothing: the update left every rollout out
+        (``p.dropped``, as the advantages were computed: unscored, or in a group with fewer than 2 scored
+        rollouts under vpo's estimators), or None."""
+        if p is None or p.dropped is None or not bool(p.dropped.all()):
             return None
-        from vpo.core.unscored import dropped_rollouts
-
-        u = p.unscored.detach().cpu().numpy().astype(bool)
-        G = max(1, int(self.num_generations))
-        if len(u) % G or not dropped_rollouts(u, np.arange(len(u)) // G).all():
-            return None
+        n_unscored = 0 if p.unscored is None else int(p.unscored.sum())
         return (
-            f"every rollout was left out of the update: {int(u.sum())} of {len(u)} have an answer task {task!r} could "
-            "not score (unscored, see its warnings) and a group needs two scored rollouts; fix the scorer "
+            f"every rollout was left out of the update: {n_unscored} of {len(p.dropped)} have an answer task {task!r} "
+            "could not score (unscored, see its warnings) and a group needs two scored rollouts; fix the scorer "
             f"(`vpo rewards audit {task}` tries it on hostile answers)"
         )
 
