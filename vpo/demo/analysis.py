@@ -23,6 +23,7 @@ The report also gives every seed's own value.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -93,9 +94,7 @@ def menu_share(pool, num_problems: int) -> np.ndarray:
     if pool.answers is None:
         return out
     sets = [answer_set(a) for a in pool.answers]
-    counts: dict[frozenset, int] = {}
-    for s in sets:
-        counts[s] = counts.get(s, 0) + 1
+    counts = collections.Counter(sets)
     modal = min(counts.items(), key=lambda kv: (-kv[1], sorted(kv[0])))[0]  # ties: the first set in text order
     hit = np.zeros(num_problems)
     n = np.zeros(num_problems)

@@ -317,10 +317,11 @@ class AnimalsDomain(ShopDomain):
         return {**super().warm_settings(cfg), "animals_warm": cfg.animals_warm}
 
     def warm_answer_sampler(self, cfg: DemoConfig, rng: np.random.Generator) -> Callable[[dict], str]:
-        from vpo.tasks.animals import AnimalsTask, random_answer
+        from vpo.tasks.animals import AnimalsTask
 
         if cfg.animals_warm == "random":
-            return lambda ex: random_answer(ex, rng)
+            draw = self.random_answer(cfg)
+            return lambda ex: draw(ex, rng)
         seed = int(rng.integers(2**31))
         own = BaseModelAnswers(model_dir(cfg.shop_model), AnimalsTask(**self.task_options(cfg)), seed=seed,
                                threads=1)  # fmt: skip

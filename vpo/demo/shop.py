@@ -187,10 +187,9 @@ class ShopDomain(Domain):
         return lambda ex, rng: random_answer(ex, rng, answer=cfg.shop_answer)
 
     def warm_answer_sampler(self, cfg: DemoConfig, rng: np.random.Generator) -> Callable[[dict], str]:
-        """A uniformly random listed product (its letter or name)."""
-        from vpo.tasks.shop import random_answer
-
-        return lambda ex: random_answer(ex, rng, answer=cfg.shop_answer)
+        """A uniformly random listed product (its letter or name): :meth:`random_answer`'s draws."""
+        draw = self.random_answer(cfg)
+        return lambda ex: draw(ex, rng)
 
     def answer_key(self, examples: list[dict]) -> Callable[[int, str], object]:
         """The listed product an answer names (its letter and its name are the same answer)."""
