@@ -72,8 +72,8 @@ def eval_argv(cfg, pool_dir: Path, out_dir: Path, name: str) -> list[str]:
 def run(out: Path, seed: int) -> Path:
     """Write ``OUT/eval/random_s<seed>/`` (pool and report) for the run in ``OUT``; returns its folder."""
     import shutil
+    import subprocess
 
-    from vpo.cli import main as vpo_main
     from vpo.demo.config import DemoConfig
 
     cfg = DemoConfig.load(out)
@@ -83,7 +83,8 @@ def run(out: Path, seed: int) -> Path:
         shutil.rmtree(ev)  # a half-written folder of an interrupted job: redrawn (seconds)
     pool = random_pool(cfg, seed)
     pool.save(ev / "pool")
-    rc = vpo_main(eval_argv(cfg, ev / "pool", ev, name))
+    # the command line in a child, as the demo's other evaluations run (vpo.cli sits above vpo.demo)
+    rc = subprocess.run([sys.executable, "-m", "vpo.cli", *eval_argv(cfg, ev / "pool", ev, name)]).returncode
     if rc:
         raise SystemExit(rc)
     return ev
