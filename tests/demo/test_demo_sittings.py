@@ -5,6 +5,11 @@ about 40 min, the last sitting's. The stages are faked: only the timing bookkeep
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -21,7 +26,7 @@ def test_an_interrupted_sitting_counts_in_the_resumed_demos_wall_time(tmp_path, 
     monkeypatch.setattr(runner, "aggregate", lambda cfg, out: {"config": {"jobs": cfg.jobs}})
     monkeypatch.setattr(runner, "write_report", lambda agg, out: None)
 
-    def interrupted_jobs(jobs, parallel, workers=True, log_dir=None, times=None):
+    def interrupted_jobs(jobs, parallel, workers=True, log_dir=None, times=None, on_done=None):
         if times is not None:
             times["train vpo_s0"] = 0.4  # one job finished before Ctrl-C
         time.sleep(0.5)
@@ -34,7 +39,7 @@ def test_an_interrupted_sitting_counts_in_the_resumed_demos_wall_time(tmp_path, 
     assert len(first) == 1 and first[0]["interrupted"] and first[0]["seconds"] >= 0.5
     assert first[0]["jobs_s"] == {"train vpo_s0": 0.4} and not first[0]["complete"]
 
-    monkeypatch.setattr(runner, "run_jobs", lambda jobs, parallel, workers=True, log_dir=None, times=None: {})
+    monkeypatch.setattr(runner, "run_jobs", lambda jobs, parallel, workers=True, log_dir=None, times=None, on_done=None: {})
     agg = runner.run_demo(cfg)
     assert agg["timing"]["invocations"] == 2 and agg["timing"]["jobs_s"] == {"train vpo_s0": 0.4}
     assert agg["wall_seconds"] == pytest.approx(first[0]["seconds"] + agg["last_invocation_seconds"])
@@ -46,3 +51,48 @@ def test_an_interrupted_sitting_counts_in_the_resumed_demos_wall_time(tmp_path, 
     )
     agg["timing"]["invocations"] = 1
     assert "sittings" not in _timing_lines(agg)[0]
+
+
+KILLED_SITTING = """
+import sys, time
+from pathlib import Path
+from vpo.demo import DemoConfig, runner
+from vpo.demo.jobs import Job
+
+out = Path(sys.argv[1])
+runner.environment = lambda: {"versions": {}}
+runner.warm_start = lambda cfg, out, w: out / "warm"
+
+def job(name, seconds):
+    done = out / f"{name}.done"
+    code = f"import pathlib, time; time.sleep({seconds}); pathlib.Path({str(done)!r}).write_text('x')"
+    return Job(name, [sys.executable, "-c", code], out / f"{name}.log", done)
+
+runner.build_jobs = lambda cfg, o, ws: [job("quick", 0.1), job("slow", 120)]
+runner.run_demo(DemoConfig(out=str(out), jobs=2), workers=False)
+"""
+
+
+def test_a_sitting_killed_outright_keeps_the_time_of_every_job_it_finished(tmp_path):
+    """SIGKILL (a session's end, the OOM killer) runs no handler: the sitting's record must already be
+    on disk after each finished job. The first animals test sitting (2 h 17 min of warm starts and RL)
+    was killed that way and its record was lost, because the record was written only on the way out."""
+    out = tmp_path / "demo"
+    out.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_SITTING), str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not (out / "quick.done.settings.json").exists():
+            assert proc.poll() is None, proc.stdout.read().decode()
+            time.sleep(0.1)
+        time.sleep(0.5)  # the runner writes its record right after marking the job done
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    rows = json.loads((out / "invocations.json").read_text())
+    assert len(rows) == 1 and not rows[0]["complete"] and "interrupted" not in rows[0]
+    assert set(rows[0]["jobs_s"]) == {"quick"} and rows[0]["jobs_s"]["quick"] > 0
+    assert rows[0]["seconds"] >= rows[0]["jobs_s"]["quick"]

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,7 +186,12 @@ def _pick(pending: list[Job], done: set[str]) -> Job | None:
 
 
 def run_jobs(
-    jobs: list[Job], parallel: int, workers: bool = True, log_dir: Path | None = None, times: dict | None = None
+    jobs: list[Job],
+    parallel: int,
+    workers: bool = True,
+    log_dir: Path | None = None,
+    times: dict | None = None,
+    on_done: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """Run jobs ``parallel`` at a time, respecting ``after`` dependencies (a job whose dependency reruns
     also reruns), longest expected first. With ``workers`` each slot is one long-lived
@@ -193,7 +199,9 @@ def run_jobs(
     without, every job is a fresh process. Returns seconds per job run. Prints a status line when
     a job starts or ends and every ~20 s while any runs. A failed job stops the demo with its log's
     tail (finished jobs stay on disk and are skipped next time). ``times``: the dict to fill with
-    each job's seconds as it finishes (what an interrupted run had done is there)."""
+    each job's seconds as it finishes (what an interrupted run had done is there); ``on_done``: called
+    after each job finishes and is timed (the runner writes its record to disk there, so a sitting
+    killed outright, SIGKILL included, keeps the time of every job it finished)."""
     env = dict(
         os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1"
     )
@@ -210,7 +218,8 @@ def run_jobs(
     last, total = 0.0, len(pending)
     try:
         while pending or running:
-            _collect_finished(lanes, running, done, seconds, total)
+            if _collect_finished(lanes, running, done, seconds, total) and on_done is not None:
+                on_done()
             _start_ready(lanes, running, pending, done)
             if running and time.time() - last > 20:
                 status("running: " + _running_summary(running))
@@ -226,9 +235,10 @@ def run_jobs(
 
 def _collect_finished(
     lanes: list, running: dict[int, tuple[Job, float]], done: set[str], seconds: dict, total: int
-) -> None:
+) -> int:
     """Take the jobs that ended off their lanes: mark each done and time it, or raise with the tail of
-    the log of one that failed (non-zero exit or no done marker)."""
+    the log of one that failed (non-zero exit or no done marker). Returns how many finished."""
+    finished = 0
     for i, (job, t0) in list(running.items()):
         rc = lanes[i].poll()
         if rc is None:
@@ -241,6 +251,8 @@ def _collect_finished(
         seconds[job.name] = time.time() - t0
         done.add(job.name)
         status(f"done  {job.name} in {seconds[job.name]:.0f} s ({len(seconds)}/{total})")
+        finished += 1
+    return finished
 
 
 def _start_ready(lanes: list, running: dict[int, tuple[Job, float]], pending: list[Job], done: set[str]) -> None:

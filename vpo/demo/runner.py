@@ -136,20 +136,22 @@ def _write_invocations(out: Path, rows: list[dict]) -> None:
     tmp.replace(out / "invocations.json")
 
 
-def _sitting(cfg: DemoConfig, out: Path, workers: bool, entry: dict, t0: float) -> None:
+def _sitting(cfg: DemoConfig, out: Path, workers: bool, entry: dict, t0: float, save) -> None:
     """One invocation's warm starts and jobs; ``entry`` (this sitting's invocation record) gets their
-    times as they finish, so an interrupted sitting still records what it spent."""
+    times as they finish and ``save()`` writes it after each, so an interrupted sitting, even one
+    killed outright, still records what it spent."""
     cfg.domain_spec.prepare(cfg)  # e.g. fetch the pretrained model, once, before jobs that read it
     (out / "demo_config.json").write_text(json.dumps(cfg.as_dict(), indent=1))
     ws = None if cfg.warm_starts_as_jobs else {w: warm_start(cfg, out, w) for w in cfg.warm_seeds()}
     # seconds of warm starts trained here, before the jobs; 0 when they run as jobs (their time is in jobs_s)
     entry["warm_start_s"] = time.time() - t0 if ws is not None else 0.0
+    save()
     jobs = build_jobs(cfg, out, ws)
     status(
         f"{len(jobs)} jobs ({'' if ws is not None else f'{len(cfg.warm_seeds())} warm start(s), '}"
         f"{len(cfg.methods)} methods x {len(cfg.seeds)} seeds, evaluations), {cfg.jobs} at a time"
     )
-    run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs", times=entry["jobs_s"])
+    run_jobs(jobs, cfg.jobs, workers=workers, log_dir=out / "logs", times=entry["jobs_s"], on_done=save)
 
 
 def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
@@ -166,17 +168,21 @@ def run_demo(cfg: DemoConfig, workers: bool = True) -> dict:
         "environment": env,
         "complete": False,
     }
+    log = _read_invocations(out) + [entry]  # this sitting's record is the last row, rewritten as it goes
+
+    def save() -> None:
+        entry["seconds"] = time.time() - t0
+        _write_invocations(out, log)
+
     try:
-        _sitting(cfg, out, workers, entry, t0)
+        _sitting(cfg, out, workers, entry, t0, save)
     except BaseException:  # Ctrl-C or a failed job: the sitting's time counts in the resumed run's wall time
-        entry.update(seconds=time.time() - t0, interrupted=True)
-        _write_invocations(out, _read_invocations(out) + [entry])
+        entry["interrupted"] = True
+        save()
         raise
     t_report = time.time()
     # this invocation's timing is on disk before the report step, so a failure there loses none of it
-    entry["seconds"] = t_report - t0
-    log = _read_invocations(out) + [entry]
-    _write_invocations(out, log)
+    save()
     old = json.loads((out / "demo.json").read_text()) if (out / "demo.json").exists() else {}
     agg = aggregate(cfg, out)
     elapsed = time.time() - t0
