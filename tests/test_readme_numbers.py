@@ -53,6 +53,15 @@ def shop():
     return json.loads((SHOP / "demo.json").read_text())
 
 
+ANIMALS = ROOT / "docs" / "demo" / "animals"
+"""The second pretrained-model study (docs/pretrained.md, #49): SmolLM2 learns the animals task, five replicates."""
+
+
+@pytest.fixture(scope="module")
+def animals():
+    return json.loads((ANIMALS / "demo.json").read_text())
+
+
 REPLICATES = ROOT / "docs" / "demo" / "replicates"
 """Every maze replicate run so far (scripts/maze_replicates.py): the claims restated from all of them."""
 
@@ -72,7 +81,7 @@ def _script(name: str):
 
 
 @pytest.fixture(scope="module")
-def reports(shipped, shipped_prog, maze10, prog10, shop, replicates):
+def reports(shipped, shipped_prog, maze10, prog10, shop, animals, replicates):
     """The README prose's namespaces: ``maze``/``prog`` the ten-replicate runs, ``maze3``/``prog3`` the
     three-seed runs they replaced, ``maze10val``/``prog10val`` the ten-replicate reruns with today's
     defaults on the validation split (their wall times)."""
@@ -86,6 +95,7 @@ def reports(shipped, shipped_prog, maze10, prog10, shop, replicates):
         "maze3": shipped,
         "prog3": shipped_prog,
         "shop": shop,
+        "animals": animals,
         "mazeall": replicates,
         **val,
     }
@@ -115,15 +125,16 @@ def _block(text: str, begin: str, end: str) -> str:
     return text[text.index(begin) : text.index(end) + len(end)]
 
 
-def test_readme_demo_tables_are_the_shipped_runs(maze10, prog10, shop):
+def test_readme_demo_tables_are_the_shipped_runs(maze10, prog10, shop, animals):
     readme = (ROOT / "README.md").read_text()
-    for dom, agg in (("maze", maze10), ("prog", prog10), ("shop", shop)):
+    for dom, agg in (("maze", maze10), ("prog", prog10), ("shop", shop), ("animals", animals)):
         spec = DOMAINS[dom]
         assert _block(readme, spec.readme_begin, spec.readme_end) == readme_table(agg), dom
 
 
-def test_shipped_reports_md_are_rendered_from_demo_json(shipped, shipped_prog, maze10, prog10, shop):
+def test_shipped_reports_md_are_rendered_from_demo_json(shipped, shipped_prog, maze10, prog10, shop, animals):
     assert (SHOP / "report.md").read_text() == markdown(shop)
+    assert (ANIMALS / "report.md").read_text() == markdown(animals)
     assert (ROOT / "docs" / "demo" / "report.md").read_text() == markdown(shipped)
     assert (ROOT / "docs" / "demo" / "prog" / "report.md").read_text() == markdown(shipped_prog)
     assert (MAZE10 / "report.md").read_text() == markdown(maze10)
@@ -235,13 +246,39 @@ def test_the_shop_study_is_the_shop_default_on_its_test_split_once(shop):
     assert "Written before the test split was evaluated" in text and "## Results (test split, evaluated once)" in text
 
 
-ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|mazeall|maze|prog|shop):([^:]+):(\w+) -->")
+def test_the_animals_study_is_the_animals_default_on_its_test_split_once(animals):
+    """`vpo demo --model smollm2 --domain animals --seeds 11 12 13 14 15 --set test_seed=20261206` as
+    docs/pretrained.md says: the domain's defaults (the design fixed on validation), five replicates
+    with seeds disjoint from validation's (0), each with its own warm start, the test split drawn fresh
+    and evaluated by this run only, its predictions committed before it (docs/demo/animals/predictions.md)."""
+    from vpo.demo.config import DemoConfig
+
+    cfg, default = _comparable(animals["config"], DemoConfig.for_domain("animals").as_dict())
+    assert {k: v for k, v in cfg.items() if k not in ("warm_threads", "seeds", "test_seed")} == {
+        k: v for k, v in default.items() if k not in ("warm_threads", "seeds", "test_seed")
+    }
+    assert cfg["split"] == "test" and cfg["warm_start"] == "per_replicate"
+    assert len(cfg["seeds"]) >= 5 and 0 not in cfg["seeds"]
+    assert set(cfg["methods"]) == {"grpo_3x", "max_at_k_3x", "vpo"} and cfg["random_answerer"]
+    assert cfg["rl_steps"] >= 100
+    splits = json.loads((ROOT / "docs" / "demo" / "splits.json").read_text())["splits"]
+    entry = [e for e in splits if e["domain"] == "animals" and e["test_seed"] == cfg["test_seed"]]
+    assert len(entry) == 1 and entry[0]["shipped"] == ["docs/demo/animals"] and entry[0]["other"] == []
+    ws = animals["warm_start"]["replicates"]
+    assert len(ws) == len(cfg["seeds"]) and len({w["weights_sha256"] for w in ws}) == len(ws)
+    text = (ROOT / "docs" / "pretrained.md").read_text()
+    assert "docs/demo/animals/predictions.md" in text or "demo/animals/predictions.md" in text
+    assert "## The animals study: results (test split, evaluated once)" in text
+
+
+ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|mazeall|maze|prog|shop|animals):([^:]+):(\w+) -->")
 FORMATS = {
     "ci": lambda x: f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]",
     "mean": lambda x: f"{x['mean']:.3f}",
     "signed": lambda x: f"{x['mean']:+.3f}",
     "f2": lambda x: f"{x['mean']:.2f}",
     "value": lambda x: f"{x:.3f}",
+    "svalue": lambda x: f"{x:+.3f}",
     "minutes": lambda x: f"{x / 60:.1f}",
     "count": lambda x: f"{len(x)}",
     "int": lambda x: f"{int(x)}",
@@ -258,7 +295,7 @@ NUMBER = re.compile(r"(?<![\w.@=])[+-]?\d+\.\d+(?![\w.])")
 def _lookup(report: dict, path: str):
     node = report
     for key in path.split("/"):
-        node = node[key]
+        node = node[int(key)] if isinstance(node, list) else node[key]  # per_seed/1: the second replicate
     return node
 
 

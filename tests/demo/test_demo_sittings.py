@@ -39,7 +39,9 @@ def test_an_interrupted_sitting_counts_in_the_resumed_demos_wall_time(tmp_path, 
     assert len(first) == 1 and first[0]["interrupted"] and first[0]["seconds"] >= 0.5
     assert first[0]["jobs_s"] == {"train vpo_s0": 0.4} and not first[0]["complete"]
 
-    monkeypatch.setattr(runner, "run_jobs", lambda jobs, parallel, workers=True, log_dir=None, times=None, on_done=None: {})
+    monkeypatch.setattr(
+        runner, "run_jobs", lambda jobs, parallel, workers=True, log_dir=None, times=None, on_done=None: {}
+    )
     agg = runner.run_demo(cfg)
     assert agg["timing"]["invocations"] == 2 and agg["timing"]["jobs_s"] == {"train vpo_s0": 0.4}
     assert agg["wall_seconds"] == pytest.approx(first[0]["seconds"] + agg["last_invocation_seconds"])
@@ -96,3 +98,39 @@ def test_a_sitting_killed_outright_keeps_the_time_of_every_job_it_finished(tmp_p
     assert len(rows) == 1 and not rows[0]["complete"] and "interrupted" not in rows[0]
     assert set(rows[0]["jobs_s"]) == {"quick"} and rows[0]["jobs_s"]["quick"] > 0
     assert rows[0]["seconds"] >= rows[0]["jobs_s"]["quick"]
+
+
+def test_a_killed_sitting_is_recovered_from_its_console_log(tmp_path):
+    """scripts/sitting_from_log.py: the first status line starts the sitting, every ``done`` line is a
+    job, the last one ends it (past midnight too); a log recovered twice is refused."""
+    import importlib.util
+
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "sitting_from_log.py"
+    spec = importlib.util.spec_from_file_location("sitting_from_log", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    log = tmp_path / "sitting.log"
+    log.write_text(
+        "vpo demo: 3 methods x 1 seed(s), about 9 min\n"
+        "[vpo demo 23:58:00] 4 jobs, 2 at a time\n"
+        "[vpo demo 23:59:30] done  warm start s1 in 90 s (1/4)\n"
+        "[vpo demo 00:01:00] running: train vpo s1 (90 s)\n"
+        "[vpo demo 00:02:10] done  train vpo s1 in 160 s (2/4)\n"
+        "[vpo demo 00:02:30] running: eval vpo_s1 (20 s)\n"
+    )
+    rec = mod.record_from_log(log.read_text(), "2026-12-06")
+    assert rec["started"] == "2026-12-06T23:58:00" and rec["seconds"] == 250.0
+    assert rec["jobs_s"] == {"warm start s1": 90.0, "train vpo s1": 160.0}
+    out = tmp_path / "demo"
+    out.mkdir()
+    later = {"started": "2026-12-07T09:00:00", "seconds": 60.0, "jobs_s": {"eval vpo_s1": 50.0},
+             "settings": "abc", "environment": {"git_commit": "new"}, "complete": True}  # fmt: skip
+    (out / "invocations.json").write_text(json.dumps([later]))
+    assert mod.main([str(log), str(out), "--date", "2026-12-06", "--commit", "old"]) == 0
+    rows = json.loads((out / "invocations.json").read_text())
+    assert [r["started"] for r in rows] == ["2026-12-06T23:58:00", "2026-12-07T09:00:00"]
+    assert rows[0]["settings"] == "abc" and rows[0]["environment"]["git_commit"] == "old"
+    assert rows[0]["interrupted"] and not rows[0]["complete"]
+    assert mod.main([str(log), str(out), "--date", "2026-12-06", "--commit", "old"]) == 2

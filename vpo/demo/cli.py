@@ -22,10 +22,11 @@ case (by default step-function targets such as ``x<9?5:9``), reporting pass@1, p
 once, offline) recommends products from six-item shop lists scored by three shoppers; its warm start
 fine-tunes the model, RL trains LoRA adapters, and the methods are GRPO 3x, Max@k and VPO
 (docs/pretrained.md; about 33 minutes here). ``--model DIR`` takes another checkpoint. ``--domain
-animals`` (experimental until its test-split report ships) asks the same model for small, fast,
+animals`` asks the same model for small, fast,
 long-lived animals from lists of 20 well-known ones, with a warm start on the base model's own answers,
 100 LoRA steps of GRPO 3x, Max@k 3x and VPO, the start also at T = 1.0 and a uniform random answerer
-(design and predictions: docs/demo/animals/; about 2.6 hours for five replicates here).
+(docs/pretrained.md: RL teaches the task, GRPO collapses, VPO beat GRPO at search in 2 of 5
+replicates and lost its three-answer format in the others; about 2.6 hours for five replicates here).
 
 ``--set NAME=VALUE`` overrides any setting (``eval_problems``, ``train_problems``, ``rl_steps``, or a
 domain's own, such as ``maze_size`` or ``prog_tests``). Settings are chosen with ``--set
