@@ -276,7 +276,7 @@ class FastDecoder:
         probs = torch.softmax(scores + mask, dim=-1, dtype=torch.float32).to(self.dtype)
         out = torch.matmul(probs, values[:, :, :end]).view(b, nkv, g, s, hd)
         out = out.permute(0, 3, 1, 2, 4).reshape(b, s, nh * hd)
-        return F.linear(out, lay.o, lay.o_b).float()
+        return F.linear(out, lay.o, lay.o_b)  # the decode precision: the caller adds it into float32
 
     def _forward(self, ids, positions, caches, start, mask):
         """Hidden states [B, S, H] (float32, after the final norm) of S new tokens per row; ``mask``
@@ -286,10 +286,12 @@ class FastDecoder:
         g = self.n_heads // self.n_kv
         mask = (mask if g == 1 else mask.repeat(1, 1, g, 1)).to(self.dtype)  # once for every layer
         dt = self.dtype
+        # the residual stream stays float32; each block's output is added into it in place (one kernel
+        # that widens and adds, exactly x + y.float(), without a float32 copy of y per layer)
         for lay, cache in zip(self.layers, caches):
-            x = x + self._attention(lay, self._rms(x, lay.ln1).to(dt), cos, sin, cache, start, mask)
+            x.add_(self._attention(lay, self._rms(x, lay.ln1).to(dt), cos, sin, cache, start, mask))
             gate, up = F.linear(self._rms(x, lay.ln2).to(dt), lay.gu, lay.gu_b).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, lay.down, lay.down_b).float()
+            x.add_(F.linear(F.silu(gate) * up, lay.down, lay.down_b))
         return self._rms(x, self.norm)
 
     def logits(self, hidden):
