@@ -450,8 +450,12 @@ def generation_rates(trainer, decoder, a) -> dict:
         with auto, torch.no_grad():
             model.generate(**enc, **kw)
 
+    def prefill():  # the prompt's pass and the caches copied to every row: the sampler's first phase
+        decoder._state(enc.input_ids, enc.attention_mask, new)
+
     return {
         "fast_s": _best_of(fast),
+        "prefill_s": _best_of(prefill),
         "generate_s": _best_of(plain),
         "new_tokens": new,
         "prompt_tokens": enc.input_ids.size(1),
@@ -501,6 +505,15 @@ def limit_figures(limits: dict, phases, prof: dict, trainer, a) -> dict:
         "generation_gemm_gflops": limit_gflops,
         "generation_gemm_step_s": [limits["decode_gemm_s_before"], limits["decode_gemm_s_after"]],
         "generation_fraction_of_gemm_limit": achieved / limit_gflops,
+        # the same rate over the decode loop alone (the sampler's time less its prefill's): per-token
+        # overhead against the decode step's products, without the prompt's one-off pass
+        "generation_prefill_s": limits["prefill_s"],
+        "generation_decode_loop_fraction_of_gemm_limit": rows
+        * new
+        / max(limits["fast_s"] - limits["prefill_s"], 1e-9)
+        * flops_token
+        / 1e9
+        / limit_gflops,
         "generation_generate_fraction_of_gemm_limit": rows
         * new
         / limits["generate_s"]
@@ -526,7 +539,9 @@ def print_limits(r: dict) -> None:
         f"transformers' generate as TRL runs it {r['generation_generate_tokens_per_s']:.1f} tokens/s. Limit: one decode "
         f"step's products alone, {b * 1e3:.1f} ms before / {a2 * 1e3:.1f} ms after (the faster counts) = "
         f"{r['generation_gemm_gflops']:.1f} GFLOP/s; vpo's sampler runs at {r['generation_fraction_of_gemm_limit']:.2f} "
-        f"of it, generate at {r['generation_generate_fraction_of_gemm_limit']:.2f} (prefill and sampling included)"
+        f"of it, generate at {r['generation_generate_fraction_of_gemm_limit']:.2f} (prefill and sampling included); "
+        f"the sampler's prefill took {r['generation_prefill_s']:.3f} s of its {r['generation_rows'] * r['generation_tokens'] / r['generation_decode_tokens_per_s']:.3f} s, "
+        f"and its decode loop alone runs at {r['generation_decode_loop_fraction_of_gemm_limit']:.2f} of the limit"
     )
     tb, ta = r["training_gemm_gflops_readings"]
     print(

@@ -41,6 +41,12 @@ def test_train_step_on_a_checkpoint_with_lora_and_generation_fraction(tmp_path):
     assert out["generation_fraction_of_gemm_limit"] == pytest.approx(
         out["generation_achieved_gflops"] / out["generation_gemm_gflops"], rel=2e-3
     )
+    # the decode loop alone: the same tokens over the sampler's time less its prefill's
+    loop_s = 8 * 4 / tok_s - out["generation_prefill_s"]
+    assert 0 < out["generation_prefill_s"] and loop_s > 0
+    assert out["generation_decode_loop_fraction_of_gemm_limit"] == pytest.approx(
+        8 * 4 / loop_s * 2 * (body + head) / 1e9 / out["generation_gemm_gflops"], rel=2e-3
+    )
     assert out["generation_rows"] == 8 and out["generation_tokens"] == 4
     assert "shop prompts" in r.stdout and "LoRA r=4" in r.stdout
     # the limit is one decode step's products alone: rows x FLOPs a token over the faster reading
