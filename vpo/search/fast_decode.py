@@ -237,21 +237,24 @@ class FastDecoder:
         return F.rms_norm(x.float(), (x.shape[-1],), w, self.eps)
 
     def _rope(self, positions):
-        """cos, sin [B, S, head_dim] for integer positions [B, S], in the decode precision (as
-        transformers casts them to the hidden states' dtype)."""
+        """cos and the signed sin [B, S, head_dim] for integer positions [B, S] (:meth:`_rotate`), in the
+        decode precision (as transformers casts them to the hidden states' dtype)."""
         freqs = positions[..., None].float() * self.inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.rope_scale).to(self.dtype), (emb.sin() * self.rope_scale).to(self.dtype)
+        cos, sin = (emb.cos() * self.rope_scale).to(self.dtype), (emb.sin() * self.rope_scale).to(self.dtype)
+        # rotate_half(x) * sin == roll(x, half) * (sin with its first half negated): the sign moves onto
+        # sin, once a step instead of a negation and a concatenation per layer (negation is exact)
+        half = sin.shape[-1] // 2
+        return cos, torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
 
     @staticmethod
-    def _rotate(x, cos, sin):
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+    def _rotate(x, cos, signed_sin):
+        return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
     def _attention(self, lay, h, cos, sin, cache, start, mask):
         """One layer's attention for S new positions of B rows, writing their keys and values into
-        ``cache`` at ``start``; ``mask`` [B, 1, g * S, L] is additive over the L = start + S filled
-        slots, repeated for the g query heads of a key/value head. Products in the decode precision,
+        ``cache`` at ``start``; ``mask`` [B * nkv, g * S, L] is additive over the L = start + S filled
+        slots, repeated for the g query heads and the nkv key/value heads. Products in the decode precision,
         the softmax in float32 (as under autocast)."""
         b, s, _ = h.shape
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
@@ -270,11 +273,12 @@ class FastDecoder:
         keys[:, :, start:end] = k.transpose(1, 2)
         values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2)
         g = nh // nkv
-        # head j of the queries uses key/value head j // g: [B, nkv, g * S, hd] against [B, nkv, L, hd]
-        qg = q.transpose(1, 2).reshape(b, nkv, g * s, hd)
-        scores = torch.matmul(qg, keys[:, :, :end].transpose(2, 3)) * (hd**-0.5)
-        probs = torch.softmax(scores + mask, dim=-1, dtype=torch.float32).to(self.dtype)
-        out = torch.matmul(probs, values[:, :, :end]).view(b, nkv, g, s, hd)
+        # head j of the queries uses key/value head j // g: [B * nkv, g * S, hd] against [B * nkv, L, hd]
+        # (views of the cache); the scale and the mask in the product's own kernel
+        qg = q.transpose(1, 2).reshape(b * nkv, g * s, hd)
+        scores = torch.baddbmm(mask, qg, keys[:, :, :end].reshape(b * nkv, end, hd).transpose(1, 2), alpha=hd**-0.5)
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self.dtype)
+        out = torch.bmm(probs, values[:, :, :end].reshape(b * nkv, end, hd)).view(b, nkv, g, s, hd)
         out = out.permute(0, 3, 1, 2, 4).reshape(b, s, nh * hd)
         return F.linear(out, lay.o, lay.o_b)  # the decode precision: the caller adds it into float32
 
@@ -283,8 +287,10 @@ class FastDecoder:
         [B, 1, S, L] additive (float32)."""
         x = F.embedding(ids, self.embed).float()
         cos, sin = self._rope(positions)
-        g = self.n_heads // self.n_kv
-        mask = (mask if g == 1 else mask.repeat(1, 1, g, 1)).to(self.dtype)  # once for every layer
+        g, nkv = self.n_heads // self.n_kv, self.n_kv
+        b, _, s, length = mask.shape
+        # once for every layer: [B, 1, S, L] -> [B * nkv, g * S, L], the layout of the attention's products
+        mask = mask.to(self.dtype).repeat(1, nkv, g, 1).view(b * nkv, g * s, length)
         dt = self.dtype
         # the residual stream stays float32; each block's output is added into it in place (one kernel
         # that widens and adds, exactly x + y.float(), without a float32 copy of y per layer)
