@@ -274,9 +274,15 @@ class FastDecoder:
         values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2)
         g = nh // nkv
         # head j of the queries uses key/value head j // g: [B * nkv, g * S, hd] against [B * nkv, L, hd]
-        # (views of the cache); the scale and the mask in the product's own kernel
+        # (views of the cache); the mask is added in the product's own kernel, and the scale too where
+        # it is a power of two (head size 64: 1/8), which no rounding can tell from scaling afterwards
         qg = q.transpose(1, 2).reshape(b * nkv, g * s, hd)
-        scores = torch.baddbmm(mask, qg, keys[:, :, :end].reshape(b * nkv, end, hd).transpose(1, 2), alpha=hd**-0.5)
+        kt = keys[:, :, :end].reshape(b * nkv, end, hd).transpose(1, 2)
+        scale = hd**-0.5
+        if math.frexp(scale)[0] == 0.5:
+            scores = torch.baddbmm(mask, qg, kt, alpha=scale)
+        else:  # (q k + mask) * scale: the mask is 0 or -inf, so the same as q k * scale + mask, bit for bit
+            scores = torch.baddbmm(mask, qg, kt).mul_(scale)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(self.dtype)
         out = torch.bmm(probs, values[:, :, :end].reshape(b * nkv, end, hd)).view(b, nkv, g, s, hd)
         out = out.permute(0, 3, 1, 2, 4).reshape(b, s, nh * hd)
