@@ -263,12 +263,31 @@ def test_the_animals_study_is_the_animals_default_on_its_test_split_once(animals
     assert cfg["rl_steps"] >= 100
     splits = json.loads((ROOT / "docs" / "demo" / "splits.json").read_text())["splits"]
     entry = [e for e in splits if e["domain"] == "animals" and e["test_seed"] == cfg["test_seed"]]
-    assert len(entry) == 1 and entry[0]["shipped"] == ["docs/demo/animals"] and entry[0]["other"] == []
+    assert len(entry) == 1 and entry[0]["shipped"] == ["docs/demo/animals"]
+    # the one other evaluation: the secondary search study, after the report (docs/pretrained.md says so)
+    assert len(entry[0]["other"]) == 1 and "docs/demo/animals/search" in entry[0]["other"][0]
     ws = animals["warm_start"]["replicates"]
     assert len(ws) == len(cfg["seeds"]) and len({w["weights_sha256"] for w in ws}) == len(ws)
     text = (ROOT / "docs" / "pretrained.md").read_text()
     assert "docs/demo/animals/predictions.md" in text or "demo/animals/predictions.md" in text
     assert "## The animals study: results (test split, evaluated once)" in text
+
+
+def test_the_animals_search_study_is_quoted_as_shipped():
+    """docs/pretrained.md's best-of-n vs beam table is docs/demo/animals/search/study.md's, and the
+    figures it restates in prose are study.json's."""
+    study = ANIMALS / "search"
+    rows = [line for line in (study / "study.md").read_text().splitlines() if line.startswith("| ")]
+    text = (ROOT / "docs" / "pretrained.md").read_text()
+    assert len(rows) == 3 and all(row in text for row in rows)  # the header, bon, beam
+    js = json.loads((study / "study.json").read_text())
+    assert js["demo"] == {"split": "test", "seeds": [11, 12, 13, 14, 15], "domain": "animals"}
+    ch = js["lead_change_vs_bon"]["beam"]
+    fmt = lambda x: f"{x:+.3f}".replace("-", "−")  # noqa: E731
+    assert f"{fmt(ch['mean'])} [{fmt(ch['ci_low'])}, {fmt(ch['ci_high'])}]" in text
+    groups = {s: js["searches"][s]["paired_replicates"]["groups"] for s in ("bon", "beam")}
+    for m in ("vpo", "grpo_3x"):
+        assert f"{groups['bon'][m]['mean']:.3f} → {groups['beam'][m]['mean']:.3f}" in text
 
 
 ANNOTATION = re.compile(r"<!-- (maze3|prog3|maze10val|prog10val|mazeall|maze|prog|shop|animals):([^:]+):(\w+) -->")
