@@ -10,7 +10,9 @@ that into a record, marked ``recovered_from``, and puts it before the later sitt
         --date 2026-12-06 --commit 39f26dbbe6e14d8d04ab52156e84506897c60c66
 
 ``seconds`` is from the first status line to the last finished job: a lower bound (the jobs running
-when the sitting was killed were lost and ran again in a later sitting, which counts them). The
+when the sitting was killed were lost and ran again in a later sitting, which counts them). Only
+``done`` lines become job times, so warm starts trained before the jobs (not as jobs) count in
+``seconds`` but not in ``warm_start_s``, which stays 0. The
 environment is the newest record's (same machine), with the commit the sitting ran at (``--commit``;
 ``git_dirty`` unknown). Rerun ``vpo demo`` with the same command afterwards: every job is skipped and
 the report is written again with the recovered time. A log already recovered is refused.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from vpo.demo.analysis import aggregate_runs, collect
@@ -136,7 +137,7 @@ def _write_invocations(out: Path, rows: list[dict]) -> None:
     tmp.replace(out / "invocations.json")
 
 
-def _sitting(cfg: DemoConfig, out: Path, workers: bool, entry: dict, t0: float, save) -> None:
+def _sitting(cfg: DemoConfig, out: Path, workers: bool, entry: dict, t0: float, save: Callable[[], None]) -> None:
     """One invocation's warm starts and jobs; ``entry`` (this sitting's invocation record) gets their
     times as they finish and ``save()`` writes it after each, so an interrupted sitting, even one
     killed outright, still records what it spent."""
