@@ -153,6 +153,32 @@ def test_bf16_logits_stay_close_to_float32():
     assert 0 < err < 0.05 * float(ref.abs().max())  # bf16 products: close, not equal
 
 
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_the_bf16_key_layout_gives_the_same_bits_and_unwritten_cache_slots_are_never_read(kind):
+    """bf16 stores keys [rows, heads, head_dim, length] (read in place by the scores' product) where
+    float32 keeps [rows, heads, length, head_dim]: both layouts give bf16 the same logits bit for bit.
+    And the caches are allocated uninitialised: filled with NaN instead, nothing changes (a slot is
+    read only after its position was written)."""
+
+    class FirstLayout(FastDecoder):
+        keys_transposed = False
+
+    class NaNCaches(FastDecoder):
+        def _new_caches(self, rows, length):
+            return [(k.fill_(math.nan), v.fill_(math.nan)) for k, v in super()._new_caches(rows, length)]
+
+    model = _model(kind)
+    ids, mask = _prompts()
+    cont = torch.randint(3, VOCAB, (5, 6), generator=torch.Generator().manual_seed(4))
+    fast = FastDecoder(model, torch.bfloat16)
+    assert fast.keys_transposed and not FastDecoder(model, torch.float32).keys_transposed
+    got = fast.logits_along(ids, mask, cont)
+    assert torch.equal(got, FirstLayout(model, torch.bfloat16).logits_along(ids, mask, cont))
+    for dtype in (torch.bfloat16, torch.float32):
+        want = FastDecoder(model, dtype).logits_along(ids, mask, cont)
+        assert torch.equal(NaNCaches(model, dtype).logits_along(ids, mask, cont), want)
+
+
 def test_sampling_draws_from_the_softmax():
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -math.inf, 0.5]]).repeat(40000, 1)
     gen = torch.Generator().manual_seed(0)

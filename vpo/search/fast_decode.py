@@ -270,14 +270,20 @@ class FastDecoder:
             k = self._rotate(k, cos[:, :, None], sin[:, :, None])
         keys, values = cache
         end = start + s
-        keys[:, :, start:end] = k.transpose(1, 2)
+        if self.keys_transposed:
+            keys[..., start:end] = k.permute(0, 2, 3, 1)
+        else:
+            keys[:, :, start:end] = k.transpose(1, 2)
         values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2)
         g = nh // nkv
         # head j of the queries uses key/value head j // g: [B * nkv, g * S, hd] against [B * nkv, L, hd]
         # (views of the cache); the mask is added in the product's own kernel, and the scale too where
         # it is a power of two (head size 64: 1/8), which no rounding can tell from scaling afterwards
         qg = q.transpose(1, 2).reshape(b * nkv, g * s, hd)
-        kt = keys[:, :, :end].reshape(b * nkv, end, hd).transpose(1, 2)
+        if self.keys_transposed:
+            kt = keys[..., :end].reshape(b * nkv, hd, end)
+        else:
+            kt = keys[:, :, :end].reshape(b * nkv, end, hd).transpose(1, 2)
         scale = hd**-0.5
         if math.frexp(scale)[0] == 0.5:
             scores = torch.baddbmm(mask, qg, kt, alpha=scale)
@@ -310,9 +316,22 @@ class FastDecoder:
         return F.linear(hidden.to(self.dtype), self.head, self.head_b).float()
 
     # -- sampling --------------------------------------------------------------------------------
+    @property
+    def keys_transposed(self) -> bool:
+        """Whether the key cache is stored [rows, nkv, head_dim, length] rather than [rows, nkv, length,
+        head_dim]: in bfloat16, where the scores' product copied the transposed view of the filled
+        keys at every call (0.1 ms a layer and step for SmolLM2 at 16 rows) and reads this layout in
+        place, to the same bits. Float32's product reads either layout in place and rounds the two
+        differently, so float32 keeps the first one (its samples stay those of earlier releases)."""
+        return self.dtype != torch.float32
+
     def _new_caches(self, rows: int, length: int):
-        shape = (rows, self.n_kv, length, self.head_dim)
-        return [(torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)) for _ in self.layers]
+        """(keys, values) per layer: keys as :attr:`keys_transposed` says, values [rows, nkv, length,
+        head_dim]."""
+        values = (rows, self.n_kv, length, self.head_dim)
+        keys = (rows, self.n_kv, self.head_dim, length) if self.keys_transposed else values
+        # uninitialised: a slot is read only after its position was written (prefill or decode step)
+        return [(torch.empty(keys, dtype=self.dtype), torch.empty(values, dtype=self.dtype)) for _ in self.layers]
 
     @torch.no_grad()
     def _prefill(self, input_ids, attention_mask, total: int):
@@ -334,7 +353,7 @@ class FastDecoder:
             hidden = self._forward(ids[sl], positions, part, 0, add)
             first[sl] = self.logits(hidden[:, -1])
         for (dk, dv), (sk, sv) in zip(caches, shared):
-            dk[:, :, :p] = sk.index_select(0, inverse)
+            (dk[..., :p] if self.keys_transposed else dk[:, :, :p]).copy_(sk.index_select(0, inverse))
             dv[:, :, :p] = sv.index_select(0, inverse)
         return caches, first.index_select(0, inverse)
 
@@ -443,7 +462,8 @@ def inverse_cdf(probs: torch.Tensor, generator=None) -> torch.Tensor:
     fraction of it. An entry of probability 0 is never drawn."""
     n, v = probs.shape
     nb = -(-v // _BLOCK)
-    padded = F.pad(probs, (0, nb * _BLOCK - v)).view(n, nb, _BLOCK)
+    # (a vocabulary of whole blocks, as SmolLM2's 49,152, is viewed in place: padding copied 3 MB a step)
+    padded = (probs if v == nb * _BLOCK else F.pad(probs, (0, nb * _BLOCK - v))).view(n, nb, _BLOCK)
     mass = padded.sum(-1, dtype=torch.float64)  # [N, nb]
     cum = mass.cumsum(-1)
     u = torch.rand(n, 1, generator=generator, dtype=torch.float64) * cum[:, -1:]
