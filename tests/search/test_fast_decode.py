@@ -179,6 +179,21 @@ def test_the_bf16_key_layout_gives_the_same_bits_and_unwritten_cache_slots_are_n
         assert torch.equal(NaNCaches(model, dtype).logits_along(ids, mask, cont), want)
 
 
+def test_what_it_returns_can_enter_autograd():
+    """The sampler runs under inference mode; its tokens and logits come back as ordinary tensors, so a
+    training step can feed them to the policy's forward (an inference tensor cannot be saved for
+    backward)."""
+    model = _model("llama")
+    ids, mask = _prompts()
+    fd = FastDecoder(model, torch.bfloat16)
+    out = fd.generate(ids, mask, Sampling(max_new_tokens=4), [EOS], PAD, torch.Generator().manual_seed(0))
+    logits = fd.logits_along(ids, mask, out[:, ids.size(1) :])
+    assert not out.is_inference() and not logits.is_inference()
+    emb = torch.nn.Embedding(VOCAB, 3)
+    (emb(out).sum() + (logits * emb.weight.sum()).sum()).backward()  # raises for an inference tensor
+    assert emb.weight.grad is not None
+
+
 def test_sampling_draws_from_the_softmax():
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -math.inf, 0.5]]).repeat(40000, 1)
     gen = torch.Generator().manual_seed(0)

@@ -10,8 +10,12 @@ the same arithmetic with less around it:
 - one **weight snapshot** in the decode precision (bfloat16 where the CPU has bf16 units, else
   float32): LoRA adapters merged into it, q/k/v and gate/up fused into one product each. It is
   refreshed when the policy changes (once per optimizer step), as an inference engine's weights are;
-- a **preallocated key/value cache** (no growth or copies per token), the prompt prefill run once per
-  distinct prompt and its cache repeated to the rows that share it;
+- a **preallocated key/value cache** (no growth or copies per token; bf16 keys stored transposed, so
+  the scores' product reads them in place), the prompt prefill run once per distinct prompt and its
+  cache repeated to the rows that share it;
+- **inference mode** around the whole call (the same kernels as ``no_grad``, without autograd's
+  per-operator bookkeeping: about 1 ms of a 25 ms SmolLM2 step at 16 rows); what is returned is an
+  ordinary tensor;
 - attention by two batched products per layer over the filled part of the cache, grouped query heads
   without copying the keys;
 - **sampling by the inverse CDF**: one uniform number per row and token (temperature, top-k and top-p
@@ -253,21 +257,21 @@ class FastDecoder:
 
     def _attention(self, lay, h, cos, sin, cache, start, mask):
         """One layer's attention for S new positions of B rows, writing their keys and values into
-        ``cache`` at ``start``; ``mask`` [B * nkv, g * S, L] is additive over the L = start + S filled
-        slots, repeated for the g query heads and the nkv key/value heads. Products in the decode precision,
+        ``cache`` at ``start``; ``cos`` and ``sin`` [B, S, 1, head_dim] are :meth:`_rope`'s, broadcast
+        over the heads; ``mask`` [B * nkv, g * S, L] is additive over the L = start + S filled slots,
+        repeated for the g query heads and the nkv key/value heads. Products in the decode precision,
         the softmax in float32 (as under autocast)."""
         b, s, _ = h.shape
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
         qkv = F.linear(h, lay.qkv, lay.qkv_b)
         v = qkv[..., (nh + nkv) * hd :]
         if lay.q_norm is None:  # q and k side by side in the fused product: one rotation for both
-            qk = self._rotate(qkv[..., : (nh + nkv) * hd].view(b, s, nh + nkv, hd), cos[:, :, None], sin[:, :, None])
+            qk = self._rotate(qkv[..., : (nh + nkv) * hd].view(b, s, nh + nkv, hd), cos, sin)
             q, k = qk[:, :, :nh], qk[:, :, nh:]
         else:
             q, k = qkv[..., : nh * hd].view(b, s, nh, hd), qkv[..., nh * hd : (nh + nkv) * hd].view(b, s, nkv, hd)
             q, k = self._rms(q, lay.q_norm).to(self.dtype), self._rms(k, lay.k_norm).to(self.dtype)
-            q = self._rotate(q, cos[:, :, None], sin[:, :, None])
-            k = self._rotate(k, cos[:, :, None], sin[:, :, None])
+            q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
         keys, values = cache
         end = start + s
         if self.keys_transposed:
@@ -298,7 +302,7 @@ class FastDecoder:
         """Hidden states [B, S, H] (float32, after the final norm) of S new tokens per row; ``mask``
         [B, 1, S, L] additive (float32)."""
         x = F.embedding(ids, self.embed).float()
-        cos, sin = self._rope(positions)
+        cos, sin = (c[:, :, None] for c in self._rope(positions))  # [B, S, 1, head_dim]: every head
         g, nkv = self.n_heads // self.n_kv, self.n_kv
         b, _, s, length = mask.shape
         # once for every layer: [B, 1, S, L] -> [B * nkv, g * S, L], the layout of the attention's products
@@ -383,19 +387,23 @@ class FastDecoder:
     """Bytes of key/value cache one decoding pass may hold: more rows are decoded in chunks (512
     rollouts of 314 tokens of SmolLM2-135M would need 7.4 GB in float32)."""
 
-    @torch.no_grad()
     def generate(self, input_ids, attention_mask, sampling: Sampling, eos_ids, pad_id: int, generator=None):
         """``[N, P + T]``: left-padded prompts followed by T sampled tokens per row (module docstring);
         rows beyond :meth:`rows_per_call` are decoded in consecutive chunks, padded to one width."""
         step = self.rows_per_call(input_ids.size(1) + sampling.max_new_tokens)
-        if input_ids.size(0) <= step:
-            return self._generate(input_ids, attention_mask, sampling, eos_ids, pad_id, generator)
-        parts = [
-            self._generate(input_ids[i : i + step], attention_mask[i : i + step], sampling, eos_ids, pad_id, generator)
-            for i in range(0, input_ids.size(0), step)
-        ]
-        width = max(x.size(1) for x in parts)
-        return torch.cat([F.pad(x, (0, width - x.size(1)), value=pad_id) for x in parts], dim=0)
+        with torch.inference_mode():  # module docstring: the same kernels as no_grad, less per-call work
+            if input_ids.size(0) <= step:
+                out = self._generate(input_ids, attention_mask, sampling, eos_ids, pad_id, generator)
+            else:
+                parts = [
+                    self._generate(
+                        input_ids[i : i + step], attention_mask[i : i + step], sampling, eos_ids, pad_id, generator
+                    )
+                    for i in range(0, input_ids.size(0), step)
+                ]
+                width = max(x.size(1) for x in parts)
+                out = torch.cat([F.pad(x, (0, width - x.size(1)), value=pad_id) for x in parts], dim=0)
+        return out.clone()  # an ordinary tensor: an inference-mode one cannot enter autograd later
 
     def _generate(self, input_ids, attention_mask, sampling: Sampling, eos_ids, pad_id: int, generator=None):
         st, logits = self._state(input_ids, attention_mask, sampling.max_new_tokens)
@@ -414,16 +422,17 @@ class FastDecoder:
             logits = self._step(st, tok, t)
         return torch.cat(out, dim=1)
 
-    @torch.no_grad()
     def logits_along(self, input_ids, attention_mask, continuation: torch.Tensor) -> torch.Tensor:
         """Float32 logits [N, T, V] of each next token while the rows continue with ``continuation
         [N, T]`` (teacher forcing): entry t predicts ``continuation[:, t]``, as the model's forward
         over the whole sequence does."""
-        st, logits = self._state(input_ids, attention_mask, continuation.size(1))
-        out = [logits]
-        for t in range(continuation.size(1) - 1):
-            out.append(self._step(st, continuation[:, t], t))
-        return torch.stack(out, dim=1)
+        with torch.inference_mode():
+            st, logits = self._state(input_ids, attention_mask, continuation.size(1))
+            out = [logits]
+            for t in range(continuation.size(1) - 1):
+                out.append(self._step(st, continuation[:, t], t))
+            out = torch.stack(out, dim=1)
+        return out.clone()
 
 
 def sample(logits: torch.Tensor, s: Sampling, generator=None) -> torch.Tensor:
