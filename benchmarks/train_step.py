@@ -19,11 +19,14 @@ load on a shared machine hit the three steps of a round alike, so the figure is 
 per-round ratios, with its IQR and range; the first ``--warmup`` rounds are dropped.
 
 With ``--model`` (a pretrained checkpoint, e.g. SmolLM2-135M-Instruct from ``vpo models fetch
-smollm2``) the same run also measures generation: decode tokens/s of the model's own ``generate`` on
-``--batch`` rows, as a fraction of the machine's GEMM-bound limit measured in the same process (a
-matmul of the decode step's shape, [batch, hidden] x [hidden, intermediate], timed before the
-generation and again after the training rounds; the limit is the median of the two, so a burst of
-load on a shared machine moves it less). ``--lora R`` trains a LoRA adapter of rank R
+smollm2``) the same run also measures generation: tokens/s of vpo's sampler (and of transformers'
+``generate`` as TRL runs it) on ``--batch`` rows of one shop prompt, as a fraction of the machine's
+limit for it measured in the same process: one decode step's products alone (every weight matrix of
+the model applied to ``--batch`` vectors, benchmarks/step_phases.py). Limit and rate are read in
+paired rounds, so that a round's fraction compares two timings taken in the same state of a shared
+machine, and the figure is the median of the rounds' fractions (with its IQR); the training pass
+is compared with a product of its shape read before and after the trainers ran (the faster counts).
+``--lora R`` trains a LoRA adapter of rank R
 (every trainer the same), ``--shared-prompt`` runs VPOTrainer's prompt prefill once per distinct prompt
 (``shared_prompt_forward``; TRL's GRPOTrainer has no such option), ``--prompts shop`` uses the
 pretrained-model study's prompts (vpo.tasks.shop asked by name, as examples/smollm2/shop_task.py does: a
@@ -417,15 +420,19 @@ def machine_limits(trainer, a, threads: int, when: str, limits: dict | None = No
     decoder = limits.get("decoder") or FastDecoder(model, dtype)
     cfg = model.config
     limits["decoder"] = decoder
-    limits[f"decode_gemm_s_{when}"] = decode_gemm_seconds(decoder, a.batch)
     tokens = 16 * a.batch + 96  # the training pass's tokens at this shape (prompts once, completions per row)
     limits[f"train_gemm_gflops_{when}"] = gemm_gflops(tokens, cfg.hidden_size, cfg.intermediate_size, dtype)
     if when == "before":
-        limits.update(generation_rates(trainer, decoder, a))
+        limits.update(generation_rates(trainer, decoder, a, decode_gemm_seconds))
     return limits
 
 
-def generation_rates(trainer, decoder, a) -> dict:
+def generation_rates(trainer, decoder, a, decode_gemm_seconds) -> dict:
+    """Generation against its limit in paired rounds (``max(3, --rounds)``): each round reads the
+    decode step's products alone (``decode_gemm_seconds``), then times vpo's sampler and its prefill
+    (the faster of two calls each), so a round's rate and limit share the machine's state of the
+    moment; the figures are medians of the per-round fractions. Then transformers' ``generate`` as
+    TRL's step runs it (three calls, the median)."""
     import contextlib
 
     import torch
@@ -453,13 +460,24 @@ def generation_rates(trainer, decoder, a) -> dict:
     def prefill():  # the prompt's pass and the caches copied to every row: the sampler's first phase
         decoder._state(enc.input_ids, enc.attention_mask, new)
 
+    fast(), prefill()  # untimed: first-call costs
+    rounds: dict[str, list[float]] = {"gemm_s": [], "fast_s": [], "prefill_s": []}
+    for _ in range(max(3, a.rounds)):
+        rounds["gemm_s"].append(decode_gemm_seconds(decoder, a.batch))
+        rounds["fast_s"].append(min(_timed(fast) for _ in range(2)))
+        rounds["prefill_s"].append(min(_timed(prefill) for _ in range(2)))
     return {
-        "fast_s": _best_of(fast),
-        "prefill_s": _best_of(prefill),
+        "generation_rounds": rounds,
         "generate_s": _best_of(plain),
         "new_tokens": new,
         "prompt_tokens": enc.input_ids.size(1),
     }
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def _best_of(fn, n: int = 3) -> float:
@@ -485,11 +503,15 @@ def limit_figures(limits: dict, phases, prof: dict, trainer, a) -> dict:
         if "embed_tokens" not in n and "lm_head" not in n and "lora_" not in n
     )
     flops_token = 2 * (body + head)
-    gemm_s = min(limits["decode_gemm_s_before"], limits["decode_gemm_s_after"])
-    rows, new = a.batch, limits["new_tokens"]
-    tok_s = rows * new / limits["fast_s"]
-    achieved = tok_s * flops_token / 1e9
+    rows, new, rounds = a.batch, limits["new_tokens"], limits["generation_rounds"]
+    gemm_s, fast_s = statistics.median(rounds["gemm_s"]), statistics.median(rounds["fast_s"])
+    tok_s = rows * new / fast_s
     limit_gflops = rows * flops_token / gemm_s / 1e9
+    # a round's fraction: its tokens/s over its own limit's, i.e. new tokens x limit step / time
+    whole = _spread([new * g / f for g, f in zip(rounds["gemm_s"], rounds["fast_s"])])
+    loop = _spread(
+        [new * g / max(f - p, 1e-9) for g, f, p in zip(rounds["gemm_s"], rounds["fast_s"], rounds["prefill_s"])]
+    )
     train_limit = max(limits["train_gemm_gflops_before"], limits["train_gemm_gflops_after"])
     shape = phases.passes[-1]
     flops = training_flops(shape, body, head, trainer.vpo_fast["shared_prompt_forward"], lora=bool(a.lora))
@@ -499,21 +521,19 @@ def limit_figures(limits: dict, phases, prof: dict, trainer, a) -> dict:
         "generation_tokens": new,
         "generation_prompt_tokens": limits["prompt_tokens"],
         "generation_flops_per_token": flops_token,
+        "generation_rounds": rounds,
         "generation_decode_tokens_per_s": tok_s,
         "generation_generate_tokens_per_s": rows * new / limits["generate_s"],
-        "generation_achieved_gflops": achieved,
+        "generation_achieved_gflops": tok_s * flops_token / 1e9,
         "generation_gemm_gflops": limit_gflops,
-        "generation_gemm_step_s": [limits["decode_gemm_s_before"], limits["decode_gemm_s_after"]],
-        "generation_fraction_of_gemm_limit": achieved / limit_gflops,
-        # the same rate over the decode loop alone (the sampler's time less its prefill's): per-token
+        "generation_gemm_step_s": gemm_s,
+        "generation_fraction_of_gemm_limit": whole["median"],
+        "generation_fraction_iqr": whole["iqr"],
+        # the same over the decode loop alone (the sampler's time less its prefill's): per-token
         # overhead against the decode step's products, without the prompt's one-off pass
-        "generation_prefill_s": limits["prefill_s"],
-        "generation_decode_loop_fraction_of_gemm_limit": rows
-        * new
-        / max(limits["fast_s"] - limits["prefill_s"], 1e-9)
-        * flops_token
-        / 1e9
-        / limit_gflops,
+        "generation_prefill_s": statistics.median(rounds["prefill_s"]),
+        "generation_decode_loop_fraction_of_gemm_limit": loop["median"],
+        "generation_decode_loop_fraction_iqr": loop["iqr"],
         "generation_generate_fraction_of_gemm_limit": rows
         * new
         / limits["generate_s"]
@@ -531,17 +551,19 @@ def limit_figures(limits: dict, phases, prof: dict, trainer, a) -> dict:
 
 
 def print_limits(r: dict) -> None:
-    b, a2 = r["generation_gemm_step_s"]
+    n = len(r["generation_rounds"]["gemm_s"])
+    wq, lq = r["generation_fraction_iqr"], r["generation_decode_loop_fraction_iqr"]
     print(
         f"\ngeneration: {r['generation_rows']} rows x {r['generation_tokens']} new tokens after a "
         f"{r['generation_prompt_tokens']}-token prompt: vpo's sampler {r['generation_decode_tokens_per_s']:.1f} tokens/s "
         f"= {r['generation_achieved_gflops']:.1f} GFLOP/s at {r['generation_flops_per_token'] / 1e6:.0f} MFLOP a token; "
         f"transformers' generate as TRL runs it {r['generation_generate_tokens_per_s']:.1f} tokens/s. Limit: one decode "
-        f"step's products alone, {b * 1e3:.1f} ms before / {a2 * 1e3:.1f} ms after (the faster counts) = "
-        f"{r['generation_gemm_gflops']:.1f} GFLOP/s; vpo's sampler runs at {r['generation_fraction_of_gemm_limit']:.2f} "
-        f"of it, generate at {r['generation_generate_fraction_of_gemm_limit']:.2f} (prefill and sampling included); "
-        f"the sampler's prefill took {r['generation_prefill_s']:.3f} s of its {r['generation_rows'] * r['generation_tokens'] / r['generation_decode_tokens_per_s']:.3f} s, "
-        f"and its decode loop alone runs at {r['generation_decode_loop_fraction_of_gemm_limit']:.2f} of the limit"
+        f"step's products alone, {r['generation_gemm_step_s'] * 1e3:.1f} ms (median of {n} rounds) = "
+        f"{r['generation_gemm_gflops']:.1f} GFLOP/s. Per round against that round's limit, vpo's sampler runs at "
+        f"{r['generation_fraction_of_gemm_limit']:.2f} of it (IQR {wq[0]:.2f}-{wq[1]:.2f}; prefill and sampling "
+        f"included; generate at {r['generation_generate_fraction_of_gemm_limit']:.2f}); its prefill takes "
+        f"{r['generation_prefill_s']:.3f} s, and its decode loop alone runs at "
+        f"{r['generation_decode_loop_fraction_of_gemm_limit']:.2f} (IQR {lq[0]:.2f}-{lq[1]:.2f})"
     )
     tb, ta = r["training_gemm_gflops_readings"]
     print(
