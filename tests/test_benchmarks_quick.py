@@ -156,6 +156,13 @@ QUOTED_KEYS = {
     "cpu_speed_options": ["warm_start_step", "sampling", "repeats"],
     # docs/performance.md (the policy pass by operator group)
     "step_phases": ["wall_s", "groups_s", "rows", "prompt", "completion"],
+    # docs/performance.md "How close to the machine" (the sampler before and after this round's cuts)
+    "sampler_ab": [
+        "time_ratio_today_vs_baseline",
+        "fraction_of_limit_baseline",
+        "fraction_of_limit_today",
+        "same_tokens",
+    ],
     # benchmarks/demo_profile.py's own table (no doc quotes it yet); --quick profiles grpo only
     "demo_profile": ["grpo_step_s", "grpo_generation_share", "grpo_estimator_share", "grpo_job_start_s"],
 }
@@ -171,6 +178,7 @@ FAST = [
     "warm_start_profile",
     "cpu_speed_options",
     "step_phases",
+    "sampler_ab",
 ]  # ~5 s each here
 SLOW = [
     "train_step",
