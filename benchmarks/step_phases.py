@@ -12,9 +12,10 @@ Phases of one step, timed inside the real trainer by wrapping its methods (neste
     optimizer    on_pre_optimizer_step to on_optimizer_step (clipping, the optimizer's step)
     other        the rest of the step (the trainer's loop, callbacks, logging)
 
-Limits, each measured twice in the same process (before the trainers run and after) and taken as the
-faster reading (a burst of load can only slow a reading down, so the faster one is the better
-estimate of what the machine can do; the two readings are in the JSON):
+Limits, read in the same process as the rates they bound (train_step.py): the decode limit in paired
+rounds with the sampler's timings (the median of the per-round fractions counts), the training limit
+before the trainers run and after (the faster reading counts: a burst of load can only slow a
+reading down; both readings are in the JSON):
 
 - decode: one decode step's matrix products alone, every weight matrix of the model (fused as vpo's
   sampler holds them, in its precision) applied to ``rows`` input vectors, back to back. At small

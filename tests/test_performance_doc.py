@@ -68,15 +68,31 @@ def _spread(xs: list[float]) -> dict:
 
 
 def gen_sentence(d: dict) -> str:
-    b, a = d["generation_gemm_step_s"]
+    n = len(d["generation_rounds"]["gemm_s"])
+    wq, lq = d["generation_fraction_iqr"], d["generation_decode_loop_fraction_iqr"]
     return (
-        f"Measured: one decode step's products took {b * 1e3:.1f} ms before and {a * 1e3:.1f} ms after, a limit "
-        f"of {_r(d['generation_gemm_gflops'], 1)} GFLOP/s at {d['generation_flops_per_token'] / 1e6:.0f} MFLOP a "
-        f"token. vpo's sampler generated {_r(d['generation_decode_tokens_per_s'], 1)} tokens/s over 16 rows "
-        f"(24 new tokens after a {d['generation_prompt_tokens']}-token prompt, prefill and sampling included): "
-        f"**{_r(d['generation_fraction_of_gemm_limit'])} of the limit**; transformers' `generate` as TRL runs it "
-        f"(the float32 model under bf16 autocast) {_r(d['generation_generate_tokens_per_s'], 1)} tokens/s, "
-        f"{_r(d['generation_generate_fraction_of_gemm_limit'])} of it."
+        f"Measured in {n} paired rounds: one decode step's products took {d['generation_gemm_step_s'] * 1e3:.1f} ms "
+        f"(median), a limit of {_r(d['generation_gemm_gflops'], 1)} GFLOP/s at "
+        f"{d['generation_flops_per_token'] / 1e6:.0f} MFLOP a token. vpo's sampler generated "
+        f"{_r(d['generation_decode_tokens_per_s'], 1)} tokens/s over 16 rows (24 new tokens after a "
+        f"{d['generation_prompt_tokens']}-token prompt, prefill and sampling included): "
+        f"**{_r(d['generation_fraction_of_gemm_limit'])} of the limit** (the median of the rounds' fractions, "
+        f"IQR {_r(wq[0])}-{_r(wq[1])}); its decode loop alone, the prefill's {_r(d['generation_prefill_s'], 3)} s "
+        f"taken out, {_r(d['generation_decode_loop_fraction_of_gemm_limit'])} (IQR {_r(lq[0])}-{_r(lq[1])}). "
+        f"transformers' `generate` as TRL runs it (the float32 model under bf16 autocast): "
+        f"{_r(d['generation_generate_tokens_per_s'], 1)} tokens/s, {_r(d['generation_generate_fraction_of_gemm_limit'])} "
+        "of the limit."
+    )
+
+
+def sampler_ab_sentence() -> str:
+    r = _load("sampler_ab_smollm2")
+    t, b, a = r["time_ratio_today_vs_baseline"], r["fraction_of_limit_baseline"], r["fraction_of_limit_today"]
+    return (
+        f"In {r['rounds']} paired rounds on the same batch, the sampler took {_r(t['median'])} of the time it took "
+        f"at {r['baseline']} (IQR {_r(t['iqr'][0])}-{_r(t['iqr'][1])}): {_r(b['median'])} of the limit before, "
+        f"{_r(a['median'])} after, "
+        + ("with the same tokens from the same seed in every round." if r["same_tokens"] else "WITH OTHER TOKENS.")
     )
 
 
@@ -146,6 +162,7 @@ def fills() -> dict[str, str]:
         "DEMO_FAST": _r(demo["ratio_vpo_m3_vs_trl_grpo_median"]),
         "DEMO_PLAIN": _r(demo["ratio_vpo_m3_plain_vs_trl_grpo_median"]),
         "GEN_SENTENCE": gen_sentence(d),
+        "SAMPLER_AB": sampler_ab_sentence(),
         "TRAIN_SENTENCE": train_sentence(d),
         "PASS_TABLE": pass_table(p),
         "MEMORY_TABLE": memory_table(),
