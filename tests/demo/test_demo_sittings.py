@@ -51,6 +51,8 @@ def test_an_interrupted_sitting_counts_in_the_resumed_demos_wall_time(tmp_path, 
     assert (
         line.startswith("Wall time: 40.0 min on this machine") and "summed over 2 sittings (the last 2.7 min)" in line
     )
+    agg["last_invocation_seconds"] = 1.6  # a last sitting that only wrote the report: seconds, not "0.0 min"
+    assert "summed over 2 sittings (the last 2 s)." in _timing_lines(agg)[0]
     agg["timing"]["invocations"] = 1
     assert "sittings" not in _timing_lines(agg)[0]
 

@@ -227,7 +227,8 @@ def _timing_lines(agg: dict) -> list[str]:
         # a resumed run (a sitting stopped before its report): the sum over its sittings, the last alone;
         # sittings that each finished (a rerun that only rewrote the report) read as before
         resumed = n > 1 and last and timing.get("unfinished_sittings")
-        sittings = f", summed over {n} sittings (the last {last / 60:.1f} min)" if resumed else ""
+        took = f"{last / 60:.1f} min" if last >= 60 else f"{last:.0f} s"  # a sitting that only wrote the report
+        sittings = f", summed over {n} sittings (the last {took})" if resumed else ""
         L += [
             f"Wall time: {agg['wall_seconds'] / 60:.1f} min on this machine ({os.cpu_count()} cores, "
             f"{cfg['jobs']} jobs at a time){sittings}.",
