@@ -280,8 +280,8 @@ class FastDecoder:
             keys[:, :, start:end] = k.transpose(1, 2)
         values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2)
         g = nh // nkv
-        # head j of the queries uses key/value head j // g: [B * nkv, g * S, hd] against [B * nkv, L, hd]
-        # (views of the cache); the mask is added in the product's own kernel, and the scale too where
+        # head j of the queries uses key/value head j // g: [B * nkv, g * S, hd] against the keys as
+        # [B * nkv, hd, L] (views of the cache, transposed or not: :attr:`keys_transposed`); the mask is added in the product's own kernel, and the scale too where
         # it is a power of two (head size 64: 1/8), which no rounding can tell from scaling afterwards
         qg = q.transpose(1, 2).reshape(b * nkv, g * s, hd)
         if self.keys_transposed:
