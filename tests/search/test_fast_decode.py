@@ -172,6 +172,11 @@ def test_the_bf16_key_layout_gives_the_same_bits_and_unwritten_cache_slots_are_n
     cont = torch.randint(3, VOCAB, (5, 6), generator=torch.Generator().manual_seed(4))
     fast = FastDecoder(model, torch.bfloat16)
     assert fast.keys_transposed and not FastDecoder(model, torch.float32).keys_transposed
+    # both index keys as [rows, heads, head_dim, length]; float32 stores them [.., length, head_dim]
+    hd = fast.head_dim
+    k16, k32 = fast._new_caches(2, 5)[0][0], FastDecoder(model, torch.float32)._new_caches(2, 5)[0][0]
+    assert k16.shape == k32.shape == (2, fast.n_kv, hd, 5)
+    assert k16.is_contiguous() and k32.transpose(-1, -2).is_contiguous()
     got = fast.logits_along(ids, mask, cont)
     assert torch.equal(got, FirstLayout(model, torch.bfloat16).logits_along(ids, mask, cont))
     for dtype in (torch.bfloat16, torch.float32):

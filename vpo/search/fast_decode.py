@@ -274,20 +274,15 @@ class FastDecoder:
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
         keys, values = cache
         end = start + s
-        if self.keys_transposed:
-            keys[..., start:end] = k.permute(0, 2, 3, 1)
-        else:
-            keys[:, :, start:end] = k.transpose(1, 2)
+        keys[..., start:end] = k.permute(0, 2, 3, 1)
         values[:, :, start:end] = v.view(b, s, nkv, hd).transpose(1, 2)
         g = nh // nkv
         # head j of the queries uses key/value head j // g: [B * nkv, g * S, hd] against the keys as
-        # [B * nkv, hd, L] (views of the cache, transposed or not: :attr:`keys_transposed`); the mask is added in the product's own kernel, and the scale too where
-        # it is a power of two (head size 64: 1/8), which no rounding can tell from scaling afterwards
+        # [B * nkv, hd, L] (views of the cache, stored as :attr:`keys_transposed` says); the mask is
+        # added in the product's own kernel, and the scale too where it is a power of two (head size
+        # 64: 1/8), which no rounding can tell from scaling afterwards
         qg = q.transpose(1, 2).reshape(b * nkv, g * s, hd)
-        if self.keys_transposed:
-            kt = keys[..., :end].reshape(b * nkv, hd, end)
-        else:
-            kt = keys[:, :, :end].reshape(b * nkv, end, hd).transpose(1, 2)
+        kt = keys[..., :end].reshape(b * nkv, hd, end)
         scale = hd**-0.5
         if math.frexp(scale)[0] == 0.5:
             scores = torch.baddbmm(mask, qg, kt, alpha=scale)
@@ -330,12 +325,17 @@ class FastDecoder:
         return self.dtype != torch.float32
 
     def _new_caches(self, rows: int, length: int):
-        """(keys, values) per layer: keys as :attr:`keys_transposed` says, values [rows, nkv, length,
-        head_dim]."""
+        """(keys, values) per layer: keys [rows, nkv, head_dim, length] (stored so, or a transposed view
+        of [.., length, head_dim] storage: :attr:`keys_transposed`), values [rows, nkv, length,
+        head_dim]. Uninitialised: a slot is read only after its position was written."""
         values = (rows, self.n_kv, length, self.head_dim)
-        keys = (rows, self.n_kv, self.head_dim, length) if self.keys_transposed else values
-        # uninitialised: a slot is read only after its position was written (prefill or decode step)
-        return [(torch.empty(keys, dtype=self.dtype), torch.empty(values, dtype=self.dtype)) for _ in self.layers]
+
+        def keys():
+            if self.keys_transposed:
+                return torch.empty(rows, self.n_kv, self.head_dim, length, dtype=self.dtype)
+            return torch.empty(values, dtype=self.dtype).transpose(-1, -2)
+
+        return [(keys(), torch.empty(values, dtype=self.dtype)) for _ in self.layers]
 
     @torch.no_grad()
     def _prefill(self, input_ids, attention_mask, total: int):
@@ -357,7 +357,7 @@ class FastDecoder:
             hidden = self._forward(ids[sl], positions, part, 0, add)
             first[sl] = self.logits(hidden[:, -1])
         for (dk, dv), (sk, sv) in zip(caches, shared):
-            (dk[..., :p] if self.keys_transposed else dk[:, :, :p]).copy_(sk.index_select(0, inverse))
+            dk[..., :p] = sk.index_select(0, inverse)
             dv[:, :, :p] = sv.index_select(0, inverse)
         return caches, first.index_select(0, inverse)
 
