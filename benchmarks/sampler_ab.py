@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,24 +56,13 @@ def baseline_module(rev: str):
     return mod
 
 
-def _spread(xs: list[float]) -> dict:
-    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
-    return {"median": statistics.median(xs), "iqr": [q[0], q[2]]}
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def run(model_dir: str, baseline: str, rows: int, tokens: int, rounds: int, threads: int, check_tokens: bool) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import vpo.search.fast_decode as today
     from step_phases import decode_gemm_seconds
-    from train_step import shop_question
+    from train_step import _spread, _timed, shop_question
 
     torch.set_num_threads(threads)
     old = baseline_module(baseline)

@@ -410,7 +410,7 @@ def machine_limits(trainer, a, threads: int, when: str, limits: dict | None = No
     precision is bf16), on ``a.batch`` rows of one shop prompt, exactly ``max(length)`` new tokens."""
     import torch
 
-    from step_phases import decode_gemm_seconds, gemm_gflops
+    from step_phases import gemm_gflops
     from vpo.search.fast_decode import FastDecoder
 
     torch.set_num_threads(threads)
@@ -423,19 +423,20 @@ def machine_limits(trainer, a, threads: int, when: str, limits: dict | None = No
     tokens = 16 * a.batch + 96  # the training pass's tokens at this shape (prompts once, completions per row)
     limits[f"train_gemm_gflops_{when}"] = gemm_gflops(tokens, cfg.hidden_size, cfg.intermediate_size, dtype)
     if when == "before":
-        limits.update(generation_rates(trainer, decoder, a, decode_gemm_seconds))
+        limits.update(generation_rates(trainer, decoder, a))
     return limits
 
 
-def generation_rates(trainer, decoder, a, decode_gemm_seconds) -> dict:
+def generation_rates(trainer, decoder, a) -> dict:
     """Generation against its limit in paired rounds (``max(3, --rounds)``): each round reads the
-    decode step's products alone (``decode_gemm_seconds``), then times vpo's sampler and its prefill
+    decode step's products alone (step_phases.decode_gemm_seconds), then times vpo's sampler and its prefill
     (the faster of two calls each), so a round's rate and limit share the machine's state of the
     moment; the figures are medians of the per-round fractions. Then transformers' ``generate`` as
     TRL's step runs it (three calls, the median)."""
     import contextlib
 
     import torch
+    from step_phases import decode_gemm_seconds
 
     from vpo.search.fast_decode import Sampling
 
@@ -481,13 +482,9 @@ def _timed(fn) -> float:
 
 
 def _best_of(fn, n: int = 3) -> float:
+    """The median of ``n`` timed calls, after one untimed."""
     fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return statistics.median(_timed(fn) for _ in range(n))
 
 
 def limit_figures(limits: dict, phases, prof: dict, trainer, a) -> dict:
